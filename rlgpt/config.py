@@ -1,0 +1,164 @@
+"""Typed settings: one dataclass per service, read from env vars and CLI flags.
+
+Every field is declared with :func:`setting`, whose ``help`` text documents it (and becomes the
+CLI help). Values come from, in increasing priority: the defaults, environment variables named
+``RLGPT_<PREFIX>_<FIELD>`` (e.g. ``RLGPT_ENV_MAX_SESSIONS=8``), then explicit overrides (CLI
+flags). All problems (bad types, out-of-range values) are collected and raised together in one
+:class:`~rlgpt.errors.ConfigError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, ClassVar, TypeVar
+
+from rlgpt.errors import ConfigError
+
+S = TypeVar("S", bound="Settings")
+
+
+def setting(default: Any, help: str, **checks: float) -> Any:  # noqa: A002 - mirrors argparse
+    """Declares a documented settings field. ``ge``/``gt``/``le`` bound numeric values."""
+    return dataclasses.field(default=default, metadata={"help": help, **checks})
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Base of the settings dataclasses; subclasses set ``env_prefix``."""
+
+    env_prefix: ClassVar[str] = "RLGPT"
+
+    @classmethod
+    def load(cls: type[S], overrides: Mapping[str, Any] | None = None,
+             environ: Mapping[str, str] | None = None) -> S:
+        """Builds settings from env vars and overrides; raises ConfigError listing every problem."""
+        environ = os.environ if environ is None else environ
+        overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+        problems: list[str] = []
+        values: dict[str, Any] = {}
+        hints = typing.get_type_hints(cls)
+        names = {f.name for f in dataclasses.fields(cls)}
+        for unknown in sorted(set(overrides) - names):
+            problems.append(f"{unknown}: unknown setting for {cls.__name__}")
+        for f in dataclasses.fields(cls):
+            env_name = f"{cls.env_prefix}_{f.name.upper()}"
+            if f.name in overrides:
+                raw, source = overrides[f.name], f"--{f.name.replace('_', '-')}"
+            elif env_name in environ:
+                raw, source = environ[env_name], env_name
+            else:
+                continue
+            try:
+                values[f.name] = _coerce(raw, hints[f.name])
+            except (TypeError, ValueError) as exc:
+                problems.append(f"{f.name} (from {source}={raw!r}): {exc}")
+        if not problems:
+            settings = cls(**values)
+            problems.extend(settings.problems())
+        if problems:
+            raise ConfigError(problems)
+        return settings
+
+    def problems(self) -> list[str]:
+        """Range checks from field metadata plus the subclass's own :meth:`extra_problems`."""
+        found: list[str] = []
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if "ge" in f.metadata and value < f.metadata["ge"]:
+                found.append(f"{f.name}={value}: must be >= {f.metadata['ge']}")
+            if "gt" in f.metadata and value <= f.metadata["gt"]:
+                found.append(f"{f.name}={value}: must be > {f.metadata['gt']}")
+            if "le" in f.metadata and value > f.metadata["le"]:
+                found.append(f"{f.name}={value}: must be <= {f.metadata['le']}")
+        return found + self.extra_problems()
+
+    def extra_problems(self) -> list[str]:
+        """Cross-field checks; subclasses override."""
+        return []
+
+    @classmethod
+    def help(cls) -> dict[str, str]:
+        """Field name -> help text (for CLIs and docs)."""
+        return {f.name: f.metadata.get("help", "") for f in dataclasses.fields(cls)}
+
+
+def _coerce(raw: Any, hint: Any) -> Any:
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if raw is None or raw == "":
+            return None
+        return _coerce(raw, args[0])
+    if origin in (tuple, list):
+        (item,) = {a for a in typing.get_args(hint) if a is not Ellipsis}
+        items = raw.split(",") if isinstance(raw, str) else list(raw)
+        return tuple(_coerce(x.strip() if isinstance(x, str) else x, item) for x in items if x != "")
+    if hint is bool:
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off"):
+            return False
+        raise ValueError("expected a boolean (true/false)")
+    if hint is int:
+        if isinstance(raw, float) and not raw.is_integer():
+            raise ValueError("expected an integer")
+        return int(raw)
+    if hint is float:
+        return float(raw)
+    if hint is str:
+        return str(raw)
+    raise TypeError(f"unsupported settings type {hint}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerSettings(Settings):
+    """Settings every gRPC service shares."""
+
+    env_prefix: ClassVar[str] = "RLGPT"
+
+    host: str = setting("127.0.0.1", "Interface to bind; 0.0.0.0 inside containers.")
+    port: int = setting(0, "gRPC port; 0 picks a free one (the chosen port is logged).", ge=0, le=65535)
+    metrics_port: int = setting(-1, "Prometheus /metrics port; 0 picks a free one, -1 disables.",
+                                ge=-1, le=65535)
+    max_workers: int = setting(16, "gRPC thread pool size (concurrent calls).", ge=1, le=1024)
+    grace_seconds: float = setting(5.0, "On SIGTERM, seconds in-flight calls get before they are cancelled.",
+                                   ge=0)
+    max_message_mb: int = setting(64, "Max gRPC message size in MiB, both directions.", ge=1, le=1024)
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvServerSettings(Settings):
+    """Settings of the env server (``RLGPT_ENV_*``)."""
+
+    env_prefix: ClassVar[str] = "RLGPT_ENV"
+
+    max_sessions: int = setting(32, "Max open sessions on this server.", ge=1)
+    max_envs_per_session: int = setting(256, "Max parallel envs in one session.", ge=1)
+    session_idle_seconds: float = setting(600.0, "An untouched session is closed after this many seconds.",
+                                          gt=0)
+    max_code_bytes: int = setting(65536, "Max size of a skill's source code in bytes.", ge=64)
+    max_skills: int = setting(1024, "Max registered skills.", ge=1)
+    default_skill_steps: int = setting(32, "K used when a session does not set skill_max_steps.", ge=1)
+    max_skill_steps: int = setting(1000, "Max K a session may ask for.", ge=1)
+    max_episode_length: int = setting(100000, "Max episode length in frames a session may ask for.", ge=1)
+    max_run_skill_episodes: int = setting(64, "Max test episodes in one RunSkill call.", ge=1)
+    run_skill_default_steps: int = setting(300, "Frames per RunSkill episode when the request sets none.",
+                                           ge=1)
+    skill_tick_budget: int = setting(200000, "Loop iterations a skill may run between two yields.", ge=100)
+    skill_call_seconds: float = setting(2.0, "Wall-clock limit of a skill between two yields; the worker "
+                                        "process is killed and replaced past it.", gt=0)
+    skill_memory_mb: int = setting(1024, "Address-space limit of a skill worker process, MiB.", ge=128)
+    skill_worker_start_seconds: float = setting(30.0, "Time a skill worker process gets to start.", gt=0)
+
+    def extra_problems(self) -> list[str]:
+        if self.default_skill_steps > self.max_skill_steps:
+            return [f"default_skill_steps={self.default_skill_steps}: must be <= max_skill_steps="
+                    f"{self.max_skill_steps}"]
+        return []

@@ -1,0 +1,42 @@
+"""Every Prometheus metric of rlgpt, named ``rlgpt_<service>_<what>_<unit>``, and the /metrics server."""
+
+from __future__ import annotations
+
+import logging
+
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
+
+log = logging.getLogger(__name__)
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+# --- every service: gRPC edge --------------------------------------------------------------------
+GRPC_REQUESTS = Counter("rlgpt_grpc_requests_total", "Unary gRPC calls by service, method and status code.",
+                        ["service", "method", "code"])
+GRPC_SECONDS = Histogram("rlgpt_grpc_request_seconds", "Unary gRPC call latency.", ["service", "method"],
+                         buckets=_LATENCY_BUCKETS)
+
+# --- env server ----------------------------------------------------------------------------------
+ENV_STEPS = Counter("rlgpt_env_steps_total", "Primitive env frames stepped (skill frames included).",
+                    ["backend"])
+ENV_STEP_SECONDS = Histogram("rlgpt_env_step_seconds", "Latency of one batched Step over all envs of a session.",
+                             ["backend"], buckets=_LATENCY_BUCKETS)
+ENV_SESSIONS_ACTIVE = Gauge("rlgpt_env_sessions_active", "Open env sessions.")
+ENV_SESSIONS_EXPIRED = Counter("rlgpt_env_sessions_expired_total", "Sessions closed because they sat idle.")
+ENV_EPISODES = Counter("rlgpt_env_episodes_total", "Episodes finished, by end reason.", ["backend", "reason"])
+ENV_SKILL_RUNS = Counter("rlgpt_env_skill_runs_total", "Skill executions (macro actions and test episodes) "
+                         "by outcome.", ["outcome"])
+ENV_SKILL_ERRORS = Counter("rlgpt_env_skill_errors_total", "Skill errors by kind (exception type, Timeout, "
+                           "StepBudgetExceeded, PolicyViolation, ...).", ["kind"])
+ENV_SKILL_WORKER_RESTARTS = Counter("rlgpt_env_skill_worker_restarts_total",
+                                    "Sandbox worker processes killed and replaced.")
+
+
+def start_metrics_server(port: int, host: str = "127.0.0.1") -> int | None:
+    """Serves /metrics on ``port`` (0 picks a free one, -1 disables); returns the bound port."""
+    if port < 0:
+        return None
+    httpd, _thread = start_http_server(port, addr=host)
+    bound = int(httpd.server_port)
+    log.info("metrics on http://%s:%d/metrics", host, bound)
+    return bound

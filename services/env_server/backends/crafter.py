@@ -1,0 +1,153 @@
+"""Crafter (danijar/crafter): the default, embedded backend."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import crafter
+import numpy as np
+from crafter import constants, objects
+
+from services.env_server.backends.base import Backend, BackendEnv, BackendSpec, RawStep
+from services.env_server.skills.api import CRAFTER_SKILL_API
+
+STATUS = ("health", "food", "drink", "energy")
+ITEMS = tuple(name for name in constants.items if name not in STATUS)
+VECTOR_LABELS = (
+    *(f"status/{s}" for s in STATUS),
+    *(f"inventory/{i}" for i in ITEMS),
+    "facing/x", "facing/y", "status/sleeping", "world/daylight",
+)
+VIEW_WIDTH, VIEW_HEIGHT = 9, 7  # the map part of Crafter's 9x9 view; 2 rows show the inventory
+_OBJECT_NAMES = {objects.Cow: "cow", objects.Zombie: "zombie", objects.Skeleton: "skeleton",
+                 objects.Arrow: "arrow", objects.Plant: "plant", objects.Fence: "fence",
+                 objects.Player: "player"}
+
+
+class _DeterministicCrafter(crafter.Env):
+    """crafter.Env whose creature balancing does not depend on memory addresses.
+
+    Crafter keeps each chunk's objects in a ``set`` and picks one to despawn by index, so two envs
+    with the same seed diverge; sorting by position makes seeded episodes reproducible.
+    """
+
+    def _balance_chunk(self, chunk: Any, objs: Any) -> None:
+        super()._balance_chunk(chunk, sorted(objs, key=lambda o: (int(o.pos[0]), int(o.pos[1]))))
+
+
+class CrafterEnv(BackendEnv):
+    """One ``crafter.Env`` with gymnasium-style termination handled by the session."""
+
+    def __init__(self) -> None:
+        # length=None: the session truncates episodes itself, so it can tell truncated from terminated.
+        self._env = _DeterministicCrafter(area=(64, 64), view=(9, 9), size=(64, 64), reward=True, length=None, seed=0)
+        self._last_image: np.ndarray | None = None
+
+    @property
+    def _player(self) -> objects.Player:
+        return self._env._player
+
+    def reset(self, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        # Crafter seeds world generation with hash((seed, episode)); pinning both makes resets reproducible.
+        self._env._seed = int(seed)
+        self._env._episode = 0
+        self._last_image = self._env.reset()
+        return self._last_image, self._vector()
+
+    def step(self, action: int) -> RawStep:
+        image, reward, _done, _info = self._env.step(action)
+        self._last_image = image
+        return RawStep(image=image, vector=self._vector(), native_reward=float(reward),
+                       dead=self._player.health <= 0)
+
+    def observe(self) -> tuple[np.ndarray, np.ndarray]:
+        self._last_image = self._env.render()
+        return self._last_image, self._vector()
+
+    def _vector(self) -> np.ndarray:
+        player = self._player
+        inv = player.inventory
+        return np.array(
+            [inv[s] for s in STATUS] + [inv[i] for i in ITEMS]
+            + [player.facing[0], player.facing[1], float(player.sleeping), self._env._world.daylight],
+            dtype=np.float32)
+
+    def inventory(self) -> dict[str, int]:
+        inv = self._player.inventory
+        return {item: int(inv[item]) for item in ITEMS}
+
+    def give(self, item: str, count: int) -> None:
+        maximum = constants.items[item]["max"]
+        self._player.inventory[item] = min(maximum, self._player.inventory[item] + count)
+
+    def achievements(self) -> set[str]:
+        return {name for name, count in self._player.achievements.items() if count > 0}
+
+    def health(self) -> float:
+        return float(self._player.health)
+
+    def _cell_name(self, pos: tuple[int, int]) -> str:
+        material, obj = self._env._world[pos]
+        if obj is not None:
+            return _OBJECT_NAMES.get(type(obj), "object")
+        return material or "unknown"
+
+    def perception(self) -> dict[str, Any]:
+        player = self._player
+        px, py = int(player.pos[0]), int(player.pos[1])
+        x0, y0 = px - VIEW_WIDTH // 2, py - VIEW_HEIGHT // 2
+        view = [[self._cell_name((x0 + dx, y0 + dy)) for dx in range(VIEW_WIDTH)] for dy in range(VIEW_HEIGHT)]
+        inv = player.inventory
+        return {
+            "position": [px, py],
+            "facing": [int(player.facing[0]), int(player.facing[1])],
+            "view": view,
+            "view_origin": [x0, y0],
+            "inventory": {item: int(inv[item]) for item in ITEMS},
+            "status": {s: int(inv[s]) for s in STATUS},
+            "sleeping": bool(player.sleeping),
+            "daylight": float(self._env._world.daylight),
+        }
+
+    def nearby_text(self) -> str:
+        player = self._player
+        materials, objs = self._env._world.nearby(tuple(player.pos), 3)
+        names = sorted({m for m in materials if m and m not in ("grass", "path", "sand")}
+                       | {_OBJECT_NAMES.get(type(o), "object") for o in objs if o is not player})
+        return ", ".join(names) if names else "nothing notable"
+
+    def death_cause(self) -> str:
+        player = self._player
+        if player.health > 0:
+            return ""
+        if self._env._world[player.pos][0] == "lava":
+            return "lava"
+        inv = player.inventory
+        _materials, objs = self._env._world.nearby(tuple(player.pos), 2)
+        attackers = sorted({_OBJECT_NAMES[type(o)] for o in objs
+                            if isinstance(o, (objects.Zombie, objects.Skeleton, objects.Arrow))})
+        if attackers:
+            return "attacked by " + " and ".join(attackers)
+        starving = [s for s in ("food", "drink", "energy") if inv[s] <= 0]
+        if starving:
+            return "no " + " and no ".join(starving)
+        return "unknown"
+
+
+class CrafterBackend(Backend):
+    """Factory of Crafter envs."""
+
+    spec = BackendSpec(
+        name="crafter",
+        actions=tuple(constants.actions),
+        achievements=tuple(constants.achievements),
+        items=ITEMS,
+        image_shape=(64, 64, 3),
+        vector_labels=VECTOR_LABELS,
+        default_episode_length=10000,
+        skill_api=CRAFTER_SKILL_API,
+        noop_action=0,
+    )
+
+    def make_env(self) -> BackendEnv:
+        return CrafterEnv()

@@ -1,0 +1,136 @@
+"""Tasks (success conditions, start inventories) and dense reward terms, checked against a backend."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from rlgpt.errors import InvalidArgument
+from rlgpt.v1 import common_pb2
+from services.env_server.backends.base import BackendSpec
+
+REWARD_KINDS = ("success", "achievement", "inventory_gain", "step", "health", "death", "native")
+_TARGETED = {"achievement", "inventory_gain"}
+MAX_ITEM_COUNT = 1000
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """A validated task: all ``achievements`` unlocked and all ``inventory`` thresholds met = success."""
+
+    name: str
+    achievements: tuple[str, ...]
+    inventory: tuple[tuple[str, int], ...]
+    start_inventory: tuple[tuple[str, int], ...]
+    terminate_on_success: bool
+
+    @property
+    def open_ended(self) -> bool:
+        return not self.achievements and not self.inventory
+
+    def holds(self, unlocked: set[str], inventory: dict[str, int]) -> bool:
+        """Whether the success conditions hold for this state."""
+        if self.open_ended:
+            return False
+        return (all(a in unlocked for a in self.achievements)
+                and all(inventory.get(item, 0) >= count for item, count in self.inventory))
+
+
+@dataclasses.dataclass(frozen=True)
+class RewardTerm:
+    """One validated dense reward term (see ``rlgpt.v1.RewardTerm`` for the vocabulary)."""
+
+    kind: str
+    target: str
+    weight: float
+
+
+def parse_task(spec: common_pb2.TaskSpec, backend: BackendSpec) -> Task:
+    """Checks a TaskSpec against the backend's vocabulary; every problem is reported in one error."""
+    problems: list[str] = []
+    achievements: list[str] = []
+    inventory: list[tuple[str, int]] = []
+    for i, cond in enumerate(spec.success):
+        kind = cond.WhichOneof("kind")
+        if kind == "achievement":
+            if cond.achievement not in backend.achievements:
+                problems.append(f"task.success[{i}]: unknown achievement {cond.achievement!r} for "
+                                f"{backend.name}; known: {', '.join(backend.achievements)}")
+            achievements.append(cond.achievement)
+        elif kind == "inventory":
+            item, count = cond.inventory.item, cond.inventory.count
+            if item not in backend.items:
+                problems.append(f"task.success[{i}]: unknown item {item!r} for {backend.name}; "
+                                f"known: {', '.join(backend.items)}")
+            if not 1 <= count <= MAX_ITEM_COUNT:
+                problems.append(f"task.success[{i}]: inventory count {count} must be in 1..{MAX_ITEM_COUNT}")
+            inventory.append((item, count))
+        else:
+            problems.append(f"task.success[{i}]: empty condition (set achievement or inventory)")
+    if not spec.success and spec.name:
+        if spec.name in backend.achievements:
+            achievements.append(spec.name)
+        else:
+            problems.append(f"task {spec.name!r} is not an achievement of {backend.name} and has no success "
+                            f"conditions; use an achievement ({', '.join(backend.achievements[:6])}, ...) "
+                            f"or give task.success")
+    start: list[tuple[str, int]] = []
+    for i, item_count in enumerate(spec.start_inventory):
+        if item_count.item not in backend.items:
+            problems.append(f"task.start_inventory[{i}]: unknown item {item_count.item!r} for {backend.name}")
+        if not 0 <= item_count.count <= MAX_ITEM_COUNT:
+            problems.append(f"task.start_inventory[{i}]: count {item_count.count} must be in 0..{MAX_ITEM_COUNT}")
+        start.append((item_count.item, item_count.count))
+    if problems:
+        raise InvalidArgument("; ".join(problems))
+    return Task(name=spec.name or "open_ended", achievements=tuple(achievements), inventory=tuple(inventory),
+                start_inventory=tuple(start), terminate_on_success=spec.terminate_on_success)
+
+
+def parse_reward_terms(terms: list[common_pb2.RewardTerm], backend: BackendSpec) -> tuple[RewardTerm, ...]:
+    """Checks reward terms against the vocabulary; no terms means the backend's native reward."""
+    if not terms:
+        return (RewardTerm("native", "", 1.0),)
+    problems: list[str] = []
+    parsed: list[RewardTerm] = []
+    for i, term in enumerate(terms):
+        if term.kind not in REWARD_KINDS:
+            problems.append(f"reward_terms[{i}]: unknown kind {term.kind!r}; known: {', '.join(REWARD_KINDS)}")
+            continue
+        if not math.isfinite(term.weight):
+            problems.append(f"reward_terms[{i}]: weight must be finite, got {term.weight}")
+        if term.kind in _TARGETED:
+            vocabulary = backend.achievements if term.kind == "achievement" else backend.items
+            if term.target != "*" and term.target not in vocabulary:
+                problems.append(f"reward_terms[{i}]: unknown {term.kind} target {term.target!r} for "
+                                f"{backend.name} (use '*' for any)")
+        elif term.target:
+            problems.append(f"reward_terms[{i}]: kind {term.kind!r} takes no target, got {term.target!r}")
+        parsed.append(RewardTerm(term.kind, term.target, float(term.weight)))
+    if problems:
+        raise InvalidArgument("; ".join(problems))
+    return tuple(parsed)
+
+
+def step_reward(terms: tuple[RewardTerm, ...], *, native: float, newly_unlocked: set[str],
+                gained: dict[str, int], health_delta: float, died: bool, just_succeeded: bool) -> float:
+    """The dense reward of one primitive frame."""
+    total = 0.0
+    for term in terms:
+        if term.kind == "native":
+            total += term.weight * native
+        elif term.kind == "step":
+            total += term.weight
+        elif term.kind == "success":
+            total += term.weight if just_succeeded else 0.0
+        elif term.kind == "achievement":
+            hits = len(newly_unlocked) if term.target == "*" else int(term.target in newly_unlocked)
+            total += term.weight * hits
+        elif term.kind == "inventory_gain":
+            amount = sum(gained.values()) if term.target == "*" else gained.get(term.target, 0)
+            total += term.weight * amount
+        elif term.kind == "health":
+            total += term.weight * health_delta
+        elif term.kind == "death":
+            total += term.weight if died else 0.0
+    return total

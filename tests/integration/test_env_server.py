@@ -1,0 +1,277 @@
+"""The env server over a real gRPC channel: happy paths and every bad input of the issue."""
+
+from __future__ import annotations
+
+import grpc
+import numpy as np
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from rlgpt.tensors import from_tensor
+from rlgpt.v1 import common_pb2, env_pb2
+from services.env_server.skills.reference import COLLECT_WOOD
+
+WOOD_TASK = common_pb2.TaskSpec(name="collect_wood")
+
+
+def _code(call: grpc.Future | object, fn, request) -> tuple[grpc.StatusCode, str]:
+    with pytest.raises(grpc.RpcError) as info:
+        fn(request)
+    return info.value.code(), info.value.details()
+
+
+def assert_healthy(env_server) -> None:
+    health = health_pb2_grpc.HealthStub(env_server.channel)
+    reply = health.Check(health_pb2.HealthCheckRequest(service="rlgpt.v1.EnvService"), timeout=5)
+    assert reply.status == health_pb2.HealthCheckResponse.SERVING
+    # and it still does real work
+    session = env_server.stub.CreateSession(env_pb2.CreateSessionRequest(num_envs=1, seed=3))
+    env_server.stub.Step(env_pb2.StepRequest(session_id=session.session_id, actions=[0]))
+    env_server.stub.CloseSession(env_pb2.CloseSessionRequest(session_id=session.session_id))
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_sessions(env_server):
+    yield
+    env_server.servicer.sessions.close_all()
+
+
+@pytest.fixture(scope="module")
+def wood_skill(env_server) -> str:
+    env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="it_collect_wood", code=COLLECT_WOOD,
+                                                               replace=True))
+    return "it_collect_wood"
+
+
+def test_describe_lists_actions_observations_and_skill_api(env_server) -> None:
+    d = env_server.stub.Describe(env_pb2.DescribeRequest())
+    assert d.backend == "crafter" and d.available
+    assert len(d.actions) == 17 and d.actions[5] == "do"
+    fields = {f.name: f for f in d.observation}
+    assert list(fields["image"].shape) == [64, 64, 3]
+    assert len(fields["vector"].labels) == fields["vector"].shape[0]
+    assert "collect_diamond" in d.achievements and "wood" in d.items
+    assert "agent.step_to" in d.skill_api
+    assert d.limits.max_envs_per_session == 8
+
+
+def test_batched_step_is_reproducible_and_isolated(env_server) -> None:
+    stub = env_server.stub
+    a = stub.CreateSession(env_pb2.CreateSessionRequest(num_envs=4, seed=11, task=WOOD_TASK))
+    b = stub.CreateSession(env_pb2.CreateSessionRequest(num_envs=4, seed=11, task=WOOD_TASK))
+    c = stub.CreateSession(env_pb2.CreateSessionRequest(num_envs=4, seed=12, task=WOOD_TASK))
+    images = [from_tensor(s.observations.image) for s in (a, b, c)]
+    assert images[0].shape == (4, 64, 64, 3) and images[0].dtype == np.uint8
+    assert np.array_equal(images[0], images[1])
+    assert not np.array_equal(images[0], images[2])
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        actions = rng.integers(0, 17, size=4).tolist()
+        ra = stub.Step(env_pb2.StepRequest(session_id=a.session_id, actions=actions))
+        rb = stub.Step(env_pb2.StepRequest(session_id=b.session_id, actions=actions))
+        assert ra.observations.image.data == rb.observations.image.data
+        assert list(ra.frames) == [1, 1, 1, 1]
+    vector = from_tensor(ra.observations.vector)
+    assert vector.shape == (4, 20) and vector.dtype == np.float32
+    for s in (a, b, c):
+        stub.CloseSession(env_pb2.CloseSessionRequest(session_id=s.session_id))
+
+
+def test_stream_steps_matches_unary(env_server) -> None:
+    stub = env_server.stub
+    a = stub.CreateSession(env_pb2.CreateSessionRequest(num_envs=2, seed=5))
+    b = stub.CreateSession(env_pb2.CreateSessionRequest(num_envs=2, seed=5))
+    actions = [[1, 2], [3, 4], [5, 5], [0, 1]]
+    streamed = list(stub.StreamSteps(iter([env_pb2.StepRequest(session_id=a.session_id, actions=x)
+                                           for x in actions])))
+    unary = [stub.Step(env_pb2.StepRequest(session_id=b.session_id, actions=x)) for x in actions]
+    assert len(streamed) == 4
+    assert [s.observations.image.data for s in streamed] == [u.observations.image.data for u in unary]
+
+
+def test_truncation_start_inventory_and_reward_terms(env_server) -> None:
+    stub = env_server.stub
+    task = common_pb2.TaskSpec(success=[common_pb2.Condition(inventory=common_pb2.ItemCount(item="wood", count=5))],
+                               start_inventory=[common_pb2.ItemCount(item="wood", count=2)])
+    s = stub.CreateSession(env_pb2.CreateSessionRequest(
+        num_envs=1, seed=1, task=task, episode_length=3, autoreset=True,
+        reward_terms=[common_pb2.RewardTerm(kind="step", weight=-0.5)]))
+    labels = {f.name: f for f in s.observation}["vector"].labels
+    vector = from_tensor(s.observations.vector)
+    assert vector[0, list(labels).index("inventory/wood")] == 2
+    rewards, truncated = [], []
+    for _ in range(3):
+        r = stub.Step(env_pb2.StepRequest(session_id=s.session_id, actions=[0]))
+        rewards.append(r.rewards[0])
+        truncated.append(r.truncated[0])
+    assert rewards == [-0.5, -0.5, -0.5]
+    assert truncated == [False, False, True]
+    assert r.infos[0].end_reason == "time_limit" and r.infos[0].was_reset and not r.terminated[0]
+
+
+def test_skill_as_macro_action_counts_frames(env_server, wood_skill) -> None:
+    stub = env_server.stub
+    s = stub.CreateSession(env_pb2.CreateSessionRequest(num_envs=3, seed=2, task=WOOD_TASK, skills=[wood_skill],
+                                                        skill_max_steps=5, autoreset=True))
+    assert s.actions[-1] == f"skill:{wood_skill}" and len(s.actions) == 18
+    r = stub.Step(env_pb2.StepRequest(session_id=s.session_id, actions=[17, 17, 0]))
+    assert list(r.frames)[:2] == [5, 5] and r.frames[2] == 1  # K caps the skill; primitives take one frame
+    total = 0
+    for _ in range(40):
+        r = stub.Step(env_pb2.StepRequest(session_id=s.session_id, actions=[17, 17, 17]))
+        total += sum(r.frames)
+        if all(i.success or i.was_reset for i in r.infos):
+            break
+    assert any("collect_wood" in i.achievements for i in r.infos) or all(i.success for i in r.infos)
+    assert total > 3
+
+
+def test_run_skill_summarises_episodes(env_server, wood_skill) -> None:
+    r = env_server.stub.RunSkill(env_pb2.RunSkillRequest(skill=wood_skill, episodes=3, max_steps=200, task=WOOD_TASK,
+                                                         seed=7))
+    assert len(r.episodes) == 3
+    assert r.success_rate == pytest.approx(sum(e.success for e in r.episodes) / 3)
+    assert r.success_rate >= 2 / 3  # trees are near the spawn point in Crafter
+    ep = next(e for e in r.episodes if e.success)
+    assert "collect_wood" in ep.achievements and "+1 wood" in ep.text and ep.end_reason == "success"
+    assert {i.item: i.count for i in ep.final_inventory}["wood"] >= 1
+
+
+# --- bad input: each gets a clear status, and the server stays healthy ------------------------------
+
+def test_unknown_session(env_server) -> None:
+    code, details = _code(None, env_server.stub.Step, env_pb2.StepRequest(session_id="missing", actions=[0]))
+    assert code == grpc.StatusCode.NOT_FOUND and "missing" in details
+    assert_healthy(env_server)
+
+
+def test_action_out_of_range(env_server) -> None:
+    s = env_server.stub.CreateSession(env_pb2.CreateSessionRequest(num_envs=2))
+    code, details = _code(None, env_server.stub.Step, env_pb2.StepRequest(session_id=s.session_id, actions=[0, 17]))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "out of range" in details
+    code, _ = _code(None, env_server.stub.Step, env_pb2.StepRequest(session_id=s.session_id, actions=[-1, 0]))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert_healthy(env_server)
+
+
+def test_batch_larger_than_session(env_server) -> None:
+    s = env_server.stub.CreateSession(env_pb2.CreateSessionRequest(num_envs=2))
+    code, details = _code(None, env_server.stub.Step,
+                          env_pb2.StepRequest(session_id=s.session_id, actions=[0] * 100000))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "2 envs" in details
+    assert_healthy(env_server)
+
+
+def test_num_envs_over_limit_and_bad_fields(env_server) -> None:
+    code, details = _code(None, env_server.stub.CreateSession, env_pb2.CreateSessionRequest(num_envs=9))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "num_envs=9" in details and "1..8" in details
+    code, details = _code(None, env_server.stub.CreateSession, env_pb2.CreateSessionRequest(
+        num_envs=1, task=common_pb2.TaskSpec(name="fly_to_moon"),
+        reward_terms=[common_pb2.RewardTerm(kind="bogus")], primitive_actions=["teleport"]))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and ("fly_to_moon" in details or "teleport" in details)
+    code, details = _code(None, env_server.stub.CreateSession, env_pb2.CreateSessionRequest(
+        num_envs=1, skills=["no_such_skill"]))
+    assert code == grpc.StatusCode.NOT_FOUND and "no_such_skill" in details
+    assert_healthy(env_server)
+
+
+def test_sessions_per_server_limit(env_server) -> None:
+    stub = env_server.stub
+    opened = []
+    with pytest.raises(grpc.RpcError) as info:
+        for _ in range(10):
+            opened.append(stub.CreateSession(env_pb2.CreateSessionRequest(num_envs=1)).session_id)
+    assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "CloseSession" in info.value.details()
+    assert len(opened) == 4
+    stub.CloseSession(env_pb2.CloseSessionRequest(session_id=opened[0]))
+    assert_healthy(env_server)  # a closed session frees its slot
+
+
+BAD_SKILLS = {
+    "not_python": ("def skill(agent)\n    yield 'noop'\n", grpc.StatusCode.INVALID_ARGUMENT, "SyntaxError"),
+    "import_os": ("import os\ndef skill(agent):\n    yield 'noop'\n", grpc.StatusCode.INVALID_ARGUMENT, "import"),
+    "open_file": ("def skill(agent):\n    open('/etc/passwd')\n    yield 'noop'\n",
+                  grpc.StatusCode.INVALID_ARGUMENT, "open"),
+    "subclasses": ("def skill(agent):\n    x = ().__class__.__bases__[0].__subclasses__()\n    yield 'noop'\n",
+                   grpc.StatusCode.INVALID_ARGUMENT, "__class__"),
+    "busy_loop": ("def skill(agent):\n    while True:\n        pass\n    yield 'noop'\n",
+                  grpc.StatusCode.INVALID_ARGUMENT, "line 2"),
+    "never_yields": ("def skill(agent):\n    return\n    yield 'noop'\n", grpc.StatusCode.INVALID_ARGUMENT,
+                     "NoYield"),
+    "not_generator": ("def skill(agent):\n    return 'noop'\n", grpc.StatusCode.INVALID_ARGUMENT, "generator"),
+    "invalid_action": ("def skill(agent):\n    yield 'fly'\n", grpc.StatusCode.INVALID_ARGUMENT, "InvalidAction"),
+    "huge_power": ("def skill(agent):\n    x = 10 ** 10 ** 9\n    yield 'noop'\n",
+                   grpc.StatusCode.DEADLINE_EXCEEDED, "line 2"),
+    "ten_megabytes": ("#" * (10 * 1024 * 1024), grpc.StatusCode.INVALID_ARGUMENT, "limit"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_SKILLS))
+def test_bad_skill_is_rejected_and_server_survives(env_server, case: str) -> None:
+    code_text, expected_code, expected_text = BAD_SKILLS[case]
+    code, details = _code(None, env_server.stub.RegisterSkill,
+                          env_pb2.RegisterSkillRequest(name=f"bad_{case}", code=code_text))
+    assert code == expected_code, details
+    assert expected_text in details
+    with pytest.raises(grpc.RpcError) as info:
+        env_server.stub.RunSkill(env_pb2.RunSkillRequest(skill=f"bad_{case}", episodes=1))
+    assert info.value.code() == grpc.StatusCode.NOT_FOUND  # nothing half-registered
+    assert_healthy(env_server)
+
+
+def test_skill_failing_mid_episode_reports_line_and_episode_goes_on(env_server) -> None:
+    code = ("def skill(agent):\n    yield 'noop'\n    yield 'noop'\n    x = [1][5]\n    yield 'noop'\n")
+    env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="fails_late", code=code, replace=True))
+    r = env_server.stub.RunSkill(env_pb2.RunSkillRequest(skill="fails_late", episodes=2, max_steps=50))
+    for ep in r.episodes:
+        assert ep.error.type == "IndexError" and ep.error.line == 4 and ep.error.code_line == "x = [1][5]"
+        assert ep.steps == 2 and ep.end_reason == "error"
+    s = env_server.stub.CreateSession(env_pb2.CreateSessionRequest(num_envs=1, skills=["fails_late"],
+                                                                   skill_max_steps=10, autoreset=True))
+    step = env_server.stub.Step(env_pb2.StepRequest(session_id=s.session_id, actions=[17]))
+    assert step.infos[0].skill_error.type == "IndexError" and step.frames[0] == 2
+    step = env_server.stub.Step(env_pb2.StepRequest(session_id=s.session_id, actions=[0]))
+    assert step.frames[0] == 1
+
+
+def test_runaway_skill_at_runtime_is_killed_with_its_line(env_server) -> None:
+    code = ("def skill(agent):\n    yield 'noop'\n    n = 10 ** 10 ** 9\n    yield 'noop'\n")
+    env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="slow_late", code=code, replace=True))
+    r = env_server.stub.RunSkill(env_pb2.RunSkillRequest(skill="slow_late", episodes=1, max_steps=20))
+    assert r.episodes[0].error.type == "Timeout" and r.episodes[0].error.line == 3
+    assert_healthy(env_server)
+
+
+def test_memory_bomb_is_contained(env_server) -> None:
+    code = ("def skill(agent):\n    yield 'noop'\n    x = [0] * (10 ** 10)\n    yield 'noop'\n")
+    env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="mem_late", code=code, replace=True))
+    r = env_server.stub.RunSkill(env_pb2.RunSkillRequest(skill="mem_late", episodes=1, max_steps=20))
+    assert r.episodes[0].error.type == "MemoryLimit"
+    assert_healthy(env_server)
+
+
+def test_run_skill_limits(env_server, wood_skill) -> None:
+    code, details = _code(None, env_server.stub.RunSkill, env_pb2.RunSkillRequest(skill=wood_skill, episodes=1000))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "episodes=1000" in details
+    code, _ = _code(None, env_server.stub.RunSkill, env_pb2.RunSkillRequest(skill="nope", episodes=1))
+    assert code == grpc.StatusCode.NOT_FOUND
+
+
+def test_register_existing_name_needs_replace(env_server, wood_skill) -> None:
+    code, details = _code(None, env_server.stub.RegisterSkill,
+                          env_pb2.RegisterSkillRequest(name=wood_skill, code=COLLECT_WOOD))
+    assert code == grpc.StatusCode.ALREADY_EXISTS and "replace" in details
+    reply = env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name=wood_skill, code=COLLECT_WOOD,
+                                                                       replace=True))
+    assert reply.skill.version >= 2
+    names = [s.name for s in env_server.stub.ListSkills(env_pb2.ListSkillsRequest()).skills]
+    assert wood_skill in names
+
+
+def test_idle_sessions_expire(env_server) -> None:
+    manager = env_server.servicer.sessions
+    s = env_server.stub.CreateSession(env_pb2.CreateSessionRequest(num_envs=1))
+    manager.get(s.session_id).last_used -= 10_000  # pretend it sat idle past the limit
+    assert s.session_id in manager.reap()
+    code, _ = _code(None, env_server.stub.Step, env_pb2.StepRequest(session_id=s.session_id, actions=[0]))
+    assert code == grpc.StatusCode.NOT_FOUND
