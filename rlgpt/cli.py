@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -21,9 +23,12 @@ def setup_logging(level: str = "INFO") -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
 
 
-def _load(cls: Any, overrides: dict[str, Any]) -> Any:
+def _load(*requests: tuple[type, dict[str, Any]]) -> list[Any]:
+    """Loads settings; on any problem prints all of them (from every class) and exits with 2."""
+    from rlgpt.config import load_together
+
     try:
-        return cls.load(overrides)
+        return load_together(*requests)
     except ConfigError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(2) from None
@@ -45,8 +50,9 @@ def serve_env(
     from rlgpt.v1 import env_pb2_grpc
     from services.env_server.servicer import SERVICE_NAME, EnvServicer
 
-    server_settings = _load(ServerSettings, {"port": port, "metrics_port": metrics_port, "host": host})
-    env_settings = _load(EnvServerSettings, {"max_sessions": max_sessions})
+    server_settings, env_settings = _load(
+        (ServerSettings, {"port": port, "metrics_port": metrics_port, "host": host}),
+        (EnvServerSettings, {"max_sessions": max_sessions}))
     servicer = EnvServicer(env_settings)
     server, bound = create_server(
         f"{server_settings.host}:{server_settings.port}",
@@ -56,8 +62,70 @@ def serve_env(
     metrics_bound = metrics.start_metrics_server(server_settings.metrics_port, server_settings.host)
     log.info("env server ready: grpc port %d, metrics port %s", bound, metrics_bound)
     # One machine-readable line for scripts that start the server with port 0.
-    print(f"RLGPT_READY service=env port={bound} metrics_port={metrics_bound or -1}", flush=True)  # noqa: T201
+    print(f"RLGPT_READY service=env port={bound} metrics_port={metrics_bound or -1}", flush=True)
     serve_until_signal(server, server_settings.grace_seconds)
+
+
+@app.command("run")
+def run(
+    task: Annotated[str, typer.Option(help="Crafter achievement the reference skills are tested on.")] = "collect_wood",
+    episodes: Annotated[int, typer.Option(help="Test episodes per skill.", min=1, max=64)] = 8,
+    max_steps: Annotated[int, typer.Option(help="Frames per test episode.", min=1)] = 300,
+    runs_dir: Annotated[Path, typer.Option(help="Where run directories are created.")] = Path("runs"),
+    seed: Annotated[int, typer.Option(help="Seed of the first test world.")] = 0,
+    log_level: Annotated[str, typer.Option(help="Logging level.")] = "WARNING",
+) -> None:
+    """Run the main job on the embedded defaults: Crafter env server on loopback, skills tested, a report.
+
+    Until the planner, learner and critic services land, the job exercises the env server end to
+    end with the hand-written reference skills; the run directory gets report.md and a plot.
+    """
+    setup_logging(log_level)
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from rlgpt.grpc_client import create_channel
+    from rlgpt.launcher import running_services
+    from rlgpt.report import SkillTestResult, write_skill_report
+    from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc
+    from services.env_server.skills.reference import REFERENCE_SKILLS
+
+    console = Console(stderr=True)
+    run_dir = runs_dir / f"crafter__{task}__{seed}__{time.strftime('%Y%m%d-%H%M%S')}"
+    results: list[SkillTestResult] = []
+    with running_services(["env"], run_dir / "logs") as services:
+        env = services["env"]
+        console.print(f"env server on {env.target} (metrics port {env.metrics_port}); run dir {run_dir}")
+        channel = create_channel(env.target, default_timeout=120, wait_ready_seconds=30)
+        stub = env_pb2_grpc.EnvServiceStub(channel)
+        for name, code in REFERENCE_SKILLS.items():
+            stub.RegisterSkill(env_pb2.RegisterSkillRequest(name=name, code=code, replace=True,
+                                                            description="hand-written reference skill"))
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("success {task.fields[rate]:.2f}"), TimeElapsedColumn())
+        with Progress(*columns, console=console) as progress:
+            for name in REFERENCE_SKILLS:
+                bar = progress.add_task(f"skill {name}", total=episodes, rate=0.0)
+                result = SkillTestResult(name, task, [], [], [], "")
+                for episode in range(episodes):
+                    reply = stub.RunSkill(env_pb2.RunSkillRequest(
+                        skill=name, episodes=1, max_steps=max_steps, seed=seed + episode,
+                        task=common_pb2.TaskSpec(name=task)))
+                    summary = reply.episodes[0]
+                    result.successes.append(summary.success)
+                    result.steps.append(summary.steps)
+                    result.errors.append(summary.error.type if summary.HasField("error") else "")
+                    result.sample_trajectory = result.sample_trajectory or summary.text
+                    progress.update(bar, advance=1, rate=sum(result.successes) / len(result.successes))
+                results.append(result)
+        channel.close()
+    report = write_skill_report(run_dir, f"rlgpt run: {task} on Crafter", results, [
+        f"Env server: real gRPC on loopback; {episodes} test episodes per skill, {max_steps} frames each, "
+        f"seeds {seed}..{seed + episodes - 1}.",
+        "Skills: the hand-written reference skills (the planner, learner and critic services are not part "
+        "of this run yet)."])
+    console.print(f"report: {report}")
+    print(report)
 
 
 def main() -> None:

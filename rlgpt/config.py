@@ -21,7 +21,7 @@ from rlgpt.errors import ConfigError
 S = TypeVar("S", bound="Settings")
 
 
-def setting(default: Any, help: str, **checks: float) -> Any:  # noqa: A002 - mirrors argparse
+def setting(default: Any, help: str, **checks: float) -> Any:
     """Declares a documented settings field. ``ge``/``gt``/``le`` bound numeric values."""
     return dataclasses.field(default=default, metadata={"help": help, **checks})
 
@@ -162,3 +162,17 @@ class EnvServerSettings(Settings):
             return [f"default_skill_steps={self.default_skill_steps}: must be <= max_skill_steps="
                     f"{self.max_skill_steps}"]
         return []
+
+
+def load_together(*requests: tuple[type[Settings], Mapping[str, Any] | None]) -> list[Settings]:
+    """Loads several settings classes; one ConfigError lists the problems of all of them."""
+    loaded: list[Settings] = []
+    problems: list[str] = []
+    for cls, overrides in requests:
+        try:
+            loaded.append(cls.load(overrides))
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise ConfigError(problems)
+    return loaded

@@ -72,7 +72,8 @@ class RemoteEnv(gym.Env[dict[str, np.ndarray], int]):
         self.action_space = gym.spaces.Discrete(len(self.action_names))
         self.observation_space = gym.spaces.Dict({
             "image": gym.spaces.Box(0, 255, tuple(image.shape), np.uint8),
-            "vector": gym.spaces.Box(-np.inf, np.inf, tuple(vector.shape), np.float32),
+            # Finite bounds: positions and counts are large but never infinite.
+            "vector": gym.spaces.Box(-1e6, 1e6, tuple(vector.shape), np.float32),
         })
         self._base_seed = seed
 

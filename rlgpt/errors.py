@@ -93,7 +93,7 @@ def grpc_errors(method: F) -> F:
         def stream_wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
             try:
                 yield from method(self, request, context)
-            except Exception as exc:  # noqa: BLE001 - the edge maps every error to a status
+            except Exception as exc:
                 _abort(context, exc, method.__name__)
 
         return stream_wrapper  # type: ignore[return-value]
@@ -102,7 +102,7 @@ def grpc_errors(method: F) -> F:
     def unary_wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
         try:
             return method(self, request, context)
-        except Exception as exc:  # noqa: BLE001 - the edge maps every error to a status
+        except Exception as exc:
             _abort(context, exc, method.__name__)
 
     return unary_wrapper  # type: ignore[return-value]

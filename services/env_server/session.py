@@ -278,8 +278,9 @@ class Session:
                     self._skill_failed(i, result["error"], skill, out)
             active = still
             k += 1
-        for i in active:
-            metrics.ENV_SKILL_RUNS.labels("step_cap" if k >= self.skill_max_steps else "stopped").inc()
+        if active:
+            outcome = "step_cap" if k >= self.skill_max_steps else "stopped"
+            metrics.ENV_SKILL_RUNS.labels(outcome).inc(len(active))
         executor.stop(active)
 
     def _skill_failed(self, i: int, error: dict[str, Any], skill: SkillRecord | None, out: StepOutcome) -> None:

@@ -90,7 +90,7 @@ class BackendEnv(abc.ABC):
     def death_cause(self) -> str:
         """Best guess of why the player died ("" when alive)."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook, most envs hold nothing to free
         """Frees resources."""
 
 

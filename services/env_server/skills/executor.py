@@ -43,7 +43,7 @@ class SandboxProcess:
     def __init__(self, settings: EnvServerSettings):
         env = dict(os.environ)
         env["PYTHONPATH"] = _PROJECT_ROOT + os.pathsep + env.get("PYTHONPATH", "")
-        self._proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
+        self._proc = subprocess.Popen(
             [sys.executable, "-m", "services.env_server.skills.worker", str(settings.skill_memory_mb),
              str(settings.skill_tick_budget)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=_PROJECT_ROOT,

@@ -31,6 +31,9 @@ FORBIDDEN_CALLS = frozenset({
 # Attributes that lead from a value to frames, code or globals (escape routes that need no dunder).
 _FORBIDDEN_ATTR_PREFIXES = ("gi_", "cr_", "ag_", "f_", "tb_", "co_", "func_", "im_")
 _FORBIDDEN_ATTRS = frozenset({"mro", "format", "format_map", "with_traceback"})
+_FORBIDDEN_STATEMENTS: tuple[type, ...] = (
+    ast.ClassDef, ast.AsyncFunctionDef, ast.Await, ast.AsyncFor, ast.AsyncWith, ast.Global, ast.Nonlocal, ast.With,
+    *((ast.TryStar,) if hasattr(ast, "TryStar") else ()))
 
 
 class SkillCheckError(Exception):
@@ -106,15 +109,12 @@ def check_source(source: str, max_bytes: int) -> CheckedSkill:
         line = getattr(node, "lineno", 0)
         return SkillCheckError("PolicyViolation", message, line, source_line(source, line))
 
-    count = 0
-    for node in ast.walk(tree):
-        count += 1
+    for count, node in enumerate(ast.walk(tree), start=1):
         if count > MAX_AST_NODES:
             raise SkillCheckError("PolicyViolation", f"code has more than {MAX_AST_NODES} syntax nodes")
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             raise violation(node, "imports are not allowed; everything a skill needs is on `agent`")
-        if isinstance(node, (ast.ClassDef, ast.AsyncFunctionDef, ast.Await, ast.AsyncFor, ast.AsyncWith,
-                             ast.Global, ast.Nonlocal, ast.With) + _TRY_STAR):
+        if isinstance(node, _FORBIDDEN_STATEMENTS):
             raise violation(node, f"`{type(node).__name__}` statements are not allowed in skills")
         if isinstance(node, ast.ExceptHandler) and (node.type is None or (
                 isinstance(node.type, ast.Name) and node.type.id == "BaseException")):
@@ -132,9 +132,14 @@ def check_source(source: str, max_bytes: int) -> CheckedSkill:
         if isinstance(stmt, ast.FunctionDef):
             if _is_generator(stmt):
                 entries.append(stmt)
-        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) or (
-                isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):
-            continue  # constants and docstrings
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
+            try:
+                ast.literal_eval(stmt.value)  # module level runs no code: literals only
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                raise violation(stmt, "top-level assignments must be literal constants "
+                                      "(numbers, strings, lists/dicts of them)") from None
+        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            continue  # docstring
         else:
             raise violation(stmt, "only function definitions and constant assignments may stand at the "
                                   "top level of a skill")
@@ -154,7 +159,6 @@ def check_source(source: str, max_bytes: int) -> CheckedSkill:
     return CheckedSkill(source=source, entry=entry.name)
 
 
-_TRY_STAR: tuple[type, ...] = (ast.TryStar,) if hasattr(ast, "TryStar") else ()
 
 
 class _BudgetedTransformer(RestrictingNodeTransformer):

@@ -100,7 +100,7 @@ class Worker:
         try:
             exec(code, glb)  # module level: the checked function definitions and constants
             generator = glb[entry](agent)
-        except BaseException as exc:  # noqa: BLE001 - any failure of untrusted code is reported, not raised
+        except BaseException as exc:
             return {"error": self._describe(exc, source)}
         if not hasattr(generator, "send"):
             return {"error": error_dict("NoYield", f"`{entry}` did not return a generator", 0, source)}
@@ -127,7 +127,7 @@ class Worker:
         except MemoryError:
             self._slots.pop(slot_id, None)
             return {"error": error_dict("MemoryLimit", "the skill ran out of memory", 0, slot.source)}
-        except BaseException as exc:  # noqa: BLE001 - untrusted code: report every failure with its line
+        except BaseException as exc:
             self._slots.pop(slot_id, None)
             return {"error": self._describe(exc, slot.source)}
         line = slot.generator.gi_frame.f_lineno if slot.generator.gi_frame else 0
@@ -145,7 +145,7 @@ class Worker:
             if slot is not None:
                 try:
                     slot.generator.close()
-                except BaseException:  # noqa: BLE001, S110 - a skill's `finally` may misbehave; it is discarded anyway
+                except BaseException:
                     pass
         return {"ok": True}
 

@@ -1,0 +1,40 @@
+"""Session semantics in-process: termination, autoreset, and stepping a finished env."""
+
+import pytest
+
+from rlgpt.config import EnvServerSettings
+from rlgpt.errors import FailedPrecondition
+from services.env_server.backends.crafter import CrafterBackend
+from services.env_server.session import Action, Session
+from services.env_server.tasks import RewardTerm, Task
+
+
+def make(task: Task, autoreset: bool, length: int = 100) -> Session:
+    backend = CrafterBackend()
+    actions = [Action(name=n, primitive=i) for i, n in enumerate(backend.spec.actions)]
+    return Session(session_id="t", backend=backend, task=task, reward_terms=(RewardTerm("native", "", 1.0),),
+                   seed=0, num_envs=2, episode_length=length, actions=actions, skill_max_steps=4,
+                   autoreset=autoreset, settings=EnvServerSettings())
+
+
+def test_success_terminates_when_asked() -> None:
+    # Start with 2 wood; "success" = hold >= 2 wood, so the first frame succeeds and terminates.
+    task = Task(name="t", achievements=(), inventory=(("wood", 2),), start_inventory=(("wood", 2),),
+                terminate_on_success=True)
+    session = make(task, autoreset=False)
+    out = session.step([0, 0])
+    assert out.terminated.tolist() == [True, True] and out.infos[0]["end_reason"] == "success"
+    with pytest.raises(FailedPrecondition, match="Reset"):
+        session.step([0, 0])
+    session.reset([0, 1])
+    assert session.step([0, 0]).frames.tolist() == [1, 1]
+
+
+def test_open_ended_task_truncates_and_autoresets() -> None:
+    task = Task(name="open", achievements=(), inventory=(), start_inventory=(), terminate_on_success=False)
+    session = make(task, autoreset=True, length=2)
+    session.step([0, 0])
+    out = session.step([0, 0])
+    assert out.truncated.tolist() == [True, True] and not out.terminated.any()
+    assert out.infos[0]["was_reset"] and session.slots[0].episode.steps == 0
+    assert out.infos[0]["success"] is False
