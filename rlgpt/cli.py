@@ -66,6 +66,50 @@ def serve_env(
     serve_until_signal(server, server_settings.grace_seconds)
 
 
+@serve_app.command("learner")
+def serve_learner(
+    port: Annotated[int | None, typer.Option(help="gRPC port; 0 picks a free one.")] = None,
+    metrics_port: Annotated[int | None, typer.Option(help="Prometheus port; 0 picks one, -1 disables.")] = None,
+    host: Annotated[str | None, typer.Option(help="Interface to bind.")] = None,
+    env_server: Annotated[str | None, typer.Option(help="Env server address host:port.")] = None,
+    run_dir: Annotated[str | None, typer.Option(help="Directory of jobs, logs and checkpoints.")] = None,
+    runner: Annotated[str | None, typer.Option(help="Default job runner: local or kubernetes.")] = None,
+    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+) -> None:
+    """Start the learner (Sample Factory APPO training jobs over the env server)."""
+    setup_logging(log_level)
+    from rlgpt.config import LearnerSettings, ServerSettings
+    from rlgpt.v1 import learner_pb2_grpc
+    from services.learner.servicer import SERVICE_NAME, LearnerServicer
+
+    server_settings, learner_settings = _load(
+        (ServerSettings, {"port": port, "metrics_port": metrics_port, "host": host}),
+        (LearnerSettings, {"env_server": env_server, "run_dir": run_dir, "runner": runner}))
+    runners = None
+    if learner_settings.runner == "kubernetes":
+        from services.learner.jobs import LocalRunner
+        from services.learner.k8s import KubernetesRunner
+
+        runners = {"local": LocalRunner(), "kubernetes": KubernetesRunner(learner_settings)}
+    servicer = LearnerServicer(learner_settings, runners)
+    _serve("learner", server_settings, SERVICE_NAME, learner_pb2_grpc.add_LearnerServiceServicer_to_server, servicer)
+
+
+def _serve(name: str, server_settings: Any, service_name: str, add_fn: Any, servicer: Any) -> None:
+    """Starts one service, prints the ready line scripts wait for, and serves until SIGTERM/SIGINT."""
+    from rlgpt import metrics
+    from rlgpt.grpc_server import ServiceBinding, create_server, serve_until_signal
+
+    server, bound = create_server(
+        f"{server_settings.host}:{server_settings.port}", [ServiceBinding(service_name, add_fn, servicer)],
+        max_workers=server_settings.max_workers, max_message_mb=server_settings.max_message_mb, metrics_label=name)
+    metrics_bound = metrics.start_metrics_server(server_settings.metrics_port, server_settings.host)
+    log.info("%s ready: grpc port %d, metrics port %s", name, bound, metrics_bound)
+    # One machine-readable line for scripts that start the server with port 0.
+    print(f"RLGPT_READY service={name} port={bound} metrics_port={metrics_bound or -1}", flush=True)
+    serve_until_signal(server, server_settings.grace_seconds)
+
+
 @app.command("run")
 def run(
     task: Annotated[str, typer.Option(help="Crafter achievement the reference skills are tested on.")] = "collect_wood",

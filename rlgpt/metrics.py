@@ -40,3 +40,12 @@ def start_metrics_server(port: int, host: str = "127.0.0.1") -> int | None:
     bound = int(httpd.server_port)
     log.info("metrics on http://%s:%d/metrics", host, bound)
     return bound
+
+# --- learner -------------------------------------------------------------------------------------
+LEARNER_FPS = Gauge("rlgpt_learner_training_fps", "Training throughput of a job, env frames per second.", ["job"])
+LEARNER_FRAMES = Gauge("rlgpt_learner_env_frames_total", "Env frames a job has consumed (skill frames included).",
+                       ["job"])
+LEARNER_RETURN = Gauge("rlgpt_learner_episode_return", "Mean episode return over a job's recent episodes.", ["job"])
+LEARNER_SUCCESS = Gauge("rlgpt_learner_success_rate", "Success rate over a job's recent episodes.", ["job"])
+LEARNER_JOBS = Gauge("rlgpt_learner_jobs", "Jobs known to the learner, by state.", ["state"])
+LEARNER_WATCHDOG_KILLS = Counter("rlgpt_learner_watchdog_kills_total", "Jobs killed for making no progress.")

@@ -31,6 +31,13 @@ def skill_error_proto(error: dict[str, Any] | None) -> common_pb2.SkillError | N
                                  line=int(error.get("line", 0) or 0), code_line=str(error.get("code_line", "")))
 
 
+def episode_summary_proto(e: dict[str, Any]) -> common_pb2.EpisodeSummary:
+    return common_pb2.EpisodeSummary(
+        success=e["success"], steps=e["steps"], episode_return=e["episode_return"], error=skill_error_proto(e["error"]),
+        achievements=e["achievements"], death_cause=e["death_cause"], text=e["text"], end_reason=e["end_reason"],
+        final_inventory=[common_pb2.ItemCount(item=k, count=v) for k, v in e["final_inventory"].items()])
+
+
 def observation_fields(spec: BackendSpec) -> list[env_pb2.ObservationField]:
     return [
         env_pb2.ObservationField(name="image", dtype="uint8", shape=list(spec.image_shape),
@@ -126,7 +133,8 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
         return Session(session_id=session_id, backend=backend, task=task, reward_terms=terms, seed=request.seed,
                        num_envs=n, episode_length=request.episode_length or backend.spec.default_episode_length,
                        actions=actions, skill_max_steps=request.skill_max_steps or s.default_skill_steps,
-                       autoreset=request.autoreset, settings=s, record=record, client=request.client)
+                       autoreset=request.autoreset, settings=s, record=record or request.record_trajectories,
+                       client=request.client)
 
     @staticmethod
     def _observations(session: Session, indices: list[int]) -> env_pb2.Observations:
@@ -186,7 +194,8 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
                 achievements=info["achievements"], success=info["success"], episode_steps=info["episode_steps"],
                 episode_return=info["episode_return"], skill_error=skill_error_proto(info.get("skill_error")),
                 end_reason=info.get("end_reason", ""), skill_finished=info.get("skill_finished", False),
-                was_reset=info.get("was_reset", False)))
+                was_reset=info.get("was_reset", False), skill=info.get("skill", ""),
+                episode=episode_summary_proto(info["episode_summary"]) if "episode_summary" in info else None))
         return env_pb2.StepResponse(
             observations=self._observations(session, list(range(session.num_envs))),
             rewards=out.rewards.tolist(), terminated=out.terminated.tolist(), truncated=out.truncated.tolist(),
@@ -296,12 +305,7 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
                 session.close()
         finally:
             self._run_skill_slots.release()
-        episodes = [common_pb2.EpisodeSummary(
-            success=e["success"], steps=e["steps"], episode_return=e["episode_return"],
-            error=skill_error_proto(e["error"]), achievements=e["achievements"], death_cause=e["death_cause"],
-            text=e["text"], end_reason=e["end_reason"],
-            final_inventory=[common_pb2.ItemCount(item=k, count=v) for k, v in e["final_inventory"].items()])
-            for e in summaries]
+        episodes = [episode_summary_proto(e) for e in summaries]
         success_rate = sum(e["success"] for e in summaries) / len(summaries)
         return env_pb2.RunSkillResponse(episodes=episodes, success_rate=success_rate,
                                         mean_steps=sum(e["steps"] for e in summaries) / len(summaries))

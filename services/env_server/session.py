@@ -166,6 +166,8 @@ class Session:
             info["episode_return"] = slot.episode.episode_return
             if out.terminated[i] or out.truncated[i]:
                 info["end_reason"] = slot.episode.end_reason
+                if self.record:
+                    info["episode_summary"] = self.summary(i)
                 metrics.ENV_EPISODES.labels(self.backend.spec.name, slot.episode.end_reason).inc()
                 if self.autoreset:
                     self._reset_slot(i)

@@ -275,3 +275,13 @@ def test_idle_sessions_expire(env_server) -> None:
     assert s.session_id in manager.reap()
     code, _ = _code(None, env_server.stub.Step, env_pb2.StepRequest(session_id=s.session_id, actions=[0]))
     assert code == grpc.StatusCode.NOT_FOUND
+
+
+def test_recording_session_returns_episode_summaries(env_server) -> None:
+    s = env_server.stub.CreateSession(env_pb2.CreateSessionRequest(
+        num_envs=2, seed=4, episode_length=5, autoreset=True, record_trajectories=True, task=WOOD_TASK))
+    for _ in range(5):
+        r = env_server.stub.Step(env_pb2.StepRequest(session_id=s.session_id, actions=[1, 5]))
+    for info in r.infos:
+        assert info.episode.steps == 5 and info.episode.end_reason == "time_limit"
+        assert "end: time_limit at step 5" in info.episode.text

@@ -1,0 +1,111 @@
+"""Validation of ``rlgpt.v1.RLConfig``: one place, every problem reported together."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+
+from rlgpt.config import LearnerSettings
+from rlgpt.errors import InvalidArgument
+from rlgpt.v1 import env_pb2, learner_pb2
+
+REWARD_KINDS_WITH_TARGET = {"achievement", "inventory_gain"}
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvVocabulary:
+    """What the env server accepts, from its Describe and ListSkills answers."""
+
+    backend: str
+    actions: tuple[str, ...]
+    achievements: tuple[str, ...]
+    items: tuple[str, ...]
+    reward_kinds: tuple[str, ...]
+    skills: tuple[str, ...]
+    max_skill_steps: int
+    max_episode_length: int
+
+    @classmethod
+    def from_env_server(cls, describe: env_pb2.DescribeResponse, skills: env_pb2.ListSkillsResponse
+                        ) -> EnvVocabulary:
+        return cls(backend=describe.backend, actions=tuple(describe.actions),
+                   achievements=tuple(describe.achievements), items=tuple(describe.items),
+                   reward_kinds=tuple(describe.reward_kinds),
+                   skills=tuple(s.name for s in skills.skills if s.backend == describe.backend),
+                   max_skill_steps=describe.limits.max_skill_steps,
+                   max_episode_length=describe.limits.max_episode_length)
+
+
+def cpu_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def validate_rl_config(config: learner_pb2.RLConfig, vocabulary: EnvVocabulary,
+                       settings: LearnerSettings) -> learner_pb2.RLConfig:
+    """Returns a copy with defaults filled in, or raises InvalidArgument listing every problem."""
+    problems: list[str] = []
+    filled = learner_pb2.RLConfig()
+    filled.CopyFrom(config)
+    filled.backend = config.backend or vocabulary.backend
+    filled.runner = config.runner or settings.runner
+    filled.num_workers = config.num_workers or min(2, cpu_cores())
+    filled.envs_per_worker = config.envs_per_worker or 4
+    filled.skill_max_steps = config.skill_max_steps or (32 if config.skills else 1)
+    filled.episode_length = config.episode_length or 1000
+
+    if config.env_frames <= 0:
+        problems.append(f"env_frames={config.env_frames}: the frame budget must be > 0")
+    elif config.env_frames > settings.max_env_frames:
+        problems.append(f"env_frames={config.env_frames}: above this learner's limit {settings.max_env_frames}")
+    if config.skill_max_steps < 0:
+        problems.append(f"skill_max_steps={config.skill_max_steps}: K must be >= 1 (0 means the default)")
+    elif filled.skill_max_steps > vocabulary.max_skill_steps:
+        problems.append(f"skill_max_steps={filled.skill_max_steps}: above the env server's limit "
+                        f"{vocabulary.max_skill_steps}")
+    if config.episode_length < 0 or filled.episode_length > vocabulary.max_episode_length:
+        problems.append(f"episode_length={config.episode_length}: must be in 1..{vocabulary.max_episode_length}")
+    max_workers = settings.max_workers or cpu_cores()
+    if config.num_workers < 0 or filled.num_workers > max_workers:
+        problems.append(f"num_workers={config.num_workers}: must be in 1..{max_workers} (this machine has "
+                        f"{cpu_cores()} cores; RLGPT_LEARNER_MAX_WORKERS raises the cap)")
+    if config.envs_per_worker < 0 or filled.envs_per_worker > settings.max_envs_per_worker:
+        problems.append(f"envs_per_worker={config.envs_per_worker}: must be in 1..{settings.max_envs_per_worker}")
+    if filled.runner not in ("local", "kubernetes"):
+        problems.append(f"runner={config.runner!r}: must be local or kubernetes")
+    if config.gpu and filled.runner == "local" and settings.device != "cuda":
+        problems.append("gpu=true needs the kubernetes runner or a learner started with RLGPT_LEARNER_DEVICE=cuda")
+    if not math.isfinite(config.learning_rate) or config.learning_rate < 0:
+        problems.append(f"learning_rate={config.learning_rate}: must be a finite number >= 0")
+    if filled.backend != vocabulary.backend:
+        problems.append(f"backend={filled.backend!r}: the env server described {vocabulary.backend!r}")
+
+    for name in config.primitive_actions:
+        if name not in vocabulary.actions:
+            problems.append(f"primitive_actions: unknown action {name!r}; known: {', '.join(vocabulary.actions)}")
+    for name in config.skills:
+        if name not in vocabulary.skills:
+            known = ", ".join(vocabulary.skills) or "none registered"
+            problems.append(f"skills: unknown skill {name!r} (register it on the env server first; known: {known})")
+    for i, term in enumerate(config.reward_terms):
+        if term.kind not in vocabulary.reward_kinds:
+            problems.append(f"reward_terms[{i}]: unknown kind {term.kind!r}; "
+                            f"known: {', '.join(vocabulary.reward_kinds)}")
+        elif term.kind in REWARD_KINDS_WITH_TARGET and term.target != "*":
+            known = vocabulary.achievements if term.kind == "achievement" else vocabulary.items
+            if term.target not in known:
+                problems.append(f"reward_terms[{i}]: unknown {term.kind} target {term.target!r}")
+        if not math.isfinite(term.weight):
+            problems.append(f"reward_terms[{i}]: weight must be finite")
+    for i, cond in enumerate(config.task.success):
+        kind = cond.WhichOneof("kind")
+        if kind == "achievement" and cond.achievement not in vocabulary.achievements:
+            problems.append(f"task.success[{i}]: unknown achievement {cond.achievement!r}")
+        if kind == "inventory" and cond.inventory.item not in vocabulary.items:
+            problems.append(f"task.success[{i}]: unknown item {cond.inventory.item!r}")
+    if not config.task.success and config.task.name and config.task.name not in vocabulary.achievements:
+        problems.append(f"task.name={config.task.name!r} is not an achievement and task.success is empty: "
+                        "the job could never succeed")
+    if problems:
+        raise InvalidArgument("invalid RL config: " + "; ".join(problems))
+    return filled

@@ -1,0 +1,106 @@
+"""``rlgpt.v1.LearnerService``: validated RL configs in, training jobs and evaluations out."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from rlgpt.config import LearnerSettings
+from rlgpt.errors import InvalidArgument, Unavailable, grpc_errors
+from rlgpt.grpc_client import create_channel
+from rlgpt.v1 import env_pb2, env_pb2_grpc, learner_pb2, learner_pb2_grpc
+from services.learner.evaluate import evaluate
+from services.learner.jobs import JobRunner
+from services.learner.manager import JobManager
+from services.learner.rl_config import EnvVocabulary, validate_rl_config
+
+log = logging.getLogger(__name__)
+SERVICE_NAME = learner_pb2.DESCRIPTOR.services_by_name["LearnerService"].full_name
+MAX_EVAL_EPISODES = 256
+
+
+def pure_rl_baseline(config: learner_pb2.RLConfig) -> learner_pb2.RLConfig:
+    """The same job without coded skills: primitives only (the ablation's pure-RL arm)."""
+    baseline = learner_pb2.RLConfig()
+    baseline.CopyFrom(config)
+    del baseline.skills[:]
+    baseline.skill_max_steps = 1
+    baseline.name = f"{config.name}__pure_rl" if config.name else "pure_rl"
+    return baseline
+
+
+class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
+    """Trains policies with Sample Factory APPO on env-server sessions."""
+
+    def __init__(self, settings: LearnerSettings, runners: dict[str, JobRunner] | None = None):
+        self.settings = settings
+        self.jobs = JobManager(settings, runners)
+        self._env_channel = create_channel(settings.env_server, default_timeout=30)
+        self._env = env_pb2_grpc.EnvServiceStub(self._env_channel)
+
+    def close(self) -> None:
+        self.jobs.close()
+        self._env_channel.close()
+
+    def _vocabulary(self, backend: str) -> EnvVocabulary:
+        try:
+            describe = self._env.Describe(env_pb2.DescribeRequest(backend=backend), timeout=30)
+            skills = self._env.ListSkills(env_pb2.ListSkillsRequest(backend=backend), timeout=30)
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
+                raise InvalidArgument(f"backend {backend!r}: {exc.details()}") from None
+            raise Unavailable(f"env server at {self.settings.env_server} did not answer ({exc.code().name}: "
+                              f"{exc.details()}); start it or set RLGPT_LEARNER_ENV_SERVER") from None
+        return EnvVocabulary.from_env_server(describe, skills)
+
+    def _job_extra(self) -> dict[str, Any]:
+        return {"env_server": self.settings.env_server, "device": self.settings.device,
+                "progress_interval": self.settings.progress_interval_seconds}
+
+    @grpc_errors
+    def StartTraining(self, request: learner_pb2.StartTrainingRequest,
+                      context: grpc.ServicerContext) -> learner_pb2.StartTrainingResponse:
+        if request.resume_job_id:
+            record = self.jobs.resume(request.resume_job_id, self._job_extra())
+            return learner_pb2.StartTrainingResponse(job_id=record.job_id)
+        config = validate_rl_config(request.config, self._vocabulary(request.config.backend), self.settings)
+        record = self.jobs.start(config, self._job_extra())
+        return learner_pb2.StartTrainingResponse(job_id=record.job_id)
+
+    @grpc_errors
+    def WatchJob(self, request: learner_pb2.WatchJobRequest,
+                 context: grpc.ServicerContext) -> Iterator[learner_pb2.JobProgress]:
+        self.jobs.get(request.job_id)  # NOT_FOUND before the stream starts
+        yield from self.jobs.watch(request.job_id, context.is_active)
+
+    @grpc_errors
+    def StopJob(self, request: learner_pb2.StopJobRequest, context: grpc.ServicerContext) -> learner_pb2.JobProgress:
+        return self.jobs.progress(self.jobs.stop(request.job_id))
+
+    @grpc_errors
+    def Evaluate(self, request: learner_pb2.EvaluateRequest,
+                 context: grpc.ServicerContext) -> learner_pb2.EvaluateResponse:
+        if not 1 <= request.episodes <= MAX_EVAL_EPISODES:
+            raise InvalidArgument(f"episodes={request.episodes} must be in 1..{MAX_EVAL_EPISODES}")
+        if bool(request.job_id) == bool(request.checkpoint):
+            raise InvalidArgument("set exactly one of job_id and checkpoint")
+        if request.job_id:
+            job_dir, checkpoint = self.jobs.get(request.job_id).job_dir, None
+        else:
+            checkpoint = Path(request.checkpoint).resolve()
+            if self.jobs.root not in checkpoint.parents or not checkpoint.is_file():
+                raise InvalidArgument(f"checkpoint {request.checkpoint!r} is not a file under {self.jobs.root}")
+            job_dir = self.jobs.root / checkpoint.relative_to(self.jobs.root).parts[0]
+        return evaluate(job_dir, self.settings.env_server, request.episodes, request.seed, checkpoint)
+
+    @grpc_errors
+    def ListJobs(self, request: learner_pb2.ListJobsRequest,
+                 context: grpc.ServicerContext) -> learner_pb2.ListJobsResponse:
+        return learner_pb2.ListJobsResponse(jobs=[
+            learner_pb2.JobInfo(job_id=j.job_id, config=j.config, progress=self.jobs.progress(j),
+                                job_dir=str(j.job_dir))
+            for j in self.jobs.all()])

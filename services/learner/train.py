@@ -1,0 +1,161 @@
+"""One training job: ``python -m services.learner.train JOB_DIR``.
+
+Runs Sample Factory APPO on the env server named in ``JOB_DIR/config.json`` and writes a progress
+record (JSON line) to ``JOB_DIR/progress.jsonl`` every few seconds. Frames are counted as the env
+consumed them (skill actions take up to K frames each), and training stops at the frame budget or
+when ``JOB_DIR/stop`` appears, saving a checkpoint either way.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from sample_factory.algo.runners.runner import AlgoObserver, Runner
+from sample_factory.algo.utils.context import global_model_factory
+from sample_factory.algo.utils.misc import ExperimentStatus
+from sample_factory.cfg.arguments import parse_full_cfg, parse_sf_args
+from sample_factory.envs.env_utils import register_env
+from sample_factory.train import make_runner
+
+from rlgpt.v1 import learner_pb2
+from services.learner.model import make_encoder
+from services.learner.sf_env import ENV_NAME, load_job_config, make_sf_env
+
+log = logging.getLogger(__name__)
+ROLLOUT = 32
+
+
+def sf_argv(config: learner_pb2.RLConfig, job_dir: Path, device: str) -> list[str]:
+    """Sample Factory arguments for a job: small CPU-friendly APPO, no RNN, resumable."""
+    workers, envs = config.num_workers, config.envs_per_worker
+    # Double-buffered sampling needs an even number of envs per worker.
+    splits = 2 if envs >= 2 and envs % 2 == 0 else 1
+    argv = [
+        f"--env={ENV_NAME}", f"--experiment={job_dir.name}", f"--train_dir={job_dir / 'sf'}", f"--device={device}",
+        f"--num_workers={workers}", f"--num_envs_per_worker={envs}", f"--worker_num_splits={splits}",
+        f"--rollout={ROLLOUT}", f"--batch_size={max(ROLLOUT * workers * envs // splits, ROLLOUT)}",
+        "--num_batches_per_epoch=1", "--num_epochs=1", "--use_rnn=False", "--normalize_input=False",
+        f"--train_for_env_steps={config.env_frames}", "--save_every_sec=15", "--keep_checkpoints=2",
+        "--restart_behavior=resume", f"--seed={config.seed}", "--decorrelate_envs_on_one_worker=False",
+        "--experiment_summaries_interval=5", "--stats_avg=100", "--with_wandb=False",
+        "--save_best_every_sec=1000000", "--set_workers_cpu_affinity=False", f"--rlgpt_job_dir={job_dir}",
+    ]
+    if config.learning_rate:
+        argv.append(f"--learning_rate={config.learning_rate}")
+    return argv
+
+
+def parse_cfg(argv: list[str], evaluation: bool = False) -> Any:
+    parser, _ = parse_sf_args(argv, evaluation=evaluation)
+    parser.add_argument("--rlgpt_job_dir", type=str, required=True, help="rlgpt job directory")
+    return parse_full_cfg(parser, argv)
+
+
+def register_components() -> None:
+    register_env(ENV_NAME, make_sf_env)
+    global_model_factory().register_encoder_factory(make_encoder)
+
+
+class ProgressObserver(AlgoObserver):
+    """Counts frames from per-episode stats, writes progress records, enforces the frame budget and stop file."""
+
+    def __init__(self, job_dir: Path, frame_budget: int, interval: float):
+        self.job_dir = job_dir
+        self.frame_budget = frame_budget
+        self.interval = interval
+        self.start = time.time()
+        self.last_write = 0.0
+        self.episodes = 0
+        self.frames_done = 0.0
+        self.decisions_done = 0.0
+        self.skill_frames = 0.0
+        self.skill_errors = 0
+        self.returns: deque[float] = deque(maxlen=100)
+        self.successes: deque[float] = deque(maxlen=100)
+        self.rate: deque[tuple[float, float]] = deque(maxlen=30)
+        self.reason = ""
+
+    def on_episode(self, runner: Runner, msg: dict[str, Any], policy_id: int) -> None:
+        stats = msg["episodic"]
+        extra = stats.get("episode_extra_stats", {})
+        self.episodes += 1
+        self.returns.append(float(stats["reward"]))
+        self.successes.append(float(extra.get("success", 0.0)))
+        self.frames_done += float(extra.get("frames", stats["len"]))
+        self.decisions_done += float(stats["len"])
+        self.skill_frames += float(extra.get("skill_frames", 0.0))
+        self.skill_errors += int(extra.get("skill_errors", 0.0))
+
+    def frames(self, runner: Runner) -> int:
+        # Decisions the learner consumed, scaled by frames-per-decision of finished episodes.
+        decisions = sum(runner.env_steps.values())
+        per_decision = self.frames_done / self.decisions_done if self.decisions_done else 1.0
+        return int(max(self.frames_done, decisions * per_decision))
+
+    def record(self, runner: Runner, final: bool = False) -> dict[str, Any]:
+        now = time.time()
+        frames = self.frames(runner)
+        self.rate.append((now, frames))
+        t0, f0 = self.rate[0]
+        fps = (frames - f0) / (now - t0) if now > t0 else 0.0
+        lag = runner.policy_lag[0] if runner.policy_lag else {}
+        record = {
+            "time": now, "elapsed": now - self.start, "env_frames": frames, "fps": fps, "episodes": self.episodes,
+            "mean_return": sum(self.returns) / len(self.returns) if self.returns else 0.0,
+            "success_rate": sum(self.successes) / len(self.successes) if self.successes else 0.0,
+            "policy_lag": float(lag.get("version_diff_avg", 0.0)),
+            "skill_frame_fraction": self.skill_frames / self.frames_done if self.frames_done else 0.0,
+            "skill_errors": self.skill_errors, "final": final, "reason": self.reason,
+        }
+        with (self.job_dir / "progress.jsonl").open("a") as f:
+            f.write(json.dumps(record) + "\n")
+        self.last_write = now
+        return record
+
+    def on_training_step(self, runner: Runner, training_iteration_since_resume: int) -> None:
+        if time.time() - self.last_write >= self.interval:
+            self.record(runner)
+        if self.frames(runner) >= self.frame_budget:
+            self.reason = "budget"
+        elif (self.job_dir / "stop").exists():
+            self.reason = "stopped"
+        if self.reason:
+            runner._stop_training()  # saves a checkpoint, then stops every component
+
+    def on_stop(self, runner: Runner) -> None:
+        self.record(runner, final=True)
+
+
+def run_job(job_dir: Path) -> int:
+    config, doc = load_job_config(job_dir)
+    register_components()
+    cfg = parse_cfg(sf_argv(config, job_dir, doc.get("device", "cpu")))
+    cfg, runner = make_runner(cfg)
+    observer = ProgressObserver(job_dir, config.env_frames, float(doc.get("progress_interval", 2.0)))
+    runner.register_observer(observer)
+    runner.register_episodic_stats_handler(observer.on_episode)
+    status = runner.init()
+    if status == ExperimentStatus.SUCCESS:
+        status = runner.run()
+    log.info("job %s ended with status %s (%s)", job_dir.name, status, observer.reason or "no reason")
+    if status != ExperimentStatus.SUCCESS:
+        return 1
+    return 0 if observer.reason in ("budget", "stopped") else 3
+
+
+def main(argv: list[str]) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if len(argv) != 2:
+        print("usage: python -m services.learner.train JOB_DIR", file=sys.stderr)
+        return 2
+    return run_job(Path(argv[1]).resolve())
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,231 @@
+"""The learner over real gRPC: real Sample Factory APPO on Crafter through a real env server."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+
+from rlgpt.config import LearnerSettings
+from rlgpt.grpc_client import create_channel
+from rlgpt.grpc_server import ServiceBinding, create_server, stop_server
+from rlgpt.launcher import start_service
+from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2, learner_pb2_grpc
+from services.env_server.skills.reference import COLLECT_WOOD
+from services.learner.jobs import JobHandle, LocalRunner, _LocalHandle
+from services.learner.servicer import SERVICE_NAME, LearnerServicer
+
+pytestmark = pytest.mark.timeout(600)
+FAILS_AFTER_THREE = ("def skill(agent):\n    yield 'noop'\n    yield 'noop'\n    yield 'noop'\n"
+                     "    raise ValueError('gave up')\n    yield 'noop'\n")
+
+
+@dataclasses.dataclass
+class Learner:
+    stub: learner_pb2_grpc.LearnerServiceStub
+    servicer: LearnerServicer
+    server: grpc.Server
+    channel: grpc.Channel
+    settings: LearnerSettings
+
+    def close(self) -> None:
+        self.channel.close()
+        stop_server(self.server, grace_seconds=1)
+
+
+def start_learner(settings: LearnerSettings, runners=None) -> Learner:
+    servicer = LearnerServicer(settings, runners)
+    server, port = create_server("127.0.0.1:0", [
+        ServiceBinding(SERVICE_NAME, learner_pb2_grpc.add_LearnerServiceServicer_to_server, servicer)],
+        metrics_label="learner")
+    channel = create_channel(f"127.0.0.1:{port}", default_timeout=120, wait_ready_seconds=10)
+    return Learner(learner_pb2_grpc.LearnerServiceStub(channel), servicer, server, channel, settings)
+
+
+def settings_for(env_target: str, run_dir: Path, **overrides) -> LearnerSettings:
+    fields = dict(env_server=env_target, run_dir=str(run_dir), max_workers=2, watchdog_seconds=60,
+                  progress_interval_seconds=1.0, stop_grace_seconds=30)
+    return LearnerSettings(**{**fields, **overrides})
+
+
+def wood_config(frames: int, skills=("learn_wood",), **fields) -> learner_pb2.RLConfig:
+    return learner_pb2.RLConfig(
+        name="wood", task=common_pb2.TaskSpec(name="collect_wood"), skills=list(skills), skill_max_steps=8,
+        episode_length=150, env_frames=frames, num_workers=2, envs_per_worker=2, seed=3,
+        reward_terms=[common_pb2.RewardTerm(kind="success", weight=1.0),
+                      common_pb2.RewardTerm(kind="step", weight=-0.001)], **fields)
+
+
+def watch_until_done(learner: Learner, job_id: str, timeout: float = 400) -> list[learner_pb2.JobProgress]:
+    return list(learner.stub.WatchJob(learner_pb2.WatchJobRequest(job_id=job_id), timeout=timeout))
+
+
+@pytest.fixture(scope="module")
+def skills(env_server) -> None:
+    env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="learn_wood", code=COLLECT_WOOD, replace=True))
+    env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="fails_after_three", code=FAILS_AFTER_THREE,
+                                                               replace=True))
+
+
+@pytest.fixture(scope="module")
+def learner(env_server, skills, tmp_path_factory):
+    running = start_learner(settings_for(env_server.target, tmp_path_factory.mktemp("learner")))
+    yield running
+    running.servicer.close()
+    running.close()
+
+
+def test_appo_training_with_a_skill_end_to_end(learner) -> None:
+    job_id = learner.stub.StartTraining(learner_pb2.StartTrainingRequest(config=wood_config(2500))).job_id
+    progress = watch_until_done(learner, job_id)
+    final = progress[-1]
+    assert final.state == learner_pb2.JOB_STATE_SUCCEEDED, final.message
+    assert final.env_frames >= 2500 and final.fps > 0 and final.episodes > 0
+    assert final.skill_frame_fraction > 0  # the coded skill was chosen and its frames were counted
+    assert final.mean_return != 0
+    assert any(p.state == learner_pb2.JOB_STATE_RUNNING for p in progress)
+    frames_seen = [p.env_frames for p in progress]
+    assert frames_seen == sorted(frames_seen)
+    evaluation = learner.stub.Evaluate(learner_pb2.EvaluateRequest(job_id=job_id, episodes=3, seed=1), timeout=300)
+    assert len(evaluation.episodes) == 3 and len(evaluation.returns) == 3
+    assert all(e.text.startswith("start:") for e in evaluation.episodes)
+    assert 0.0 <= evaluation.success_rate <= 1.0
+    jobs = learner.stub.ListJobs(learner_pb2.ListJobsRequest()).jobs
+    assert job_id in [j.job_id for j in jobs]
+
+
+def test_skill_errors_are_counted_and_training_goes_on(learner) -> None:
+    config = wood_config(1200, skills=("fails_after_three",), primitive_actions=["noop", "do"])
+    job_id = learner.stub.StartTraining(learner_pb2.StartTrainingRequest(config=config)).job_id
+    final = watch_until_done(learner, job_id)[-1]
+    assert final.state == learner_pb2.JOB_STATE_SUCCEEDED, final.message
+    assert final.skill_errors > 0 and final.env_frames >= 1200
+
+
+BAD_CONFIGS = {
+    "unknown_action": (dict(primitive_actions=["fly"]), "unknown action 'fly'"),
+    "unknown_skill": (dict(skills=["no_such_skill"]), "unknown skill 'no_such_skill'"),
+    "zero_budget": (dict(env_frames=0), "env_frames=0"),
+    "negative_budget": (dict(env_frames=-10), "env_frames=-10"),
+    "k_below_one": (dict(skill_max_steps=-1), "K must be >= 1"),
+    "unknown_reward": (dict(reward_terms=[common_pb2.RewardTerm(kind="happiness")]), "unknown kind 'happiness'"),
+    "too_many_workers": (dict(num_workers=512), "num_workers=512"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CONFIGS))
+def test_bad_configs_are_invalid_argument(learner, case: str) -> None:
+    fields, needle = BAD_CONFIGS[case]
+    config = wood_config(1000)
+    for key, value in fields.items():
+        if isinstance(value, list):
+            del getattr(config, key)[:]
+            getattr(config, key).extend(value)
+        else:
+            setattr(config, key, value)
+    with pytest.raises(grpc.RpcError) as info:
+        learner.stub.StartTraining(learner_pb2.StartTrainingRequest(config=config))
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert needle in info.value.details()
+
+
+def test_watch_unknown_job_is_not_found(learner) -> None:
+    with pytest.raises(grpc.RpcError) as info:
+        list(learner.stub.WatchJob(learner_pb2.WatchJobRequest(job_id="nope"), timeout=10))
+    assert info.value.code() == grpc.StatusCode.NOT_FOUND
+    with pytest.raises(grpc.RpcError) as info:
+        learner.stub.StopJob(learner_pb2.StopJobRequest(job_id="nope"))
+    assert info.value.code() == grpc.StatusCode.NOT_FOUND
+    with pytest.raises(grpc.RpcError) as info:
+        learner.stub.Evaluate(learner_pb2.EvaluateRequest(job_id="nope", episodes=1))
+    assert info.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def job(learner: Learner, job_id: str) -> learner_pb2.JobInfo:
+    return next(j for j in learner.stub.ListJobs(learner_pb2.ListJobsRequest()).jobs if j.job_id == job_id)
+
+
+def test_stop_restart_and_resume_from_checkpoint(env_server, skills, tmp_path) -> None:
+    settings = settings_for(env_server.target, tmp_path)
+    first = start_learner(settings)
+    try:
+        job_id = first.stub.StartTraining(learner_pb2.StartTrainingRequest(config=wood_config(1_000_000))).job_id
+        wait_for(lambda: job(first, job_id).progress.env_frames > 600, 240, "training progress")
+        stopped = first.stub.StopJob(learner_pb2.StopJobRequest(job_id=job_id), timeout=120)
+        assert stopped.state == learner_pb2.JOB_STATE_STOPPED
+        frames_at_stop = stopped.env_frames
+    finally:
+        first.servicer.close()
+        first.close()
+    checkpoints = list((tmp_path / "jobs" / job_id / "sf").rglob("checkpoint_*.pth"))
+    assert checkpoints, "a stopped job keeps a checkpoint"
+    second = start_learner(settings)  # a learner restart: jobs are found on disk again
+    try:
+        listed = job(second, job_id)
+        assert listed.progress.state == learner_pb2.JOB_STATE_STOPPED
+        assert listed.config.env_frames == 1_000_000
+        second.stub.StartTraining(learner_pb2.StartTrainingRequest(resume_job_id=job_id))
+        wait_for(lambda: job(second, job_id).progress.env_frames > frames_at_stop + 200, 240, "resumed progress")
+        log_text = (tmp_path / "jobs" / job_id / "train.log").read_text()
+        assert "Loading state from checkpoint" in log_text
+        second.stub.StopJob(learner_pb2.StopJobRequest(job_id=job_id), timeout=120)
+    finally:
+        second.servicer.close()
+        second.close()
+
+
+def test_env_server_going_away_fails_the_job_clearly(tmp_path) -> None:
+    env = start_service("env", tmp_path / "logs")
+    try:
+        stub = env_pb2_grpc.EnvServiceStub(create_channel(env.target, wait_ready_seconds=10))
+        stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="learn_wood", code=COLLECT_WOOD))
+        learner = start_learner(settings_for(env.target, tmp_path / "run"))
+        try:
+            job_id = learner.stub.StartTraining(
+                learner_pb2.StartTrainingRequest(config=wood_config(1_000_000))).job_id
+            wait_for(lambda: job(learner, job_id).progress.env_frames > 200, 240, "training progress")
+            env.process.kill()  # the env server dies mid-training
+            final = watch_until_done(learner, job_id, timeout=180)[-1]
+            assert final.state == learner_pb2.JOB_STATE_FAILED
+            assert "env server" in final.message and env.target in final.message
+            assert (tmp_path / "run" / "jobs" / job_id / "sf").is_dir()  # nothing deleted
+        finally:
+            learner.servicer.close()
+            learner.close()
+    finally:
+        env.stop()
+
+
+class StalledRunner(LocalRunner):
+    """Test double of a runner whose training process hangs without progress (as a crashed APPO worker can)."""
+
+    def launch(self, job_id, job_dir, config) -> JobHandle:
+        import subprocess
+
+        process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+        return _LocalHandle(process)
+
+
+def test_watchdog_kills_a_stalled_job(env_server, skills, tmp_path) -> None:
+    learner = start_learner(settings_for(env_server.target, tmp_path, watchdog_seconds=2.0),
+                            runners={"local": StalledRunner()})
+    try:
+        job_id = learner.stub.StartTraining(learner_pb2.StartTrainingRequest(config=wood_config(1000))).job_id
+        final = watch_until_done(learner, job_id, timeout=60)[-1]
+        assert final.state == learner_pb2.JOB_STATE_FAILED and "watchdog" in final.message
+    finally:
+        learner.servicer.close()
+        learner.close()

@@ -1,0 +1,54 @@
+import pytest
+
+from rlgpt.config import LearnerSettings
+from rlgpt.errors import InvalidArgument
+from rlgpt.v1 import common_pb2, learner_pb2
+from services.learner.rl_config import EnvVocabulary, validate_rl_config
+from services.learner.servicer import pure_rl_baseline
+
+VOCAB = EnvVocabulary(backend="crafter", actions=("noop", "move_left", "do"), achievements=("collect_wood",),
+                      items=("wood",), reward_kinds=("success", "step", "inventory_gain"), skills=("chop",),
+                      max_skill_steps=100, max_episode_length=10000)
+SETTINGS = LearnerSettings(max_workers=2)
+
+
+def config(**fields) -> learner_pb2.RLConfig:
+    base = dict(task=common_pb2.TaskSpec(name="collect_wood"), env_frames=1000)
+    base.update(fields)
+    return learner_pb2.RLConfig(**base)
+
+
+def test_defaults_are_filled() -> None:
+    filled = validate_rl_config(config(skills=["chop"]), VOCAB, SETTINGS)
+    assert filled.backend == "crafter" and filled.runner == "local" and filled.skill_max_steps == 32
+    assert filled.num_workers >= 1 and filled.envs_per_worker == 4 and filled.episode_length == 1000
+
+
+@pytest.mark.parametrize(("fields", "needle"), [
+    ({"primitive_actions": ["fly"]}, "unknown action 'fly'"),
+    ({"skills": ["teleport"]}, "unknown skill 'teleport'"),
+    ({"env_frames": 0}, "env_frames=0"),
+    ({"env_frames": -5}, "env_frames=-5"),
+    ({"skill_max_steps": -1}, "K must be >= 1"),
+    ({"reward_terms": [common_pb2.RewardTerm(kind="joy")]}, "unknown kind 'joy'"),
+    ({"num_workers": 64}, "num_workers=64"),
+    ({"runner": "slurm"}, "runner='slurm'"),
+    ({"task": common_pb2.TaskSpec(name="win_game")}, "could never succeed"),
+])
+def test_bad_config(fields: dict, needle: str) -> None:
+    with pytest.raises(InvalidArgument, match="invalid RL config") as info:
+        validate_rl_config(config(**fields), VOCAB, SETTINGS)
+    assert needle in str(info.value)
+
+
+def test_every_problem_is_reported_together() -> None:
+    with pytest.raises(InvalidArgument) as info:
+        validate_rl_config(config(env_frames=0, skills=["x"], primitive_actions=["y"], skill_max_steps=-2), VOCAB,
+                           SETTINGS)
+    text = str(info.value)
+    assert all(n in text for n in ("env_frames=0", "'x'", "'y'", "K must be"))
+
+
+def test_pure_rl_baseline_drops_skills() -> None:
+    baseline = pure_rl_baseline(config(skills=["chop"], skill_max_steps=8, name="wood"))
+    assert list(baseline.skills) == [] and baseline.skill_max_steps == 1 and baseline.name == "wood__pure_rl"
