@@ -95,6 +95,41 @@ def serve_learner(
     _serve("learner", server_settings, SERVICE_NAME, learner_pb2_grpc.add_LearnerServiceServicer_to_server, servicer)
 
 
+@serve_app.command("planner")
+def serve_planner(
+    port: Annotated[int | None, typer.Option(help="gRPC port; 0 picks a free one.")] = None,
+    metrics_port: Annotated[int | None, typer.Option(help="Prometheus port; 0 picks one, -1 disables.")] = None,
+    host: Annotated[str | None, typer.Option(help="Interface to bind.")] = None,
+    env_server: Annotated[str | None, typer.Option(help="Env server address host:port.")] = None,
+    learner: Annotated[str | None, typer.Option(help="Learner address host:port.")] = None,
+    run_dir: Annotated[str | None, typer.Option(help="Directory of runs.")] = None,
+    llm_base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL (empty: OpenAI or embedded).")]
+    = None,
+    llm_model: Annotated[str | None, typer.Option(help="Model name.")] = None,
+    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+) -> None:
+    """Start the planner (slow and fast agents). With no LLM key or URL it embeds a local llama.cpp server."""
+    setup_logging(log_level)
+    from rlgpt.config import LLMSettings, PlannerSettings, ServerSettings
+    from rlgpt.llm.factory import make_client
+    from rlgpt.v1 import planner_pb2_grpc
+    from services.planner.servicer import SERVICE_NAME, PlannerServicer
+
+    server_settings, planner_settings, llm_settings = _load(
+        (ServerSettings, {"port": port, "metrics_port": metrics_port, "host": host}),
+        (PlannerSettings, {"env_server": env_server, "learner": learner, "run_dir": run_dir}),
+        (LLMSettings, {"base_url": llm_base_url, "model": llm_model}))
+    llm, local_server = make_client(llm_settings, record_dir=Path(planner_settings.run_dir) / "llm-calls",
+                                    log_dir=Path(planner_settings.run_dir))
+    try:
+        servicer = PlannerServicer(planner_settings, llm)
+        _serve("planner", server_settings, SERVICE_NAME, planner_pb2_grpc.add_PlannerServiceServicer_to_server,
+               servicer)
+    finally:
+        if local_server is not None:
+            local_server.stop()
+
+
 def _serve(name: str, server_settings: Any, service_name: str, add_fn: Any, servicer: Any) -> None:
     """Starts one service, prints the ready line scripts wait for, and serves until SIGTERM/SIGINT."""
     from rlgpt import metrics

@@ -209,3 +209,55 @@ class LearnerSettings(Settings):
         if self.device not in ("cpu", "cuda"):
             problems.append(f"device={self.device!r}: must be cpu or cuda")
         return problems
+
+
+@dataclasses.dataclass(frozen=True)
+class LLMSettings(Settings):
+    """Settings of the LLM client (``RLGPT_LLM_*``). With no base URL and no key, a local server is embedded."""
+
+    env_prefix: ClassVar[str] = "RLGPT_LLM"
+
+    base_url: str = setting("", "OpenAI-compatible base URL (e.g. https://api.openai.com/v1, http://vllm:8000/v1); "
+                                "empty with no API key starts the embedded local server.")
+    model: str = setting("", "Model name; empty means gpt-4o-mini on OpenAI, the served model elsewhere.")
+    api_key_env: str = setting("OPENAI_API_KEY", "Name of the environment variable holding the API key "
+                                                 "(the key itself is never a setting, never logged or recorded).")
+    timeout_seconds: float = setting(120.0, "Timeout of one HTTP request to the LLM server.", gt=0)
+    max_tokens: int = setting(1024, "Max completion tokens per call.", ge=16)
+    temperature: float = setting(0.3, "Sampling temperature.", ge=0, le=2)
+    max_retries: int = setting(4, "Retries on 429, 5xx, timeouts and connection errors.", ge=0, le=20)
+    backoff_seconds: float = setting(1.0, "First retry delay; doubles each retry (capped at 30 s).", ge=0)
+    structured: str = setting("auto", "How answers are constrained: json_schema (OpenAI, vLLM), json_object "
+                                      "(llama.cpp's server: json_object plus schema), or auto.")
+    local_model: str = setting("smollm2", "Embedded model: smollm2 (SmolLM2-135M-Instruct) or gemma3 "
+                                          "(Gemma 3 270M), both shipped by PyPI packages.")
+    local_context: int = setting(8192, "Context window of the embedded server, tokens.", ge=512)
+    local_threads: int = setting(2, "CPU threads of the embedded server.", ge=1)
+    local_start_seconds: float = setting(180.0, "Time the embedded server gets to load its model.", gt=0)
+
+    def extra_problems(self) -> list[str]:
+        problems = []
+        if self.structured not in ("auto", "json_schema", "json_object"):
+            problems.append(f"structured={self.structured!r}: must be auto, json_schema or json_object")
+        if self.local_model not in ("smollm2", "gemma3"):
+            problems.append(f"local_model={self.local_model!r}: must be smollm2 or gemma3")
+        return problems
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannerSettings(Settings):
+    """Settings of the planner (``RLGPT_PLANNER_*``); the LLM has its own (``RLGPT_LLM_*``)."""
+
+    env_prefix: ClassVar[str] = "RLGPT_PLANNER"
+
+    env_server: str = setting("127.0.0.1:50051", "Address of the env server (Describe, RegisterSkill, RunSkill).")
+    learner: str = setting("", "Address of the learner; empty: RL sub-tasks get configs but are not trained.")
+    critic: str = setting("", "Address of the critic; empty: no verdicts.")
+    run_dir: str = setting("runs", "Directory under which each run gets its own directory.")
+    library_path: str = setting("runs/skill_library.json", "The skill library shared by runs.")
+    candidates: int = setting(1, "Skill candidates N drawn per fast-agent step; the best by test success is kept.",
+                              ge=1, le=16)
+    test_episodes: int = setting(4, "Test episodes per skill candidate (RunSkill).", ge=1, le=64)
+    test_steps: int = setting(300, "Frames per skill test episode.", ge=1)
+    env_frames_per_training: int = setting(20000, "Default env-frame budget of one RL training.", ge=1)
+    max_active_runs: int = setting(2, "Runs that may be active at once.", ge=1)

@@ -49,3 +49,13 @@ LEARNER_RETURN = Gauge("rlgpt_learner_episode_return", "Mean episode return over
 LEARNER_SUCCESS = Gauge("rlgpt_learner_success_rate", "Success rate over a job's recent episodes.", ["job"])
 LEARNER_JOBS = Gauge("rlgpt_learner_jobs", "Jobs known to the learner, by state.", ["state"])
 LEARNER_WATCHDOG_KILLS = Counter("rlgpt_learner_watchdog_kills_total", "Jobs killed for making no progress.")
+
+# --- planner -------------------------------------------------------------------------------------
+PLANNER_LLM_TOKENS = Counter("rlgpt_planner_llm_tokens_total", "LLM tokens used, by agent and kind.",
+                             ["agent", "kind"])
+PLANNER_LLM_SECONDS = Histogram("rlgpt_planner_llm_call_seconds", "Latency of one agent call (repairs included).",
+                                ["agent"], buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300))
+PLANNER_LLM_ERRORS = Counter("rlgpt_planner_llm_errors_total", "Agent calls that ended in an error, by kind.",
+                             ["agent", "kind"])
+PLANNER_RUNS_ACTIVE = Gauge("rlgpt_planner_runs_active", "Runs in progress.")
+PLANNER_ITERATIONS = Counter("rlgpt_planner_iterations_total", "Outer iterations finished.")

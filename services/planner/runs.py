@@ -1,0 +1,99 @@
+"""A run: its directory, state and event stream (``events.jsonl``), shared by the servicer and the loops."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from google.protobuf import json_format
+
+from rlgpt import metrics
+from rlgpt.llm.client import CallRecord
+from rlgpt.v1 import planner_pb2
+
+
+class Run:
+    """State and events of one run; thread-safe."""
+
+    def __init__(self, run_dir: Path, request: planner_pb2.StartRunRequest):
+        self.dir = run_dir
+        self.id = run_dir.name
+        self.request = request
+        self.state = planner_pb2.RUN_STATE_RUNNING
+        self.plan = planner_pb2.Plan()
+        self.iteration = 0
+        self.tokens = 0
+        self.success_rate = 0.0
+        self.error = ""
+        self.events: list[planner_pb2.RunEvent] = []
+        self.stop_requested = threading.Event()
+        self._changed = threading.Condition()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / "request.json").write_text(json_format.MessageToJson(request))
+
+    @classmethod
+    def create(cls, root: Path, request: planner_pb2.StartRunRequest) -> Run:
+        name = request.task.name or "task"
+        return cls(root / f"{name}__{time.strftime('%Y%m%d-%H%M%S')}__{uuid.uuid4().hex[:6]}", request)
+
+    def emit(self, subtask: str = "", **payload: Any) -> planner_pb2.RunEvent:
+        """Appends one event (exactly one payload field) and wakes watchers."""
+        with self._changed:
+            event = planner_pb2.RunEvent(run_id=self.id, seq=len(self.events) + 1, time=time.time(),
+                                         iteration=self.iteration, subtask=subtask, **payload)
+            self.events.append(event)
+            with (self.dir / "events.jsonl").open("a") as f:
+                f.write(json_format.MessageToJson(event, indent=None) + "\n")
+            self._changed.notify_all()
+        return event
+
+    def llm_call(self, record: CallRecord, subtask: str = "") -> None:
+        self.tokens += record.prompt_tokens + record.completion_tokens
+        metrics.PLANNER_LLM_TOKENS.labels(record.agent, "prompt").inc(record.prompt_tokens)
+        metrics.PLANNER_LLM_TOKENS.labels(record.agent, "completion").inc(record.completion_tokens)
+        metrics.PLANNER_LLM_SECONDS.labels(record.agent).observe(record.latency_seconds)
+        self.emit(subtask, llm=planner_pb2.LlmCall(agent=record.agent, prompt_tokens=record.prompt_tokens,
+                                                   completion_tokens=record.completion_tokens,
+                                                   latency_seconds=record.latency_seconds, record=record.path))
+
+    def finish(self, state: int, error: str = "") -> None:
+        with self._changed:
+            self.state = state
+            self.error = error
+            self._changed.notify_all()
+        self.save_status()
+
+    def status(self) -> planner_pb2.RunStatus:
+        return planner_pb2.RunStatus(run_id=self.id, state=self.state, plan=self.plan, iteration=self.iteration,
+                                     run_dir=str(self.dir), tokens=self.tokens, success_rate=self.success_rate,
+                                     error=self.error)
+
+    def save_status(self) -> None:
+        (self.dir / "status.json").write_text(json_format.MessageToJson(self.status()))
+
+    @property
+    def active(self) -> bool:
+        return self.state == planner_pb2.RUN_STATE_RUNNING
+
+    def watch(self, after_seq: int, is_active: Callable[[], bool]) -> Iterator[planner_pb2.RunEvent]:
+        """Events with seq > after_seq, live, until the run ends and every event was sent."""
+        sent = after_seq
+        while is_active():
+            with self._changed:
+                pending = self.events[sent:]
+                if not pending:
+                    if not self.active:
+                        return
+                    self._changed.wait(timeout=1.0)
+                    continue
+            yield from pending
+            sent += len(pending)
+
+
+def to_json(obj: Any) -> str:
+    return json.dumps(obj, indent=1)

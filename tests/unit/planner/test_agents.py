@@ -1,0 +1,128 @@
+"""Slow and fast agents with scripted LLM answers (OpenAI-compatible test double) and the real env server."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fakes.fake_openai import FakeOpenAIServer, Reply
+
+from rlgpt.config import LLMSettings
+from rlgpt.llm import LLMClient, StructuredOutputError
+from rlgpt.v1 import common_pb2, env_pb2, planner_pb2
+from services.env_server.skills.reference import COLLECT_WOOD
+from services.planner.agents import FastAgent, SlowAgent
+from services.planner.prompts import PROMPT_DIR, render
+from services.planner.skill_library import LibrarySkill, SkillLibrary
+
+SETTINGS = LLMSettings(max_retries=1, backoff_seconds=0.01, timeout_seconds=5, model="local")
+PLAN = {"rationale": "wood first", "subtasks": [
+    {"name": "get_wood", "description": "collect two wood", "success": [{"item": "wood", "count": 2}],
+     "decision": "code", "skills": []},
+    {"name": "find_cow", "description": "eat a cow", "success": [{"achievement": "eat_cow"}], "decision": "rl",
+     "skills": []}]}
+GOOD_SKILL = {"name": "get_wood", "description": "chop trees", "code": COLLECT_WOOD}
+WOOD_SUBTASK = planner_pb2.SubTask(name="get_wood", description="collect wood", decision=planner_pb2.DECISION_CODE,
+                                   success=[common_pb2.Condition(achievement="collect_wood")])
+
+
+@pytest.fixture
+def describe(env_server) -> env_pb2.DescribeResponse:
+    return env_server.stub.Describe(env_pb2.DescribeRequest())
+
+
+@pytest.fixture
+def library(tmp_path) -> SkillLibrary:
+    return SkillLibrary(tmp_path / "library.json")
+
+
+def llm(server: FakeOpenAIServer, tmp_path) -> LLMClient:
+    return LLMClient(SETTINGS, base_url=server.base_url, record_dir=tmp_path / "llm")
+
+
+def test_slow_agent_plan(describe, library, tmp_path) -> None:
+    with FakeOpenAIServer([Reply.json(PLAN)]) as server:
+        plan, record = SlowAgent(llm(server, tmp_path), describe, library).plan(common_pb2.TaskSpec(name="eat_cow"))
+    assert [s.name for s in plan.subtasks] == ["get_wood", "find_cow"]
+    assert plan.subtasks[0].success[0].inventory.count == 2 and plan.subtasks[1].decision == planner_pb2.DECISION_RL
+    schema = server.requests[0]["response_format"]["json_schema"]["schema"]
+    assert "collect_diamond" in json.dumps(schema)  # vocabulary enums are in the schema
+    assert "eat_cow" in server.requests[0]["messages"][0]["content"]
+    assert record.prompt_tokens > 0
+
+
+@pytest.mark.parametrize("bad", [
+    {"rationale": "nothing to do", "subtasks": []},
+    {"rationale": "too much", "subtasks": [PLAN["subtasks"][0]] * 1000},
+    {"rationale": "x", "subtasks": [{**PLAN["subtasks"][0], "success": [{"achievement": "fly_to_moon"}]}]},
+    {"rationale": "x", "subtasks": [{**PLAN["subtasks"][0], "success": [{"achievement": "collect_wood",
+                                                                         "item": "wood"}]}]},
+])
+def test_bad_plans_are_repaired_once_then_fail_clearly(describe, library, tmp_path, bad) -> None:
+    with FakeOpenAIServer([Reply.json(bad), Reply.json(PLAN)]) as server:
+        plan, record = SlowAgent(llm(server, tmp_path), describe, library).plan(common_pb2.TaskSpec(name="eat_cow"))
+    assert record.attempts == 2 and len(plan.subtasks) == 2
+    assert "invalid" in server.requests[1]["messages"][-1]["content"]
+    with FakeOpenAIServer([Reply.json(bad)]) as server, pytest.raises(StructuredOutputError):
+        SlowAgent(llm(server, tmp_path), describe, library).plan(common_pb2.TaskSpec(name="eat_cow"))
+
+
+def fast_agent(server, describe, library, env_server, tmp_path) -> FastAgent:
+    return FastAgent(llm(server, tmp_path), env_server.stub, describe, library, test_episodes=2, test_steps=150,
+                     seed=1)
+
+
+def test_fast_agent_skill_is_tested_registered_and_stored(describe, library, env_server, tmp_path) -> None:
+    with FakeOpenAIServer([Reply.json(GOOD_SKILL)]) as server:
+        [best] = fast_agent(server, describe, library, env_server, tmp_path).write_skill(WOOD_SUBTASK)
+    assert best.success_rate > 0 and best.error is None
+    assert "get_wood" in [s.name for s in env_server.stub.ListSkills(env_pb2.ListSkillsRequest()).skills]
+    assert library.all()[0].name == "get_wood" and library.all()[0].success_rate == best.success_rate
+
+
+@pytest.mark.parametrize(("code", "needle"), [
+    ("def skill(agent)\n    yield 'do'\n", "SyntaxError"),
+    ("def skill(agent):\n    x = ().__class__.__bases__[0].__subclasses__()\n    yield 'do'\n", "__class__"),
+    ("import os\ndef skill(agent):\n    os.system('id')\n    yield 'do'\n", "import"),
+])
+def test_bad_code_comes_back_as_an_error_for_the_agent(describe, library, env_server, tmp_path, code, needle) -> None:
+    with FakeOpenAIServer([Reply.json({**GOOD_SKILL, "code": code})]) as server:
+        [candidate] = fast_agent(server, describe, library, env_server, tmp_path).write_skill(WOOD_SUBTASK)
+    assert candidate.success_rate == -1 and candidate.error.type == "INVALID_ARGUMENT"
+    assert needle in candidate.error.message
+    assert library.all() == []
+
+
+def test_candidates_keep_the_best(describe, library, env_server, tmp_path) -> None:
+    idle = {**GOOD_SKILL, "code": "def skill(agent):\n    for i in range(20):\n        yield 'noop'\n"}
+    broken = {**GOOD_SKILL, "code": "def skill(agent):\n    yield 'do'\n    return 1 / 0\n"}
+    with FakeOpenAIServer([Reply.json(idle), Reply.json(broken), Reply.json(GOOD_SKILL)]) as server:
+        results = fast_agent(server, describe, library, env_server, tmp_path).write_skill(WOOD_SUBTASK, candidates=3)
+    assert results[0].index == 2 and results[0].success_rate > 0
+    assert results[-1].success_rate == 0
+    assert any(c.error is not None and c.error.type == "ZeroDivisionError" and c.error.line == 3 for c in results)
+
+
+def test_fast_agent_rl_config(describe, library, env_server, tmp_path) -> None:
+    library.add(LibrarySkill("get_wood", "chop", COLLECT_WOOD, 1.0, "get_wood"))
+    answer = {"primitive_actions": ["noop", "do", "move_left"], "skills": ["get_wood"], "skill_max_steps": 16,
+              "reward_terms": [{"kind": "success", "target": "", "weight": 5}], "episode_length": 300}
+    subtask = planner_pb2.SubTask(name="eat_cow", success=[common_pb2.Condition(achievement="eat_cow")])
+    with FakeOpenAIServer([Reply.json({**answer, "primitive_actions": ["teleport"]}), Reply.json(answer)]) as server:
+        config, record = fast_agent(server, describe, library, env_server, tmp_path).write_rl_config(
+            subtask, env_frames=5000)
+    assert record.attempts == 2  # the unknown action was repaired
+    assert list(config.skills) == ["get_wood"] and config.env_frames == 5000 and config.task.success[0].achievement
+
+
+def test_library_retrieval_and_prompts_name_their_example_tasks(tmp_path) -> None:
+    library = SkillLibrary(tmp_path / "lib.json")
+    library.add(LibrarySkill("collect_wood", "chop trees for wood", "x", 0.9, "collect_wood"))
+    library.add(LibrarySkill("drink_water", "walk to water and drink", "x", 1.0, "collect_drink"))
+    assert library.retrieve("get some wood from trees")[0].name == "collect_wood"
+    assert not library.add(LibrarySkill("collect_wood", "worse", "y", 0.5, "collect_wood"))
+    assert SkillLibrary(tmp_path / "lib.json").all()[0].description == "chop trees for wood"  # persisted
+    for path in PROMPT_DIR.glob("*.txt"):
+        assert "covers" in path.read_text().splitlines()[0], path
+    with pytest.raises(KeyError, match="needs fields"):
+        render("slow_agent", task="x")
