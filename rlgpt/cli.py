@@ -130,6 +130,42 @@ def serve_planner(
             local_server.stop()
 
 
+@serve_app.command("critic")
+def serve_critic(
+    port: Annotated[int | None, typer.Option(help="gRPC port; 0 picks a free one.")] = None,
+    metrics_port: Annotated[int | None, typer.Option(help="Prometheus port; 0 picks one, -1 disables.")] = None,
+    host: Annotated[str | None, typer.Option(help="Interface to bind.")] = None,
+    no_llm: Annotated[bool, typer.Option("--no-llm", help="Deterministic verdicts only; no LLM is started.")]
+    = False,
+    llm_base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL (empty: OpenAI or embedded).")]
+    = None,
+    llm_model: Annotated[str | None, typer.Option(help="Model name.")] = None,
+    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+) -> None:
+    """Start the critic (verdicts on sub-task attempts). With no LLM key or URL it embeds a local llama.cpp server."""
+    setup_logging(log_level)
+    from rlgpt.config import CriticSettings, LLMSettings, ServerSettings
+    from rlgpt.v1 import critic_pb2_grpc
+    from services.critic.servicer import SERVICE_NAME, CriticServicer
+
+    server_settings, critic_settings, llm_settings = _load(
+        (ServerSettings, {"port": port, "metrics_port": metrics_port, "host": host}),
+        (CriticSettings, {"use_llm": False if no_llm else None}),
+        (LLMSettings, {"base_url": llm_base_url, "model": llm_model}))
+    llm, local_server = None, None
+    if critic_settings.use_llm:
+        from rlgpt.llm.factory import make_client
+
+        llm, local_server = make_client(llm_settings)
+    try:
+        servicer = CriticServicer(critic_settings, llm)
+        _serve("critic", server_settings, SERVICE_NAME, critic_pb2_grpc.add_CriticServiceServicer_to_server,
+               servicer)
+    finally:
+        if local_server is not None:
+            local_server.stop()
+
+
 def _serve(name: str, server_settings: Any, service_name: str, add_fn: Any, servicer: Any) -> None:
     """Starts one service, prints the ready line scripts wait for, and serves until SIGTERM/SIGINT."""
     from rlgpt import metrics

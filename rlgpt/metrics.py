@@ -59,3 +59,9 @@ PLANNER_LLM_ERRORS = Counter("rlgpt_planner_llm_errors_total", "Agent calls that
                              ["agent", "kind"])
 PLANNER_RUNS_ACTIVE = Gauge("rlgpt_planner_runs_active", "Runs in progress.")
 PLANNER_ITERATIONS = Counter("rlgpt_planner_iterations_total", "Outer iterations finished.")
+
+# --- critic --------------------------------------------------------------------------------------
+CRITIC_VERDICTS = Counter("rlgpt_critic_verdicts_total", "Verdicts given, by outcome (success, failure) and target "
+                          "(fast, slow, none).", ["outcome", "target"])
+CRITIC_JUDGE_SECONDS = Histogram("rlgpt_critic_judge_seconds", "Latency of one Judge (LLM call included).",
+                                 buckets=(0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300))

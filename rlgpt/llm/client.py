@@ -82,6 +82,26 @@ class TokenLedger:
             return int(sum(r["prompt_tokens"] + r["completion_tokens"] for r in self.by_agent.values()))
 
 
+_GRAMMAR_HEAVY = {"maxLength", "minLength", "pattern"}
+
+
+def server_schema(schema: type[BaseModel]) -> dict[str, Any]:
+    """The schema sent to the server: shape, types and enums, without string length and pattern limits.
+
+    llama.cpp turns ``maxLength: 1200`` into a 1200-deep nested grammar it cannot parse (and its server
+    dies); pydantic still enforces every limit on the answer, and the repair attempt quotes a violation.
+    """
+
+    def strip(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: strip(v) for k, v in node.items() if k not in _GRAMMAR_HEAVY}
+        if isinstance(node, list):
+            return [strip(v) for v in node]
+        return node
+
+    return strip(schema.model_json_schema())
+
+
 def parse_json_leniently(text: str) -> Any:
     """JSON from a model's text: code fences stripped, raw control characters inside strings allowed."""
     match = _FENCE.match(text)
@@ -127,7 +147,7 @@ class LLMClient:
             return self._seq
 
     def _response_format(self, schema: type[BaseModel]) -> dict[str, Any]:
-        json_schema = schema.model_json_schema()
+        json_schema = server_schema(schema)
         if self.structured == "json_object":
             return {"type": "json_object", "schema": json_schema}
         return {"type": "json_schema", "json_schema": {"name": schema.__name__, "schema": json_schema}}

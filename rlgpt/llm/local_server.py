@@ -27,12 +27,20 @@ MODEL_ALIAS = "local"
 
 
 def model_path(name: str) -> Path:
-    """The GGUF file a model package ships (the largest .gguf in the package directory)."""
+    """The GGUF file a model package ships (the largest .gguf in the package directory).
+
+    The Gemma package ships the file in chunks; its own ``assemble()`` joins and checks them once
+    (into ~/.cache) and later calls reuse the file.
+    """
     module, package = MODEL_PACKAGES[name]
     spec = importlib.util.find_spec(module)
     if spec is None or not spec.submodule_search_locations:
         raise FailedPrecondition(f"the embedded model {name!r} needs the package {package}: "
                                  f"pip install {package} (make setup installs it)")
+    if name == "gemma3":
+        gemma = importlib.import_module(module)
+        target = Path(gemma.default_output_path())
+        return target if target.exists() and target.stat().st_size > 0 else Path(gemma.assemble())
     files: list[Path] = []
     for location in spec.submodule_search_locations:
         files.extend(Path(location).rglob("*.gguf"))

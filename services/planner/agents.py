@@ -96,8 +96,12 @@ class FastAgent:
         self.seed = seed
 
     def write_skill(self, subtask: planner_pb2.SubTask, *, iteration: int = 0, candidates: int = 1,
-                    previous_code: str = "", error: str = "", feedback: str = "") -> list[SkillCandidate]:
-        """Draws ``candidates`` skills, registers and tests each, returns them best first (Eureka-style)."""
+                    previous_code: str = "", error: str = "", feedback: str = "",
+                    start_inventory: list[common_pb2.ItemCount] | None = None) -> list[SkillCandidate]:
+        """Draws ``candidates`` skills, registers and tests each, returns them best first (Eureka-style).
+
+        ``start_inventory``: what earlier sub-tasks of the chain produce, given at the start of each test.
+        """
         prompt = render("fast_agent_code", skill_api=self.describe.skill_api,
                         subtask=f"{subtask.name}: {subtask.description}",
                         success=conditions_text(list(subtask.success)), previous_code=previous_code or "(none)",
@@ -111,7 +115,7 @@ class FastAgent:
                 results.append(SkillCandidate(index, None, error=common_pb2.SkillError(
                     type=type(exc).__name__, message=str(exc)[:1000])))
                 continue
-            results.append(self.test_skill(subtask, answer, index, record))
+            results.append(self.test_skill(subtask, answer, index, record, start_inventory))
         results.sort(key=lambda c: c.success_rate, reverse=True)
         best = results[0]
         if best.answer is not None and best.success_rate > 0:
@@ -123,7 +127,8 @@ class FastAgent:
         return results
 
     def test_skill(self, subtask: planner_pb2.SubTask, answer: SkillAnswer, index: int,
-                   record: CallRecord | None = None) -> SkillCandidate:
+                   record: CallRecord | None = None,
+                   start_inventory: list[common_pb2.ItemCount] | None = None) -> SkillCandidate:
         """Registers the candidate under a private name and runs its test episodes."""
         name = f"{subtask.name}__candidate{index}"[:64]
         candidate = SkillCandidate(index, answer, record=record)
@@ -132,7 +137,8 @@ class FastAgent:
                                                                 code=answer.code, replace=True))
             result = self.env.RunSkill(env_pb2.RunSkillRequest(
                 skill=name, episodes=self.test_episodes, max_steps=self.test_steps, seed=self.seed,
-                task=common_pb2.TaskSpec(name=subtask.name, success=list(subtask.success))))
+                task=common_pb2.TaskSpec(name=subtask.name, success=list(subtask.success),
+                                         start_inventory=start_inventory or [])))
         except grpc.RpcError as exc:
             # Refused by the sandbox (syntax, policy, never yields, ...): the message carries the line.
             candidate.error = common_pb2.SkillError(type=exc.code().name, message=exc.details() or "")

@@ -14,7 +14,7 @@ from rlgpt.llm import LLMClient, LLMError, ReplayClient, StructuredOutputError
 
 
 class Answer(BaseModel):
-    name: str
+    name: str = Field(max_length=50)
     count: int = Field(ge=0, le=10)
 
 
@@ -38,6 +38,7 @@ def test_valid_answer_with_schema_and_accounting(tmp_path) -> None:
     assert record.prompt_tokens == 11 and record.completion_tokens == 7 and record.attempts == 1
     sent = server.requests[0]["response_format"]
     assert sent["type"] == "json_schema" and sent["json_schema"]["schema"]["properties"]["count"]["maximum"] == 10
+    assert "maxLength" not in json.dumps(sent)  # string limits stay client-side (llama.cpp grammars choke on them)
     saved = json.loads(next(tmp_path.glob("*-fast.json")).read_text())
     assert saved["parsed"] == {"name": "wood", "count": 3} and saved["messages"][0]["content"] == "go"
 

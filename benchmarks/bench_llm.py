@@ -1,0 +1,156 @@
+"""`make bench-llm`: the embedded local models on this project's own prompts.
+
+For each model and each of a fixed set of Crafter sub-tasks: does the slow agent return a valid plan,
+does the fast agent's skill pass the sandbox (registers), and does it pass its test episodes; plus
+tokens/s and seconds per agent call. Results go into docs/BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import platform
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from benchmarks.common import machine_description, write_section
+from rlgpt.config import LLMSettings
+from rlgpt.grpc_client import create_channel
+from rlgpt.launcher import start_service
+from rlgpt.llm import LLMClient
+from rlgpt.llm.local_server import MODEL_ALIAS, MODEL_PACKAGES, LocalLLMServer
+from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, planner_pb2
+from services.planner.agents import FastAgent, SlowAgent
+from services.planner.skill_library import SkillLibrary
+
+log = logging.getLogger("bench_llm")
+console = Console(stderr=True)
+
+
+def _item(item: str, count: int = 1) -> common_pb2.ItemCount:
+    return common_pb2.ItemCount(item=item, count=count)
+
+
+# (sub-task, description, success achievement, start inventory for its skill test)
+SUBTASKS: list[tuple[str, str, str, list[common_pb2.ItemCount]]] = [
+    ("collect_wood", "collect wood from a tree", "collect_wood", []),
+    ("place_table", "place a crafting table (needs wood)", "place_table", [_item("wood", 2)]),
+    ("make_wood_pickaxe", "make a wood pickaxe at a table", "make_wood_pickaxe", [_item("wood", 3)]),
+    ("make_wood_sword", "make a wood sword at a table", "make_wood_sword", [_item("wood", 3)]),
+    ("collect_sapling", "collect a sapling from grass", "collect_sapling", []),
+    ("place_plant", "plant a sapling on grass", "place_plant", [_item("sapling", 1)]),
+    ("make_stone_sword", "make a stone sword", "make_stone_sword", [_item("wood", 3), _item("stone", 1)]),
+    ("collect_stone", "mine stone with a wood pickaxe", "collect_stone", [_item("wood_pickaxe", 1)]),
+    ("place_stone", "place a stone block", "place_stone", [_item("stone", 1)]),
+    ("collect_coal", "mine coal with a wood pickaxe", "collect_coal", [_item("wood_pickaxe", 1)]),
+    ("make_stone_pickaxe", "make a stone pickaxe", "make_stone_pickaxe", [_item("wood", 3), _item("stone", 1)]),
+    ("place_furnace", "place a furnace near a table", "place_furnace", [_item("wood", 2), _item("stone", 2)]),
+]
+
+
+def measure_model(model: str, env_target: str, work: Path, episodes: int, steps: int) -> dict[str, Any]:
+    settings = LLMSettings(local_model=model, max_retries=1, timeout_seconds=300, max_tokens=768)
+    rows: list[dict[str, Any]] = []
+    with LocalLLMServer(settings, log_path=work / f"{model}-server.log") as server:
+        llm = LLMClient(LLMSettings(**{**settings.__dict__, "model": MODEL_ALIAS}), base_url=server.base_url,
+                        record_dir=work / model / "llm", structured="json_object")
+        env = env_pb2_grpc.EnvServiceStub(create_channel(env_target, default_timeout=600, wait_ready_seconds=30))
+        describe = env.Describe(env_pb2.DescribeRequest())
+        library = SkillLibrary(work / model / "library.json")
+        slow = SlowAgent(llm, describe, library)
+        fast = FastAgent(llm, env, describe, library, test_episodes=episodes, test_steps=steps, seed=0)
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        with Progress(*columns, console=console) as progress:
+            bar = progress.add_task(f"{model}", total=len(SUBTASKS))
+            for name, description, achievement, start in SUBTASKS:
+                row: dict[str, Any] = {"subtask": name}
+                try:
+                    _plan, record = slow.plan(common_pb2.TaskSpec(name=achievement, description=description))
+                    row.update(plan_valid=True, plan_seconds=record.latency_seconds,
+                               plan_tokens=record.completion_tokens, plan_attempts=record.attempts)
+                except Exception as exc:  # an invalid answer is a measurement, not a crash
+                    row.update(plan_valid=False, plan_error=f"{type(exc).__name__}: {exc}"[:300])
+                subtask = planner_pb2.SubTask(name=name, description=description,
+                                              success=[common_pb2.Condition(achievement=achievement)])
+                started = time.perf_counter()
+                [best] = fast.write_skill(subtask, start_inventory=start)
+                row.update(skill_seconds=time.perf_counter() - started, skill_valid_json=best.answer is not None,
+                           skill_compiles=best.success_rate >= 0, skill_passes=best.success_rate > 0,
+                           skill_success_rate=max(0.0, best.success_rate),
+                           skill_error=(f"{best.error.type}: {best.error.message}"[:300] if best.error else ""),
+                           skill_tokens=best.record.completion_tokens if best.record else 0,
+                           skill_llm_seconds=best.record.latency_seconds if best.record else 0.0)
+                rows.append(row)
+                progress.advance(bar)
+        ledger = llm.ledger.by_agent
+    completion = sum(v["completion_tokens"] for v in ledger.values())
+    seconds = sum(v["seconds"] for v in ledger.values())
+    calls = sum(v["calls"] for v in ledger.values())
+    n = len(rows)
+    return {
+        "model": model, "package": MODEL_PACKAGES[model][1], "rows": rows,
+        "valid_plan_rate": sum(r["plan_valid"] for r in rows) / n,
+        "skill_json_rate": sum(r["skill_valid_json"] for r in rows) / n,
+        "skill_compiles_rate": sum(r["skill_compiles"] for r in rows) / n,
+        "skill_passes_rate": sum(r["skill_passes"] for r in rows) / n,
+        "completion_tokens_per_second": completion / seconds if seconds else 0.0,
+        "seconds_per_call": seconds / calls if calls else 0.0, "calls": calls,
+        "slow_seconds_per_call": ledger["slow"]["seconds"] / max(1, ledger["slow"]["calls"]),
+        "fast_seconds_per_call": ledger["fast"]["seconds"] / max(1, ledger["fast"]["calls"]),
+    }
+
+
+def render(results: list[dict[str, Any]], episodes: int, steps: int) -> str:
+    lines = [
+        "## Embedded LLMs on the agents' prompts (make bench-llm)", "",
+        f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {machine_description()}; "
+        f"llama-cpp-python server on loopback, 2 threads, answers constrained by the JSON schema "
+        f"(json_object + schema); {len(SUBTASKS)} Crafter sub-tasks "
+        f"({', '.join(s[0] for s in SUBTASKS)}); each skill tested on {episodes} episodes of {steps} frames, "
+        "starting with the items the sub-task needs.", "",
+        "| model | valid plan | skill JSON valid | skill passes sandbox | skill passes its test | completion tokens/s "
+        "| s per slow call | s per fast call |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        lines.append(f"| {r['model']} ({r['package']}) | {r['valid_plan_rate']:.0%} | {r['skill_json_rate']:.0%} | "
+                     f"{r['skill_compiles_rate']:.0%} | {r['skill_passes_rate']:.0%} | "
+                     f"{r['completion_tokens_per_second']:.1f} | {r['slow_seconds_per_call']:.1f} | "
+                     f"{r['fast_seconds_per_call']:.1f} |")
+    lines.append("")
+    for r in results:
+        errors = [f"{row['subtask']}: {row['skill_error']}" for row in r["rows"] if row.get("skill_error")][:4]
+        if errors:
+            lines.append(f"Typical skill errors of {r['model']}: " + "; ".join(e.replace("|", "/") for e in errors))
+            lines.append("")
+    return "\n".join(lines)
+
+
+def main(
+    output: Annotated[Path, typer.Option(help="Markdown file to update.")] = Path("docs/BENCHMARKS.md"),
+    models: Annotated[str, typer.Option(help="Comma-separated models.")] = "smollm2,gemma3",
+    episodes: Annotated[int, typer.Option(help="Test episodes per skill.")] = 2,
+    steps: Annotated[int, typer.Option(help="Frames per test episode.")] = 200,
+    work: Annotated[Path, typer.Option(help="Scratch directory (records, logs).")] = Path("docs/bench-raw/llm"),
+) -> None:
+    logging.basicConfig(level=logging.WARNING)
+    work.mkdir(parents=True, exist_ok=True)
+    env = start_service("env", work / "logs")
+    try:
+        results = [measure_model(m.strip(), env.target, work, episodes, steps) for m in models.split(",")]
+    finally:
+        env.stop()
+    (work / "results.json").write_text(json.dumps(results, indent=1))
+    section = render(results, episodes, steps)
+    write_section(output, "## Embedded LLMs on the agents' prompts (make bench-llm)", section)
+    console.print(section)
+    log.info("python %s", platform.python_version())
+
+
+if __name__ == "__main__":
+    typer.run(main)
