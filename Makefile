@@ -9,7 +9,7 @@ EXTRAS := env,learner,planner,critic,dev
 PROTOS := $(wildcard proto/rlgpt/v1/*.proto)
 TEST_TIMEOUT ?= 1800
 
-.PHONY: setup proto run test test-e2e lint bench-env clean help
+.PHONY: setup proto run test test-e2e lint bench-env bench-learner bench-llm clean help
 
 help:
 	@echo "make run       - set up and run the main job on the embedded defaults"
@@ -17,6 +17,8 @@ help:
 	@echo "make test-e2e  - slow end-to-end checks"
 	@echo "make lint      - ruff"
 	@echo "make bench-env - env server throughput benchmark -> docs/BENCHMARKS.md"
+	@echo "make bench-learner - learner training FPS vs raw Crafter stepping -> docs/BENCHMARKS.md"
+	@echo "make bench-llm - embedded LLMs on the agents' prompts -> docs/BENCHMARKS.md"
 
 setup: $(STAMPS)/install rlgpt/v1/env_pb2.py
 
@@ -53,6 +55,12 @@ lint: setup
 
 bench-env: setup
 	$(PY) -m benchmarks.bench_env --output docs/BENCHMARKS.md
+
+bench-learner: setup
+	$(PY) -m benchmarks.bench_learner --output docs/BENCHMARKS.md
+
+bench-llm: setup
+	$(PY) -m benchmarks.bench_llm --output docs/BENCHMARKS.md
 
 clean:
 	rm -rf $(VENV) $(STAMPS) rlgpt/v1/*_pb2*.py rlgpt/v1/*_pb2.pyi

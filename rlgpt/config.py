@@ -229,8 +229,8 @@ class LLMSettings(Settings):
     backoff_seconds: float = setting(1.0, "First retry delay; doubles each retry (capped at 30 s).", ge=0)
     structured: str = setting("auto", "How answers are constrained: json_schema (OpenAI, vLLM), json_object "
                                       "(llama.cpp's server: json_object plus schema), or auto.")
-    local_model: str = setting("smollm2", "Embedded model: smollm2 (SmolLM2-135M-Instruct) or gemma3 "
-                                          "(Gemma 3 270M), both shipped by PyPI packages.")
+    local_model: str = setting("gemma3", "Embedded model: gemma3 (Gemma 3 270M; see make bench-llm) or "
+                                         "smollm2 (SmolLM2-135M-Instruct), both shipped by PyPI packages.")
     local_context: int = setting(8192, "Context window of the embedded server, tokens.", ge=512)
     local_threads: int = setting(2, "CPU threads of the embedded server.", ge=1)
     local_start_seconds: float = setting(180.0, "Time the embedded server gets to load its model.", gt=0)

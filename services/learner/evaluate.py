@@ -26,7 +26,7 @@ def latest_checkpoint(job_dir: Path) -> Path:
 
 
 def evaluate(job_dir: Path, env_server: str, episodes: int, seed: int, checkpoint: Path | None = None,
-             max_frames: int = 1_000_000) -> learner_pb2.EvaluateResponse:
+             max_frames: int = 1_000_000, task: common_pb2.TaskSpec | None = None) -> learner_pb2.EvaluateResponse:
     """Runs ``episodes`` episodes in parallel (one env each) with the policy sampling its actions."""
     import torch
     from sample_factory.model.actor_critic import create_actor_critic
@@ -36,6 +36,8 @@ def evaluate(job_dir: Path, env_server: str, episodes: int, seed: int, checkpoin
     if not (job_dir / "config.json").exists():
         raise NotFound(f"no job directory at {job_dir}")
     config, _doc = load_job_config(job_dir)
+    if task is not None and (task.name or task.success):
+        config.task.CopyFrom(task)
     path = checkpoint or latest_checkpoint(job_dir)
     register_components()
     cfg = parse_cfg(sf_argv(config, job_dir, "cpu"), evaluation=True)

@@ -95,7 +95,8 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
             if self.jobs.root not in checkpoint.parents or not checkpoint.is_file():
                 raise InvalidArgument(f"checkpoint {request.checkpoint!r} is not a file under {self.jobs.root}")
             job_dir = self.jobs.root / checkpoint.relative_to(self.jobs.root).parts[0]
-        return evaluate(job_dir, self.settings.env_server, request.episodes, request.seed, checkpoint)
+        task = request.task if request.HasField("task") else None
+        return evaluate(job_dir, self.settings.env_server, request.episodes, request.seed, checkpoint, task=task)
 
     @grpc_errors
     def ListJobs(self, request: learner_pb2.ListJobsRequest,

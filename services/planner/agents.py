@@ -11,7 +11,7 @@ import grpc
 from google.protobuf import json_format
 from pydantic import BaseModel
 
-from rlgpt.llm.client import CallRecord
+from rlgpt.llm.client import CallRecord, StructuredOutputError
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2, planner_pb2
 from services.planner.prompts import render
 from services.planner.schemas import SkillAnswer, plan_schema, plan_to_proto, rl_config_to_proto, rl_schema
@@ -111,7 +111,8 @@ class FastAgent:
             try:
                 answer, record = self.llm.complete("fast", [{"role": "user", "content": prompt}], SkillAnswer,
                                                    iteration=iteration)
-            except Exception as exc:
+            except StructuredOutputError as exc:
+                # An unusable answer is a failed candidate; an unreachable LLM propagates and pauses the run.
                 results.append(SkillCandidate(index, None, error=common_pb2.SkillError(
                     type=type(exc).__name__, message=str(exc)[:1000])))
                 continue

@@ -13,6 +13,7 @@ from typing import Any
 from google.protobuf import json_format
 
 from rlgpt import metrics
+from rlgpt.errors import FailedPrecondition
 from rlgpt.llm.client import CallRecord
 from rlgpt.v1 import planner_pb2
 
@@ -20,7 +21,8 @@ from rlgpt.v1 import planner_pb2
 class Run:
     """State and events of one run; thread-safe."""
 
-    def __init__(self, run_dir: Path, request: planner_pb2.StartRunRequest):
+    def __init__(self, run_dir: Path, request: planner_pb2.StartRunRequest,
+                 events: list[planner_pb2.RunEvent] | None = None):
         self.dir = run_dir
         self.id = run_dir.name
         self.request = request
@@ -30,16 +32,37 @@ class Run:
         self.tokens = 0
         self.success_rate = 0.0
         self.error = ""
-        self.events: list[planner_pb2.RunEvent] = []
+        self.events: list[planner_pb2.RunEvent] = list(events or [])
         self.stop_requested = threading.Event()
         self._changed = threading.Condition()
         self.dir.mkdir(parents=True, exist_ok=True)
-        (self.dir / "request.json").write_text(json_format.MessageToJson(request))
+        if events is None:
+            (self.dir / "request.json").write_text(json_format.MessageToJson(request))
 
     @classmethod
     def create(cls, root: Path, request: planner_pb2.StartRunRequest) -> Run:
         name = request.task.name or "task"
         return cls(root / f"{name}__{time.strftime('%Y%m%d-%H%M%S')}__{uuid.uuid4().hex[:6]}", request)
+
+    @classmethod
+    def resume(cls, run_dir: Path) -> Run:
+        """Reopens a run directory; a missing or corrupt file is named in a FailedPrecondition."""
+        request_path, events_path = run_dir / "request.json", run_dir / "events.jsonl"
+        if not request_path.exists():
+            raise FailedPrecondition(f"{run_dir} is not a run directory: {request_path} is missing")
+        try:
+            request = json_format.Parse(request_path.read_text(), planner_pb2.StartRunRequest())
+        except (json_format.ParseError, ValueError) as exc:
+            raise FailedPrecondition(f"run directory is corrupt: {request_path} cannot be read ({exc})") from exc
+        events: list[planner_pb2.RunEvent] = []
+        if events_path.exists():
+            for number, line in enumerate(events_path.read_text().splitlines(), start=1):
+                try:
+                    events.append(json_format.Parse(line, planner_pb2.RunEvent()))
+                except (json_format.ParseError, ValueError) as exc:
+                    raise FailedPrecondition(f"run directory is corrupt: {events_path} line {number} cannot be "
+                                             f"read ({exc})") from exc
+        return cls(run_dir, request, events)
 
     def emit(self, subtask: str = "", **payload: Any) -> planner_pb2.RunEvent:
         """Appends one event (exactly one payload field) and wakes watchers."""

@@ -11,12 +11,14 @@ import grpc
 
 from rlgpt import metrics
 from rlgpt.config import PlannerSettings
-from rlgpt.errors import FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted, RlgptError, grpc_errors
+from rlgpt.errors import FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted, grpc_errors
 from rlgpt.grpc_client import create_channel
-from rlgpt.v1 import env_pb2, env_pb2_grpc, planner_pb2, planner_pb2_grpc
-from services.planner.agents import CompletesJSON, FastAgent, SlowAgent
+from rlgpt.v1 import critic_pb2_grpc, env_pb2, env_pb2_grpc, learner_pb2_grpc, planner_pb2, planner_pb2_grpc
+from services.planner.agents import CompletesJSON
+from services.planner.loops import StopRequested, Stubs, TwoLoops, describe_failure
 from services.planner.runs import Run
 from services.planner.skill_library import SkillLibrary
+from services.planner.state import RunState
 
 log = logging.getLogger(__name__)
 SERVICE_NAME = planner_pb2.DESCRIPTOR.services_by_name["PlannerService"].full_name
@@ -27,19 +29,27 @@ AGENT_SETUPS = ("slow-fast-critic", "slow-fast", "one")
 class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
     """Starts runs in background threads; each run's events are kept in memory and in its directory."""
 
-    def __init__(self, settings: PlannerSettings, llm: CompletesJSON):
+    def __init__(self, settings: PlannerSettings, llm: CompletesJSON | None):
         self.settings = settings
         self.llm = llm
         self.library = SkillLibrary(Path(settings.library_path))
-        self._env_channel = create_channel(settings.env_server, default_timeout=300)
-        self.env = env_pb2_grpc.EnvServiceStub(self._env_channel)
+        self._channels = [create_channel(settings.env_server, default_timeout=300)]
+        self.env = env_pb2_grpc.EnvServiceStub(self._channels[0])
+        self.learner = self.critic = None
+        if settings.learner:
+            self._channels.append(create_channel(settings.learner, default_timeout=300))
+            self.learner = learner_pb2_grpc.LearnerServiceStub(self._channels[-1])
+        if settings.critic:
+            self._channels.append(create_channel(settings.critic, default_timeout=600))
+            self.critic = critic_pb2_grpc.CriticServiceStub(self._channels[-1])
         self.runs: dict[str, Run] = {}
         self._lock = threading.Lock()
 
     def close(self) -> None:
         for run in list(self.runs.values()):
             run.stop_requested.set()
-        self._env_channel.close()
+        for channel in self._channels:
+            channel.close()
 
     def _validate(self, request: planner_pb2.StartRunRequest) -> env_pb2.DescribeResponse:
         problems = []
@@ -57,10 +67,12 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
                 problems.append(f"budgets.{name}={value} must be in 0..{high} (0 means the default)")
         if b.env_frames_per_training < 0 or b.max_tokens < 0:
             problems.append("budgets: env_frames_per_training and max_tokens must be >= 0")
+        if b.total_env_frames < 0:
+            problems.append(f"budgets.total_env_frames={b.total_env_frames} must be >= 0 (0: unbounded)")
+        if request.mode in ("rl-gpt", "pure-rl") and self.learner is None and request.mode == "pure-rl":
+            problems.append("mode=pure-rl needs a learner (RLGPT_PLANNER_LEARNER)")
         if problems:
             raise InvalidArgument("; ".join(problems))
-        if request.resume_run_dir:
-            raise FailedPrecondition("this planner does not resume runs yet; start a new run")
         try:
             describe = self.env.Describe(env_pb2.DescribeRequest(backend=request.backend), timeout=30)
         except grpc.RpcError as exc:
@@ -78,12 +90,21 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
     @grpc_errors
     def StartRun(self, request: planner_pb2.StartRunRequest,
                  context: grpc.ServicerContext) -> planner_pb2.StartRunResponse:
+        resumed = None
+        if request.resume_run_dir:
+            resumed = Run.resume(Path(request.resume_run_dir))
+            RunState.load(resumed.dir)  # a corrupt state file is reported now, not in the run's thread
+            request = resumed.request
         describe = self._validate(request)
+        if self.llm is None and (request.mode or "rl-gpt") != "pure-rl":
+            raise FailedPrecondition("this planner has no LLM; only mode=pure-rl can run")
         with self._lock:
             active = sum(r.active for r in self.runs.values())
             if active >= self.settings.max_active_runs:
                 raise ResourceExhausted(f"{active} runs are active, the planner's limit; stop one or wait")
-            run = Run.create(Path(self.settings.run_dir), request)
+            if resumed is not None and resumed.id in self.runs and self.runs[resumed.id].active:
+                raise FailedPrecondition(f"run {resumed.id} is still active")
+            run = resumed or Run.create(Path(self.settings.run_dir), request)
             self.runs[run.id] = run
         metrics.PLANNER_RUNS_ACTIVE.inc()
         threading.Thread(target=self._execute, args=(run, describe), daemon=True, name=f"run-{run.id}").start()
@@ -91,48 +112,28 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
 
     def _execute(self, run: Run, describe: env_pb2.DescribeResponse) -> None:
         try:
-            self.single_pass(run, describe)
-            run.finish(planner_pb2.RUN_STATE_STOPPED if run.stop_requested.is_set() else planner_pb2.RUN_STATE_DONE)
-        except RlgptError as exc:
-            log.warning("run %s: %s", run.id, exc)
+            state = RunState.load(run.dir)
+            loops = TwoLoops(run, state, describe, self.llm, self.library,
+                             Stubs(self.env, self.learner, self.critic), self.settings)
+            loops.execute()
+            final = state.final or {}
+            run.emit(run_end=planner_pb2.RunEnd(success_rate=float(final.get("success_rate", 0.0)),
+                                                report=str(run.dir / "report.md")))
+            run.finish(planner_pb2.RUN_STATE_DONE)
+        except StopRequested:
+            run.emit(error=planner_pb2.ErrorEvent(message="stopped on request; resumable", resumable=True))
+            run.finish(planner_pb2.RUN_STATE_STOPPED, "stopped on request")
+        except Exception as exc:  # a run's thread must never die silently
+            message, resumable = describe_failure(exc)
+            if resumable:
+                log.warning("run %s paused: %s", run.id, message)
+            else:
+                log.exception("run %s crashed", run.id)
             metrics.PLANNER_LLM_ERRORS.labels("run", type(exc).__name__).inc()
-            run.emit(error=planner_pb2.ErrorEvent(message=str(exc), resumable=True))
-            run.finish(planner_pb2.RUN_STATE_FAILED, str(exc))
-        except Exception as exc:
-            log.exception("run %s crashed", run.id)
-            run.emit(error=planner_pb2.ErrorEvent(message=f"{type(exc).__name__}: {exc}", resumable=False))
-            run.finish(planner_pb2.RUN_STATE_FAILED, str(exc))
+            run.emit(error=planner_pb2.ErrorEvent(message=message, resumable=resumable))
+            run.finish(planner_pb2.RUN_STATE_FAILED, message)
         finally:
             metrics.PLANNER_RUNS_ACTIVE.dec()
-
-    def single_pass(self, run: Run, describe: env_pb2.DescribeResponse) -> None:
-        """One plan and one fast-agent step per sub-task (the two loops of RL-GPT iterate on this)."""
-        request = run.request
-        slow = SlowAgent(self.llm, describe, self.library)
-        fast = FastAgent(self.llm, self.env, describe, self.library, test_episodes=self.settings.test_episodes,
-                         test_steps=self.settings.test_steps, seed=request.seed)
-        plan, record = slow.plan(request.task, iteration=run.iteration)
-        run.llm_call(record)
-        run.plan = plan
-        run.emit(plan=plan)
-        frames = request.budgets.env_frames_per_training or self.settings.env_frames_per_training
-        for subtask in plan.subtasks:
-            if run.stop_requested.is_set():
-                return
-            if subtask.decision == planner_pb2.DECISION_CODE:
-                candidates = fast.write_skill(subtask, iteration=run.iteration,
-                                              candidates=request.budgets.candidates or self.settings.candidates)
-                for c in candidates:
-                    if c.record is not None:
-                        run.llm_call(c.record, subtask.name)
-                    run.emit(subtask.name, code=planner_pb2.CodeEvent(
-                        skill=subtask.name, code=c.answer.code if c.answer else "", candidate=c.index,
-                        success_rate=c.success_rate, error=c.error))
-            else:
-                config, record = fast.write_rl_config(subtask, env_frames=frames, iteration=run.iteration)
-                run.llm_call(record, subtask.name)
-                run.emit(subtask.name, config=config)
-        run.save_status()
 
     def _run(self, run_id: str) -> Run:
         run = self.runs.get(run_id)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import grpc
 import pytest
 from fakes.fake_openai import FakeOpenAIServer, Reply
@@ -53,24 +55,70 @@ def planner(env_server, tmp_path):
         fake.__exit__(None)
 
 
-def test_run_streams_plan_code_config_and_ends(planner, tmp_path) -> None:
-    stub = planner([by_schema])
-    run = stub.StartRun(planner_pb2.StartRunRequest(task=common_pb2.TaskSpec(name="eat_cow"), seed=2))
-    events = list(stub.WatchRun(planner_pb2.WatchRunRequest(run_id=run.run_id), timeout=120))
+CODE_PLAN = {"rationale": "wood is one coded step", "subtasks": [PLAN["subtasks"][0]]}
+
+
+def code_only(body: dict) -> Reply:
+    name = body["response_format"]["json_schema"]["name"]
+    return Reply.json({"Plan": CODE_PLAN, "SkillAnswer": SKILL}[name])
+
+
+def test_code_run_iterates_judges_and_evaluates_the_chain(planner, tmp_path) -> None:
+    stub = planner([code_only])
+    run = stub.StartRun(planner_pb2.StartRunRequest(task=common_pb2.TaskSpec(name="collect_wood"), seed=2,
+                                                    budgets=planner_pb2.Budgets(eval_episodes=3)))
+    events = list(stub.WatchRun(planner_pb2.WatchRunRequest(run_id=run.run_id), timeout=300))
     kinds = [e.WhichOneof("payload") for e in events]
-    assert kinds[:2] == ["llm", "plan"] and "code" in kinds and "config" in kinds
+    assert kinds[:2] == ["llm", "plan"] and "code" in kinds and "verdict" in kinds and kinds[-1] == "run_end"
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     code = next(e.code for e in events if e.WhichOneof("payload") == "code")
     assert code.success_rate > 0 and code.skill == "get_wood"
-    config = next(e.config for e in events if e.WhichOneof("payload") == "config")
-    assert config.task.success[0].achievement == "eat_cow"
+    assert events[-1].run_end.success_rate > 0  # the chain of coded skills solves the whole task
     status = stub.GetRun(planner_pb2.GetRunRequest(run_id=run.run_id))
     assert status.state == planner_pb2.RUN_STATE_DONE and status.tokens > 0
     run_dir = tmp_path / "runs" / run.run_id
     assert (run_dir / "events.jsonl").read_text().count("\n") == len(events)
-    assert len(list((tmp_path / "llm").glob("*.json"))) == 3
+    state = json.loads((run_dir / "state.json").read_text())
+    assert state["subtasks"]["get_wood"]["status"] == "done" and state["final"]["controller"].startswith("chain")
+    assert (run_dir / "chain_skill.py").exists() and list((run_dir / "attempts").glob("iter0_get_wood_code*.json"))
     later = list(stub.WatchRun(planner_pb2.WatchRunRequest(run_id=run.run_id, after_seq=len(events) - 1)))
     assert len(later) == 1
+
+
+def test_llm_failing_mid_run_pauses_and_resume_continues(planner, tmp_path) -> None:
+    calls = {"n": 0, "healthy": False}
+
+    def plan_then_fail(body: dict) -> Reply:
+        calls["n"] += 1
+        return code_only(body) if calls["n"] == 1 or calls["healthy"] else Reply(status=500)
+
+    stub = planner([plan_then_fail])
+    run = stub.StartRun(planner_pb2.StartRunRequest(task=common_pb2.TaskSpec(name="collect_wood")))
+    events = list(stub.WatchRun(planner_pb2.WatchRunRequest(run_id=run.run_id), timeout=120))
+    assert events[-1].WhichOneof("payload") == "error" and events[-1].error.resumable
+    assert "failed 2 times" in events[-1].error.message
+    assert stub.GetRun(planner_pb2.GetRunRequest(run_id=run.run_id)).state == planner_pb2.RUN_STATE_FAILED
+    calls["healthy"] = True  # the LLM is back
+    again = stub.StartRun(planner_pb2.StartRunRequest(resume_run_dir=run.run_dir))
+    assert again.run_id == run.run_id
+    resumed = list(stub.WatchRun(planner_pb2.WatchRunRequest(run_id=run.run_id, after_seq=len(events)),
+                                 timeout=300))
+    kinds = [e.WhichOneof("payload") for e in resumed]
+    assert "plan" not in kinds and kinds[-1] == "run_end"  # the plan from before the failure was kept
+
+
+def test_corrupt_run_directory_is_named(planner, tmp_path) -> None:
+    stub = planner([code_only])
+    run = stub.StartRun(planner_pb2.StartRunRequest(task=common_pb2.TaskSpec(name="collect_wood")))
+    list(stub.WatchRun(planner_pb2.WatchRunRequest(run_id=run.run_id), timeout=300))
+    state = tmp_path / "runs" / run.run_id / "state.json"
+    state.write_text("{not json")
+    with pytest.raises(grpc.RpcError) as info:
+        stub.StartRun(planner_pb2.StartRunRequest(resume_run_dir=run.run_dir))
+    assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION and str(state) in info.value.details()
+    with pytest.raises(grpc.RpcError) as info:
+        stub.StartRun(planner_pb2.StartRunRequest(resume_run_dir=str(tmp_path / "nowhere")))
+    assert "request.json" in info.value.details()
 
 
 def test_llm_failing_forever_ends_in_an_error_event(planner) -> None:
@@ -91,6 +139,9 @@ def test_bad_requests(planner) -> None:
          "INVALID_ARGUMENT", "mode"),
         (planner_pb2.StartRunRequest(task=common_pb2.TaskSpec(name="collect_wood"),
                                      budgets=planner_pb2.Budgets(candidates=1000)), "INVALID_ARGUMENT", "candidates"),
+        (planner_pb2.StartRunRequest(task=common_pb2.TaskSpec(name="collect_wood"),
+                                     budgets=planner_pb2.Budgets(total_env_frames=-1)), "INVALID_ARGUMENT",
+         "total_env_frames"),
     ]:
         with pytest.raises(grpc.RpcError) as info:
             stub.StartRun(request)
