@@ -9,7 +9,7 @@ EXTRAS := env,learner,planner,critic,dev
 PROTOS := $(wildcard proto/rlgpt/v1/*.proto)
 TEST_TIMEOUT ?= 1800
 
-.PHONY: setup proto run test test-e2e lint bench-env bench-learner bench-llm clean help
+.PHONY: setup proto run test test-e2e lint bench-env bench-learner bench-llm bench-rlgpt clean help
 
 help:
 	@echo "make run       - set up and run the main job on the embedded defaults"
@@ -19,6 +19,7 @@ help:
 	@echo "make bench-env - env server throughput benchmark -> docs/BENCHMARKS.md"
 	@echo "make bench-learner - learner training FPS vs raw Crafter stepping -> docs/BENCHMARKS.md"
 	@echo "make bench-llm - embedded LLMs on the agents' prompts -> docs/BENCHMARKS.md"
+	@echo "make bench-rlgpt - pure RL vs pure code vs RL-GPT at one frame budget -> docs/BENCHMARKS.md"
 
 setup: $(STAMPS)/install rlgpt/v1/env_pb2.py
 
@@ -61,6 +62,9 @@ bench-learner: setup
 
 bench-llm: setup
 	$(PY) -m benchmarks.bench_llm --output docs/BENCHMARKS.md
+
+bench-rlgpt: setup
+	$(PY) -m benchmarks.bench_rlgpt --output docs/BENCHMARKS.md
 
 clean:
 	rm -rf $(VENV) $(STAMPS) rlgpt/v1/*_pb2*.py rlgpt/v1/*_pb2.pyi

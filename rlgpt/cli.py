@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import logging
 import sys
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from rlgpt.errors import ConfigError
+from rlgpt.errors import ConfigError, RlgptError
 
 app = typer.Typer(help="RL-GPT: LLM agents that write code-as-policy skills and drive RL.", no_args_is_help=True)
 serve_app = typer.Typer(help="Run one service until SIGTERM/SIGINT.", no_args_is_help=True)
@@ -102,6 +101,7 @@ def serve_planner(
     host: Annotated[str | None, typer.Option(help="Interface to bind.")] = None,
     env_server: Annotated[str | None, typer.Option(help="Env server address host:port.")] = None,
     learner: Annotated[str | None, typer.Option(help="Learner address host:port.")] = None,
+    critic: Annotated[str | None, typer.Option(help="Critic address host:port.")] = None,
     run_dir: Annotated[str | None, typer.Option(help="Directory of runs.")] = None,
     llm_base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL (empty: OpenAI or embedded).")]
     = None,
@@ -117,7 +117,7 @@ def serve_planner(
 
     server_settings, planner_settings, llm_settings = _load(
         (ServerSettings, {"port": port, "metrics_port": metrics_port, "host": host}),
-        (PlannerSettings, {"env_server": env_server, "learner": learner, "run_dir": run_dir}),
+        (PlannerSettings, {"env_server": env_server, "learner": learner, "critic": critic, "run_dir": run_dir}),
         (LLMSettings, {"base_url": llm_base_url, "model": llm_model}))
     llm, local_server = make_client(llm_settings, record_dir=Path(planner_settings.run_dir) / "llm-calls",
                                     log_dir=Path(planner_settings.run_dir))
@@ -183,64 +183,53 @@ def _serve(name: str, server_settings: Any, service_name: str, add_fn: Any, serv
 
 @app.command("run")
 def run(
-    task: Annotated[str, typer.Option(help="Crafter achievement the reference skills are tested on.")] = "collect_wood",
-    episodes: Annotated[int, typer.Option(help="Test episodes per skill.", min=1, max=64)] = 8,
-    max_steps: Annotated[int, typer.Option(help="Frames per test episode.", min=1)] = 300,
+    task: Annotated[str, typer.Option(help="A Crafter achievement (e.g. make_wood_pickaxe) or free text with "
+                                           "--success.")] = "make_wood_pickaxe",
+    success: Annotated[str, typer.Option(help="Success condition for a free-text task: an achievement, or "
+                                              "item:count.")] = "",
+    mode: Annotated[str, typer.Option(help="rl-gpt | pure-rl | pure-code")] = "rl-gpt",
+    agents: Annotated[str, typer.Option(help="slow-fast-critic | slow-fast | one")] = "slow-fast-critic",
+    resume: Annotated[Path | None, typer.Option(help="Continue the run in this directory.")] = None,
     runs_dir: Annotated[Path, typer.Option(help="Where run directories are created.")] = Path("runs"),
-    seed: Annotated[int, typer.Option(help="Seed of the first test world.")] = 0,
+    outer: Annotated[int, typer.Option(help="Max outer iterations O.", min=1, max=20)] = 2,
+    inner: Annotated[int, typer.Option(help="Max inner iterations I per sub-task.", min=1, max=20)] = 2,
+    frames_per_training: Annotated[int, typer.Option(help="Env frames per RL training.", min=1)] = 15000,
+    total_frames: Annotated[int, typer.Option(help="Env frames the whole run may spend (0: unbounded).",
+                                              min=0)] = 60000,
+    eval_episodes: Annotated[int, typer.Option(help="Final evaluation episodes E.", min=1, max=64)] = 8,
+    candidates: Annotated[int, typer.Option(help="Skill candidates per fast-agent step.", min=1, max=16)] = 1,
+    seed: Annotated[int, typer.Option(help="Seed.")] = 0,
+    planner: Annotated[str, typer.Option(help="Use this planner (host:port) instead of starting all services "
+                                              "here (e.g. a cluster).")] = "",
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "WARNING",
 ) -> None:
-    """Run the main job on the embedded defaults: Crafter env server on loopback, skills tested, a report.
-
-    Until the planner, learner and critic services land, the job exercises the env server end to
-    end with the hand-written reference skills; the run directory gets report.md and a plot.
-    """
+    """Run RL-GPT on a task: all four services on loopback (or --planner ADDR), live progress, a report."""
     setup_logging(log_level)
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rlgpt.runner import RunOptions, run_rlgpt
 
-    from rlgpt.grpc_client import create_channel
-    from rlgpt.launcher import running_services
-    from rlgpt.report import SkillTestResult, write_skill_report
-    from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc
-    from services.env_server.skills.reference import REFERENCE_SKILLS
-
-    console = Console(stderr=True)
-    run_dir = runs_dir / f"crafter__{task}__{seed}__{time.strftime('%Y%m%d-%H%M%S')}"
-    results: list[SkillTestResult] = []
-    with running_services(["env"], run_dir / "logs") as services:
-        env = services["env"]
-        console.print(f"env server on {env.target} (metrics port {env.metrics_port}); run dir {run_dir}")
-        channel = create_channel(env.target, default_timeout=120, wait_ready_seconds=30)
-        stub = env_pb2_grpc.EnvServiceStub(channel)
-        for name, code in REFERENCE_SKILLS.items():
-            stub.RegisterSkill(env_pb2.RegisterSkillRequest(name=name, code=code, replace=True,
-                                                            description="hand-written reference skill"))
-        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("success {task.fields[rate]:.2f}"), TimeElapsedColumn())
-        with Progress(*columns, console=console) as progress:
-            for name in REFERENCE_SKILLS:
-                bar = progress.add_task(f"skill {name}", total=episodes, rate=0.0)
-                result = SkillTestResult(name, task, [], [], [], "")
-                for episode in range(episodes):
-                    reply = stub.RunSkill(env_pb2.RunSkillRequest(
-                        skill=name, episodes=1, max_steps=max_steps, seed=seed + episode,
-                        task=common_pb2.TaskSpec(name=task)))
-                    summary = reply.episodes[0]
-                    result.successes.append(summary.success)
-                    result.steps.append(summary.steps)
-                    result.errors.append(summary.error.type if summary.HasField("error") else "")
-                    result.sample_trajectory = result.sample_trajectory or summary.text
-                    progress.update(bar, advance=1, rate=sum(result.successes) / len(result.successes))
-                results.append(result)
-        channel.close()
-    report = write_skill_report(run_dir, f"rlgpt run: {task} on Crafter", results, [
-        f"Env server: real gRPC on loopback; {episodes} test episodes per skill, {max_steps} frames each, "
-        f"seeds {seed}..{seed + episodes - 1}.",
-        "Skills: the hand-written reference skills (the planner, learner and critic services are not part "
-        "of this run yet)."])
-    console.print(f"report: {report}")
+    options = RunOptions(task=task, success=success, mode=mode, agents=agents, resume=resume, runs_dir=runs_dir,
+                         outer=outer, inner=inner, frames_per_training=frames_per_training,
+                         total_frames=total_frames, eval_episodes=eval_episodes, candidates=candidates, seed=seed,
+                         planner=planner)
+    try:
+        report = run_rlgpt(options)
+    except RlgptError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
     print(report)
+
+
+@app.command("report")
+def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")]) -> None:
+    """Write report.md and its PNG plots for a run directory."""
+    from rlgpt.report import write_run_report
+
+    try:
+        path = write_run_report(run_dir)
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    print(path)
 
 
 def main() -> None:

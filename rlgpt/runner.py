@@ -1,0 +1,194 @@
+"""`rlgpt run`: composes the four services on loopback (or uses a given planner) and follows a run live."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from rlgpt.config import LLMSettings
+from rlgpt.errors import FailedPrecondition, InvalidArgument, Unavailable
+from rlgpt.grpc_client import create_channel
+from rlgpt.launcher import ServiceProcess, start_service
+from rlgpt.llm.factory import needs_local_server
+from rlgpt.llm.local_server import MODEL_ALIAS, LocalLLMServer
+from rlgpt.report import write_run_report
+from rlgpt.v1 import common_pb2, planner_pb2, planner_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class RunOptions:
+    """What `rlgpt run` was asked to do."""
+
+    task: str
+    success: str
+    mode: str
+    agents: str
+    resume: Path | None
+    runs_dir: Path
+    outer: int
+    inner: int
+    frames_per_training: int
+    total_frames: int
+    eval_episodes: int
+    candidates: int
+    seed: int
+    planner: str = ""
+
+
+def task_spec(task: str, success: str) -> common_pb2.TaskSpec:
+    """A TaskSpec from the CLI: an achievement name, or free text plus ``--success`` (achievement or item:count)."""
+    spec = common_pb2.TaskSpec(name=task.strip().replace(" ", "_")[:48] or "task", description=task)
+    if success:
+        if ":" in success:
+            item, _, count = success.partition(":")
+            if not count.isdigit():
+                raise InvalidArgument(f"--success {success!r}: use item:count, e.g. wood:3")
+            spec.success.append(common_pb2.Condition(inventory=common_pb2.ItemCount(item=item, count=int(count))))
+        else:
+            spec.success.append(common_pb2.Condition(achievement=success))
+    return spec
+
+
+@contextlib.contextmanager
+def local_services(options: RunOptions, log_dir: Path) -> Iterator[str]:
+    """Starts env, learner, critic and planner (and the embedded LLM when needed); yields the planner address."""
+    started: list[ServiceProcess] = []
+    llm_server: LocalLLMServer | None = None
+    saved_env = dict(os.environ)
+    try:
+        llm = LLMSettings.load()
+        if options.mode != "pure-rl" and needs_local_server(llm):
+            llm_server = LocalLLMServer(llm, log_path=log_dir / "llm-server.log").start()
+            # Both the planner and the critic talk to the one embedded server.
+            os.environ.update(RLGPT_LLM_BASE_URL=llm_server.base_url, RLGPT_LLM_MODEL=MODEL_ALIAS,
+                              RLGPT_LLM_STRUCTURED="json_object")
+        env = start_service("env", log_dir)
+        started.append(env)
+        learner = start_service("learner", log_dir, extra_args=(
+            "--env-server", env.target, "--run-dir", str(options.runs_dir / "learner")))
+        started.append(learner)
+        critic_args = ("--no-llm",) if options.mode == "pure-rl" else ()
+        critic = start_service("critic", log_dir, extra_args=critic_args)
+        started.append(critic)
+        os.environ.update(RLGPT_PLANNER_LIBRARY_PATH=str(options.runs_dir / "skill_library.json"))
+        planner = start_service("planner", log_dir, extra_args=(
+            "--env-server", env.target, "--learner", learner.target, "--critic", critic.target,
+            "--run-dir", str(options.runs_dir)))
+        started.append(planner)
+        yield planner.target
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+        for service in reversed(started):
+            service.stop()
+        if llm_server is not None:
+            llm_server.stop()
+
+
+def _progress_table(status: dict[str, str]) -> Table:
+    table = Table(title="RL-GPT", show_header=False, expand=False)
+    for key in ("run", "iteration", "sub-task", "last", "training", "verdict", "tokens", "frames"):
+        table.add_row(key, status.get(key, ""))
+    return table
+
+
+def follow(stub: planner_pb2_grpc.PlannerServiceStub, run_id: str, console: Console) -> planner_pb2.RunEvent | None:
+    """Shows events live until the run ends; Ctrl-C asks the planner to stop the run cleanly."""
+    status = {"run": run_id}
+    last: planner_pb2.RunEvent | None = None
+    stopping = threading.Event()
+
+    def on_interrupt(signum: int, _frame: object) -> None:
+        if not stopping.is_set():
+            stopping.set()
+            console.print("[yellow]stopping: training jobs are stopped, state is saved; --resume continues[/]")
+            stub.StopRun(planner_pb2.StopRunRequest(run_id=run_id), timeout=30)
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        with Live(_progress_table(status), console=console, refresh_per_second=4) as live:
+            for event in stub.WatchRun(planner_pb2.WatchRunRequest(run_id=run_id), timeout=7 * 24 * 3600):
+                last = event
+                kind = event.WhichOneof("payload")
+                status["iteration"] = str(event.iteration)
+                if event.subtask:
+                    status["sub-task"] = event.subtask
+                status["last"] = kind
+                if kind == "plan":
+                    status["last"] = "plan: " + ", ".join(s.name for s in event.plan.subtasks)
+                elif kind == "code":
+                    status["last"] = f"skill candidate {event.code.candidate}: success {event.code.success_rate:.0%}"
+                elif kind == "training":
+                    t = event.training
+                    status["training"] = (f"{t.env_frames} frames, {t.fps:.0f} FPS, success {t.success_rate:.0%}, "
+                                          f"return {t.mean_return:.2f}")
+                elif kind == "verdict":
+                    status["verdict"] = f"success {event.verdict.success_rate:.0%}: {event.verdict.diagnosis[:80]}"
+                elif kind == "llm":
+                    status["tokens"] = str(int(status.get("tokens", "0")) + event.llm.prompt_tokens
+                                           + event.llm.completion_tokens)
+                elif kind == "error":
+                    status["last"] = f"error: {event.error.message[:120]}"
+                live.update(_progress_table(status))
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    return last
+
+
+def run_rlgpt(options: RunOptions) -> Path:
+    """Starts (or resumes) a run, follows it, writes its report; returns the report path."""
+    console = Console(stderr=True)
+    problems = [f"{name} must be >= 1 (a budget of zero does nothing), got {value}" for name, value in (
+        ("--frames-per-training", options.frames_per_training), ("--eval-episodes", options.eval_episodes),
+        ("--outer", options.outer), ("--inner", options.inner), ("--candidates", options.candidates)) if value < 1]
+    if options.total_frames < 0:
+        problems.append(f"--total-frames must be >= 0 (0: unbounded), got {options.total_frames}")
+    if problems:
+        raise InvalidArgument("; ".join(problems))
+    request = planner_pb2.StartRunRequest(
+        task=task_spec(options.task, options.success), mode=options.mode, agents=options.agents, seed=options.seed,
+        budgets=planner_pb2.Budgets(max_outer_iterations=options.outer, max_inner_iterations=options.inner,
+                                    env_frames_per_training=options.frames_per_training,
+                                    total_env_frames=options.total_frames, eval_episodes=options.eval_episodes,
+                                    candidates=options.candidates))
+    if options.resume is not None:
+        if not (options.resume / "request.json").exists():
+            raise FailedPrecondition(f"{options.resume} is not a run directory (no request.json)")
+        request = planner_pb2.StartRunRequest(resume_run_dir=str(options.resume.resolve()))
+        options.runs_dir = options.resume.resolve().parent
+    options.runs_dir = options.runs_dir.resolve()
+    options.runs_dir.mkdir(parents=True, exist_ok=True)
+    log_dir = options.runs_dir / "logs"
+    context = contextlib.nullcontext(options.planner) if options.planner else local_services(options, log_dir)
+    with context as planner_target:
+        channel = create_channel(planner_target, default_timeout=120, wait_ready_seconds=60)
+        stub = planner_pb2_grpc.PlannerServiceStub(channel)
+        try:
+            started = stub.StartRun(request)
+        except grpc.RpcError as exc:
+            raise InvalidArgument(f"the planner refused the run: {exc.code().name}: {exc.details()}") from None
+        console.print(f"run {started.run_id} in {started.run_dir}")
+        last = follow(stub, started.run_id, console)
+        channel.close()
+    run_dir = Path(started.run_dir)
+    report = write_run_report(run_dir) if (run_dir / "state.json").exists() else None
+    if last is not None and last.WhichOneof("payload") == "error":
+        where = f"; partial report {report}" if report else ""
+        raise Unavailable(f"the run stopped: {last.error.message}{where}. Resume with: rlgpt run --resume {run_dir}")
+    if report is None:
+        raise Unavailable(f"the run ended without state in {run_dir}")
+    console.print(f"final success {last.run_end.success_rate:.0%}; report: {report}" if last else f"report: {report}")
+    return report
