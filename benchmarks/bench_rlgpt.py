@@ -63,8 +63,9 @@ def main(
                       eval_episodes=eval_episodes, candidates=1, seed=0)
     results: list[dict[str, Any]] = []
     started = time.time()
-    with local_services(base, work / "logs") as planner:
-        stub = planner_pb2_grpc.PlannerServiceStub(create_channel(planner, default_timeout=120, wait_ready_seconds=60))
+    with local_services(base, work / "logs") as services:
+        stub = planner_pb2_grpc.PlannerServiceStub(
+            create_channel(services["planner"].target, default_timeout=120, wait_ready_seconds=60))
         for task in tasks.split(","):
             for mode in modes.split(","):
                 t0 = time.time()

@@ -63,8 +63,8 @@ def task_spec(task: str, success: str) -> common_pb2.TaskSpec:
 
 
 @contextlib.contextmanager
-def local_services(options: RunOptions, log_dir: Path) -> Iterator[str]:
-    """Starts env, learner, critic and planner (and the embedded LLM when needed); yields the planner address."""
+def local_services(options: RunOptions, log_dir: Path) -> Iterator[dict[str, ServiceProcess]]:
+    """Starts env, learner, critic and planner (and the embedded LLM when needed); yields them by name."""
     started: list[ServiceProcess] = []
     llm_server: LocalLLMServer | None = None
     saved_env = dict(os.environ)
@@ -88,7 +88,7 @@ def local_services(options: RunOptions, log_dir: Path) -> Iterator[str]:
             "--env-server", env.target, "--learner", learner.target, "--critic", critic.target,
             "--run-dir", str(options.runs_dir)))
         started.append(planner)
-        yield planner.target
+        yield {service.name: service for service in started}
     finally:
         os.environ.clear()
         os.environ.update(saved_env)
@@ -172,8 +172,9 @@ def run_rlgpt(options: RunOptions) -> Path:
     options.runs_dir = options.runs_dir.resolve()
     options.runs_dir.mkdir(parents=True, exist_ok=True)
     log_dir = options.runs_dir / "logs"
-    context = contextlib.nullcontext(options.planner) if options.planner else local_services(options, log_dir)
-    with context as planner_target:
+    context = contextlib.nullcontext(None) if options.planner else local_services(options, log_dir)
+    with context as services:
+        planner_target = options.planner or services["planner"].target
         channel = create_channel(planner_target, default_timeout=120, wait_ready_seconds=60)
         stub = planner_pb2_grpc.PlannerServiceStub(channel)
         try:

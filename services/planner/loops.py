@@ -143,6 +143,7 @@ class TwoLoops:
     def execute(self) -> None:
         if self.state.finished:
             return
+        self._register_known_skills()
         if self.mode == "pure-rl":
             self._pure_rl()
         else:
@@ -150,6 +151,20 @@ class TwoLoops:
         self._final_evaluation()
         self.state.finished = True
         self._save()
+
+    def _register_known_skills(self) -> None:
+        """The env server may be new (a resumed run, a restarted server): register what earlier work produced."""
+        known = {s.name: s.code for s in self.library.all() if s.success_rate > 0}
+        known.update({name: sub.skill_code for name, sub in self.state.subtasks.items()
+                      if sub.status == "done" and sub.decision == "code" and sub.skill_code})
+        for name, code in known.items():
+            try:
+                self.stubs.env.RegisterSkill(env_pb2.RegisterSkillRequest(name=name, code=code, replace=True,
+                                                                          description="restored"))
+            except grpc.RpcError as exc:
+                if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                    raise
+                log.warning("skill %s could not be restored: %s", name, exc.details())
 
     def _task_subtask(self) -> planner_pb2.SubTask:
         task = self.run.request.task

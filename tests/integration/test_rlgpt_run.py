@@ -77,3 +77,41 @@ def test_resume_of_a_missing_run_dir(tmp_path) -> None:
     with pytest.raises(Exception, match="not a run directory"):
         run_rlgpt(options(tmp_path, resume=tmp_path / "nope"))
     assert Unavailable  # the error type users see for a stopped run
+
+
+def test_learner_killed_mid_run_then_resume_continues(tmp_path, monkeypatch) -> None:
+    from rlgpt.grpc_client import create_channel
+    from rlgpt.runner import local_services, task_spec
+    from rlgpt.v1 import planner_pb2, planner_pb2_grpc
+
+    with FakeOpenAIServer([scripted]) as llm:
+        monkeypatch.setenv("RLGPT_LLM_BASE_URL", llm.base_url)
+        monkeypatch.setenv("RLGPT_LLM_MODEL", "local")
+        opts = options(tmp_path, frames_per_training=200_000, total_frames=0)
+        opts.runs_dir.mkdir(parents=True)
+        with local_services(opts, opts.runs_dir / "logs") as services:
+            stub = planner_pb2_grpc.PlannerServiceStub(create_channel(services["planner"].target,
+                                                                      wait_ready_seconds=30))
+            run = stub.StartRun(planner_pb2.StartRunRequest(
+                task=task_spec("place_table", ""), budgets=planner_pb2.Budgets(
+                    max_outer_iterations=1, max_inner_iterations=1, env_frames_per_training=200_000,
+                    eval_episodes=2)))
+            events = []
+            for event in stub.WatchRun(planner_pb2.WatchRunRequest(run_id=run.run_id), timeout=600):
+                events.append(event)
+                if event.WhichOneof("payload") == "training" and event.training.env_frames > 0:
+                    services["learner"].process.kill()  # the learner dies mid-training
+            assert events[-1].WhichOneof("payload") == "error" and events[-1].error.resumable
+            assert "resume" in events[-1].error.message
+        run_dir = Path(run.run_dir)
+        state = json.loads((run_dir / "state.json").read_text())
+        assert state["subtasks"]["get_wood"]["status"] == "done" and state["subtasks"]["table"]["job_id"]
+        # Resume with a small budget: the coded sub-task is not redone, the RL one trains again and the run ends.
+        data = json.loads((run_dir / "request.json").read_text())
+        data["budgets"]["envFramesPerTraining"] = "1500"
+        (run_dir / "request.json").write_text(json.dumps(data))
+        report = run_rlgpt(options(tmp_path, resume=run_dir))
+    state = json.loads((run_dir / "state.json").read_text())
+    assert state["finished"] and state["final"]["controller"].startswith("policy of table")
+    assert len([t for t in state["subtasks"]["get_wood"]["tests"] if t["kind"] == "code"]) == 1  # not redone
+    assert report.exists()
