@@ -182,7 +182,7 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
                                   f"(0..{n_actions - 1})")
         start = time.perf_counter()
         with session.lock:
-            outcome = session.step(actions, should_stop=lambda: not context.is_active())
+            outcome = session.on_thread(session.step, actions, should_stop=lambda: not context.is_active())
             response = self._step_response(session, outcome)
         metrics.ENV_STEP_SECONDS.labels(session.backend.spec.name).observe(time.perf_counter() - start)
         return response
