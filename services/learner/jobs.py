@@ -28,6 +28,7 @@ from rlgpt.v1 import learner_pb2
 
 log = logging.getLogger(__name__)
 _PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
+LEARNER_PID_ENV = "RLGPT_LEARNER_PID"
 
 
 def train_command(job_dir: Path) -> list[str]:
@@ -98,6 +99,7 @@ class LocalRunner(JobRunner):
         command[0] = sys.executable
         env = dict(os.environ)
         env["PYTHONPATH"] = _PROJECT_ROOT + os.pathsep + env.get("PYTHONPATH", "")
+        env[LEARNER_PID_ENV] = str(os.getpid())  # the job ends itself if this learner dies (no orphans)
         with (job_dir / "train.log").open("ab") as log_file:
             process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=env,
                                        cwd=_PROJECT_ROOT, start_new_session=True)

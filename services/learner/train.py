@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
 import sys
+import threading
 import time
 from collections import deque
 from pathlib import Path
@@ -24,6 +27,7 @@ from sample_factory.envs.env_utils import register_env
 from sample_factory.train import make_runner
 
 from rlgpt.v1 import learner_pb2
+from services.learner.jobs import LEARNER_PID_ENV
 from services.learner.model import make_encoder
 from services.learner.sf_env import ENV_NAME, load_job_config, make_sf_env
 
@@ -149,8 +153,27 @@ def run_job(job_dir: Path) -> int:
     return 0 if observer.reason in ("budget", "stopped") else 3
 
 
+def watch_learner(pid: int, interval: float = 2.0) -> None:
+    """Ends this job's whole process group when the local learner that launched it is gone."""
+
+    def watch() -> None:
+        while True:
+            time.sleep(interval)
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                log.error("the learner (pid %d) is gone; ending this training job", pid)
+                os.killpg(os.getpgrp(), signal.SIGKILL)
+            except PermissionError:
+                pass  # alive, owned by someone else
+
+    threading.Thread(target=watch, daemon=True, name="learner-watch").start()
+
+
 def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if os.environ.get(LEARNER_PID_ENV, "").isdigit():
+        watch_learner(int(os.environ[LEARNER_PID_ENV]))
     if len(argv) != 2:
         print("usage: python -m services.learner.train JOB_DIR", file=sys.stderr)
         return 2

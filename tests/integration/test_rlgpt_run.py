@@ -5,6 +5,7 @@ critic judges, the task-level controller evaluates, and the report has its plots
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -79,6 +80,16 @@ def test_resume_of_a_missing_run_dir(tmp_path) -> None:
     assert Unavailable  # the error type users see for a stopped run
 
 
+def _processes_mentioning(text: str) -> list[int]:
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        if any(text in part for part in (proc.info["cmdline"] or [])):
+            found.append(proc.info["pid"])
+    return found
+
+
 def test_learner_killed_mid_run_then_resume_continues(tmp_path, monkeypatch) -> None:
     from rlgpt.grpc_client import create_channel
     from rlgpt.runner import local_services, task_spec
@@ -106,6 +117,12 @@ def test_learner_killed_mid_run_then_resume_continues(tmp_path, monkeypatch) -> 
         run_dir = Path(run.run_dir)
         state = json.loads((run_dir / "state.json").read_text())
         assert state["subtasks"]["get_wood"]["status"] == "done" and state["subtasks"]["table"]["job_id"]
+        # The dead learner's training job ended itself: no orphaned training processes.
+        job = state["subtasks"]["table"]["job_id"]
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and _processes_mentioning(job):
+            time.sleep(0.5)
+        assert not _processes_mentioning(job)
         # Resume with a small budget: the coded sub-task is not redone, the RL one trains again and the run ends.
         data = json.loads((run_dir / "request.json").read_text())
         data["budgets"]["envFramesPerTraining"] = "1500"
