@@ -12,7 +12,6 @@ import dataclasses
 import logging
 import re
 from collections import Counter
-from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Literal, Protocol
 
@@ -21,6 +20,7 @@ from pydantic import BaseModel, BeforeValidator, Field
 from rlgpt.config import CriticSettings
 from rlgpt.errors import RlgptError
 from rlgpt.llm.client import CallRecord
+from rlgpt.prompts import render_file
 from rlgpt.v1 import common_pb2, critic_pb2
 
 log = logging.getLogger(__name__)
@@ -36,7 +36,6 @@ TIMEOUT_TYPES = ("Timeout", "StepBudgetExceeded")
 DECISIONS = ("code", "rl", "")
 TARGET_NAMES = {critic_pb2.TARGET_UNSPECIFIED: "none", critic_pb2.TARGET_FAST: "fast",
                 critic_pb2.TARGET_SLOW: "slow"}
-_FIELD = re.compile(r"\{([a-z_]+)\}")
 _RUN = re.compile(r"^([A-Za-z_][\w]*) x(\d+)$")
 # Prerequisites a skill or trajectory names in words, e.g. "needs a wood_pickaxe", "requires table".
 _NEEDS = re.compile(r"\b(?:needs?|requires?|missing|without)\s+(?:an?\s+|the\s+)?"
@@ -325,20 +324,8 @@ def _join(parts: list[str]) -> str:
     return text or "(none)"
 
 
-@cache
-def _template(name: str) -> str:
-    text = (PROMPT_DIR / f"{name}.txt").read_text()
-    # Header lines starting with "#" document the prompt (e.g. which tasks its example covers).
-    return "\n".join(line for line in text.splitlines() if not line.startswith("#")).strip() + "\n"
-
-
 def render(name: str, **fields: str) -> str:
-    """Fills ``{field}`` placeholders; JSON braces in examples are left alone; a missing field is an error."""
-    template = _template(name)
-    missing = sorted(set(_FIELD.findall(template)) - set(fields))
-    if missing:
-        raise KeyError(f"prompt {name!r} needs fields {missing}")
-    return _FIELD.sub(lambda m: fields[m.group(1)], template)
+    return render_file(PROMPT_DIR / f"{name}.txt", **fields)
 
 
 def conditions_text(conditions: list[common_pb2.Condition]) -> str:
