@@ -1,0 +1,1 @@
+"""Benchmarks of the rlgpt services (``make bench-env``)."""
