@@ -162,32 +162,16 @@ def make_inprocess_env(full_env_name: str, cfg: Any = None, env_config: Any = No
 
 def run_inprocess_job(job_dir: Path) -> int:
     """``services.learner.train.run_job`` with the env swapped for the in-process one."""
-    from sample_factory.algo.utils.misc import ExperimentStatus
     from sample_factory.envs.env_utils import register_env
-    from sample_factory.train import make_runner
 
-    from services.learner.train import ProgressObserver, parse_cfg, register_components, sf_argv
+    from services.learner.train import register_components, run_job
 
     # Register the factory from the importable module, not from __main__: Sample Factory pickles its env
     # registry into spawned worker processes, which must be able to import the function by name.
     module = importlib.import_module("benchmarks.bench_learner")
-    config, doc = load_job_config(job_dir)
     register_components()
     register_env(INPROCESS_ENV_NAME, module.make_inprocess_env)
-    argv = [f"--env={INPROCESS_ENV_NAME}" if arg.startswith("--env=") else arg
-            for arg in sf_argv(config, job_dir, doc.get("device", "cpu"))]
-    cfg = parse_cfg(argv)
-    cfg, runner = make_runner(cfg)
-    observer = ProgressObserver(job_dir, config.env_frames, float(doc.get("progress_interval", 2.0)))
-    runner.register_observer(observer)
-    runner.register_episodic_stats_handler(observer.on_episode)
-    status = runner.init()
-    if status == ExperimentStatus.SUCCESS:
-        status = runner.run()
-    log.info("in-process job %s ended with status %s (%s)", job_dir.name, status, observer.reason or "no reason")
-    if status != ExperimentStatus.SUCCESS:
-        return 1
-    return 0 if observer.reason in ("budget", "stopped") else 3
+    return run_job(job_dir, env_name=INPROCESS_ENV_NAME)
 
 
 # --- watching the machine ---------------------------------------------------------------------------

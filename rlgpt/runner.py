@@ -68,6 +68,7 @@ def local_services(options: RunOptions, log_dir: Path) -> Iterator[dict[str, Ser
     started: list[ServiceProcess] = []
     llm_server: LocalLLMServer | None = None
     saved_env = dict(os.environ)
+    log_dir.mkdir(parents=True, exist_ok=True)
     try:
         llm = LLMSettings.load()
         if options.mode != "pure-rl" and needs_local_server(llm):

@@ -136,10 +136,13 @@ class ProgressObserver(AlgoObserver):
         self.record(runner, final=True)
 
 
-def run_job(job_dir: Path) -> int:
+def run_job(job_dir: Path, env_name: str = ENV_NAME) -> int:
+    """Trains one job; ``env_name`` picks another registered Sample Factory env (benchmarks use an in-process one)."""
     config, doc = load_job_config(job_dir)
     register_components()
-    cfg = parse_cfg(sf_argv(config, job_dir, doc.get("device", "cpu")))
+    argv = [f"--env={env_name}" if arg.startswith("--env=") else arg
+            for arg in sf_argv(config, job_dir, doc.get("device", "cpu"))]
+    cfg = parse_cfg(argv)
     cfg, runner = make_runner(cfg)
     observer = ProgressObserver(job_dir, config.env_frames, float(doc.get("progress_interval", 2.0)))
     runner.register_observer(observer)
