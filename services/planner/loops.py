@@ -31,6 +31,7 @@ import grpc
 
 from rlgpt.config import PlannerSettings
 from rlgpt.errors import FailedPrecondition, RlgptError
+from rlgpt.llm.client import StructuredOutputError
 from rlgpt.v1 import (
     common_pb2,
     critic_pb2,
@@ -231,8 +232,15 @@ class TwoLoops:
             if previous is not None and self.state.subtasks[plan.subtasks[0].name].decision == "rl":
                 plan.subtasks[0].decision = planner_pb2.DECISION_RL
             return plan
-        plan, record = self.slow.plan(self.run.request.task, iteration=self.state.outer_iteration,
-                                      previous=previous, feedback=self.state.slow_feedback)
+        try:
+            plan, record = self.slow.plan(self.run.request.task, iteration=self.state.outer_iteration,
+                                          previous=previous, feedback=self.state.slow_feedback)
+        except StructuredOutputError as exc:
+            # No usable plan: fall back to the whole task as one sub-task rather than ending the run.
+            log.warning("slow agent: %s; using the whole task as one sub-task", exc)
+            plan = planner_pb2.Plan(subtasks=[self._task_subtask()], iteration=self.state.outer_iteration,
+                                    rationale=f"fallback, the slow agent's answer was unusable: {str(exc)[:300]}")
+            return plan
         self.run.llm_call(record)
         return plan
 
@@ -327,9 +335,15 @@ class TwoLoops:
         left = self._frames_left()
         if left is not None:
             frames = min(frames, left)
-        previous = None
-        config, record = self.fast.write_rl_config(st, env_frames=frames, iteration=self.state.outer_iteration,
-                                                   previous=previous, feedback=state.feedback)
+        try:
+            config, record = self.fast.write_rl_config(st, env_frames=frames, iteration=self.state.outer_iteration,
+                                                       feedback=state.feedback)
+        except StructuredOutputError as exc:
+            # An unusable answer is a failed attempt with feedback, not the end of the run.
+            state.feedback = str(exc)
+            state.tests.append({"iteration": self.state.outer_iteration, "kind": "rl", "error": str(exc)[:500],
+                                "success_rate": 0.0, "frames": state.frames})
+            return None
         self.run.llm_call(record, st.name)
         # Skills of the earlier sub-tasks that work join the action space (RL-GPT's key mechanism).
         working = [s.name for s in self.library.all() if s.success_rate > 0]

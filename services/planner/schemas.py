@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import enum
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, create_model, model_validator
+from pydantic import BaseModel, BeforeValidator, Field, create_model, model_validator
 
 from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
 
@@ -27,6 +27,18 @@ class SkillAnswer(BaseModel):
     description: str = Field(max_length=400, description="what the skill does, one sentence")
     code: str = Field(min_length=10, max_length=8000,
                       description="Python source: def skill(agent): ... yield '<action>'")
+
+
+def _clamped(kind: type, low: float, high: float) -> Any:
+    """A number forced into [low, high]: a small model's out-of-range value is corrected, not fatal."""
+
+    def clamp(value: Any) -> Any:
+        try:
+            return min(max(kind(value), kind(low)), kind(high))
+        except (TypeError, ValueError):
+            return value  # not a number: let validation report it
+
+    return Annotated[kind, BeforeValidator(clamp)]
 
 
 def _enum(name: str, values: tuple[str, ...]) -> Any:
@@ -80,15 +92,15 @@ def _rl_model(actions: tuple[str, ...], skills: tuple[str, ...], targets: tuple[
         "RewardTerm",
         kind=(_enum("RewardKind", REWARD_KINDS), ...),
         target=(_enum("Target", ("", "*", *targets)), ""),
-        weight=(float, Field(ge=-10, le=10)),
+        weight=(_clamped(float, -10, 10), ...),
     )
     return create_model(
         "RLConfig",
         primitive_actions=(list[_enum("Action", actions)], Field(min_length=1, max_length=len(actions))),
         skills=(list[skill_type], Field(default_factory=list, max_length=6)),
-        skill_max_steps=(int, Field(ge=1, le=200)),
+        skill_max_steps=(_clamped(int, 1, 200), ...),
         reward_terms=(list[term], Field(min_length=1, max_length=8)),
-        episode_length=(int, Field(ge=50, le=5000)),
+        episode_length=(_clamped(int, 50, 5000), ...),
     )
 
 
