@@ -126,3 +126,14 @@ def test_library_retrieval_and_prompts_name_their_example_tasks(tmp_path) -> Non
         assert "covers" in path.read_text().splitlines()[0], path
     with pytest.raises(KeyError, match="needs fields"):
         render("slow_agent", task="x")
+
+
+def test_out_of_range_numbers_are_clamped_not_fatal(describe, library, env_server, tmp_path) -> None:
+    answer = {"primitive_actions": ["do"], "skills": [], "skill_max_steps": 0,
+              "reward_terms": [{"kind": "success", "target": "", "weight": 99}], "episode_length": 1}
+    subtask = planner_pb2.SubTask(name="eat_cow", success=[common_pb2.Condition(achievement="eat_cow")])
+    with FakeOpenAIServer([Reply.json(answer)]) as server:
+        config, record = fast_agent(server, describe, library, env_server, tmp_path).write_rl_config(
+            subtask, env_frames=1000)
+    assert record.attempts == 1
+    assert config.episode_length == 50 and config.skill_max_steps == 1 and config.reward_terms[0].weight == 10
