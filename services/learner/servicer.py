@@ -17,6 +17,7 @@ from services.learner.evaluate import evaluate
 from services.learner.jobs import JobRunner
 from services.learner.manager import JobManager
 from services.learner.rl_config import EnvVocabulary, validate_rl_config
+from services.learner.sf_env import session_request
 
 log = logging.getLogger(__name__)
 SERVICE_NAME = learner_pb2.DESCRIPTOR.services_by_name["LearnerService"].full_name
@@ -57,6 +58,18 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
                               f"{exc.details()}); start it or set RLGPT_LEARNER_ENV_SERVER") from None
         return EnvVocabulary.from_env_server(describe, skills)
 
+    def _env_accepts(self, config: learner_pb2.RLConfig) -> None:
+        """Opens and closes one real session with the config: the env server is the one judge of what it accepts."""
+        try:
+            session = self._env.CreateSession(session_request(config, int(config.seed), client="learner:validate"),
+                                              timeout=60)
+            self._env.CloseSession(env_pb2.CloseSessionRequest(session_id=session.session_id), timeout=30)
+        except grpc.RpcError as exc:
+            if exc.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND):
+                raise InvalidArgument(f"invalid RL config: the env server refused it: {exc.details()}") from None
+            raise Unavailable(f"env server at {self.settings.env_server} did not answer ({exc.code().name}: "
+                              f"{exc.details()})") from None
+
     def _job_extra(self) -> dict[str, Any]:
         return {"env_server": self.settings.env_server, "device": self.settings.device,
                 "progress_interval": self.settings.progress_interval_seconds}
@@ -68,6 +81,7 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
             record = self.jobs.resume(request.resume_job_id, self._job_extra())
             return learner_pb2.StartTrainingResponse(job_id=record.job_id)
         config = validate_rl_config(request.config, self._vocabulary(request.config.backend), self.settings)
+        self._env_accepts(config)
         record = self.jobs.start(config, self._job_extra())
         return learner_pb2.StartTrainingResponse(job_id=record.job_id)
 

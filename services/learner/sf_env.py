@@ -23,8 +23,10 @@ from rlgpt.v1 import env_pb2, env_pb2_grpc, learner_pb2
 
 log = logging.getLogger(__name__)
 ENV_NAME = "rlgpt"
+# Any of these ends the job at once (error.json), instead of leaving Sample Factory waiting on a dead worker.
 _FATAL_CODES = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.NOT_FOUND, grpc.StatusCode.DEADLINE_EXCEEDED,
-                grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.FAILED_PRECONDITION}
+                grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.FAILED_PRECONDITION,
+                grpc.StatusCode.INVALID_ARGUMENT}
 
 
 class EnvServerLost(RuntimeError):

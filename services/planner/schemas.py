@@ -18,6 +18,7 @@ from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
 MAX_SUBTASKS = 12
 NAME_PATTERN = r"^[a-z][a-z0-9_]{0,47}$"
 REWARD_KINDS = ("success", "achievement", "inventory_gain", "step", "health", "death", "native")
+_TARGETED = ("achievement", "inventory_gain")
 
 
 class SkillAnswer(BaseModel):
@@ -137,6 +138,8 @@ def rl_config_to_proto(answer: BaseModel, subtask: planner_pb2.SubTask, env_fram
                                                     success=list(subtask.success)),
         primitive_actions=list(dict.fromkeys(_value(a) for a in answer.primitive_actions)),
         skills=list(dict.fromkeys(_value(s) for s in answer.skills)), skill_max_steps=answer.skill_max_steps,
-        reward_terms=[common_pb2.RewardTerm(kind=_value(t.kind), target=_value(t.target), weight=t.weight)
+        # Only achievement and inventory_gain take a target; a model's stray target elsewhere is dropped.
+        reward_terms=[common_pb2.RewardTerm(kind=_value(t.kind), weight=t.weight,
+                                            target=_value(t.target) if _value(t.kind) in _TARGETED else "")
                       for t in answer.reward_terms],
         episode_length=answer.episode_length, env_frames=env_frames, seed=seed)

@@ -114,6 +114,8 @@ BAD_CONFIGS = {
     "k_below_one": (dict(skill_max_steps=-1), "K must be >= 1"),
     "unknown_reward": (dict(reward_terms=[common_pb2.RewardTerm(kind="happiness")]), "unknown kind 'happiness'"),
     "too_many_workers": (dict(num_workers=512), "num_workers=512"),
+    "target_on_untargeted_kind": (dict(reward_terms=[common_pb2.RewardTerm(kind="success", target="eat_cow")]),
+                                  "takes no target"),
 }
 
 
