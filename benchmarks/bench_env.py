@@ -43,6 +43,7 @@ from rich.logging import RichHandler
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from benchmarks.common import write_section
 from rlgpt.config import EnvServerSettings
 from rlgpt.grpc_client import create_channel
 from rlgpt.tensors import from_tensor
@@ -1156,25 +1157,6 @@ def reading(results: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
-def write_report(output: Path, section: str) -> None:
-    """Replaces (or appends) this benchmark's section, keeping every other section of the file."""
-    if output.exists():
-        text = output.read_text()
-    else:
-        text = "# Benchmarks\n\nMeasured performance of the rlgpt services; each section is written by its benchmark.\n"
-    lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.strip() == SECTION_TITLE), None)
-    if start is None:
-        new = text.rstrip("\n") + "\n\n" + section.rstrip("\n") + "\n"
-    else:
-        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-        tail = "\n".join(lines[end:])
-        new = "\n".join(lines[:start]) + ("\n" if start else "") + section.rstrip("\n") + "\n" + (
-            "\n" + tail + "\n" if tail else "")
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(new)
-
-
 def print_summary(results: dict[str, Any]) -> None:
     rel = ratios(results)
     rates = results["rates"]
@@ -1320,7 +1302,7 @@ def main(
                             raw_json.parent)
     results["total_seconds"] = time.perf_counter() - started
     raw_json.write_text(json.dumps(results, indent=2) + "\n")
-    write_report(output, render_section(results))
+    write_section(output, SECTION_TITLE, render_section(results))
     print_summary(results)
     log.info("wrote %s and %s in %.0f s", output, raw_json, results["total_seconds"])
 

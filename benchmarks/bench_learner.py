@@ -37,7 +37,6 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
-from unittest import mock
 
 import gymnasium as gym
 import numpy as np
@@ -50,6 +49,7 @@ from rich.table import Table
 
 from benchmarks import bench_env
 from benchmarks.bench_env import MIB, REPO_ROOT, fmt_rate, fmt_ratio, machine_info
+from benchmarks.common import write_section
 from rlgpt.config import EnvServerSettings
 from rlgpt.launcher import ServiceProcess, start_service
 from rlgpt.v1 import common_pb2, learner_pb2
@@ -928,11 +928,6 @@ def reading(results: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
-def write_section(output: Path, section: str) -> None:
-    # bench_env.write_report replaces the section titled bench_env.SECTION_TITLE; point it at ours for the
-    # call, so both benchmarks share one section-replacing implementation.
-    with mock.patch.object(bench_env, "SECTION_TITLE", SECTION_TITLE):
-        bench_env.write_report(output, section)
 
 
 def print_summary(results: dict[str, Any]) -> None:
@@ -1000,7 +995,7 @@ def main(
             shutil.rmtree(work, ignore_errors=True)
     results["total_seconds"] = time.perf_counter() - started
     raw_json.write_text(json.dumps(results, indent=2, default=str) + "\n")
-    write_section(output, render_section(results))
+    write_section(output, SECTION_TITLE, render_section(results))
     print_summary(results)
     log.info("wrote %s and %s in %.0f s", output, raw_json, results["total_seconds"])
 
