@@ -5,11 +5,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMPS := .stamps
-EXTRAS := env,learner,planner,critic,dev
+EXTRAS := env,learner,planner,critic,local-llm,dev
 PROTOS := $(wildcard proto/rlgpt/v1/*.proto)
 TEST_TIMEOUT ?= 1800
 
-.PHONY: setup proto run test test-e2e lint bench-env bench-learner bench-llm bench-rlgpt clean help
+.PHONY: setup setup-system proto run test test-e2e lint bench-env bench-learner bench-llm bench-rlgpt clean help \
+	images images-local smoke-images play-kube check-deploy kind-up deploy kind-down
 
 help:
 	@echo "make run       - set up and run the main job on the embedded defaults"
@@ -20,8 +21,22 @@ help:
 	@echo "make bench-learner - learner training FPS vs raw Crafter stepping -> docs/BENCHMARKS.md"
 	@echo "make bench-llm - embedded LLMs on the agents' prompts -> docs/BENCHMARKS.md"
 	@echo "make bench-rlgpt - pure RL vs pure code vs RL-GPT at one frame budget -> docs/BENCHMARKS.md"
+	@echo "make images  - build every service image with docker or podman"
+	@echo "make images-local - build the CPU images with podman on a debootstrap base (no registry)"
+	@echo "make smoke-images - run the service + LLM containers and a short rlgpt run against them"
+	@echo "make play-kube - run the rendered kind overlay with podman play kube and check gRPC health"
+	@echo "make check-deploy - validate manifests, Prometheus config/rules, dashboard"
+	@echo "make kind-up / deploy / kind-down - local Kubernetes cluster with kind"
 
-setup: $(STAMPS)/install rlgpt/v1/env_pb2.py
+setup: $(STAMPS)/install rlgpt/v1/env_pb2.py $(STAMPS)/system
+
+# Debian tools the deploy checks use: Prometheus (+ promtool) for the monitoring tests, kubectl for kustomize.
+$(STAMPS)/system:
+	./deploy/scripts/setup-system.sh
+	@mkdir -p $(STAMPS) && touch $@
+
+setup-system:
+	./deploy/scripts/setup-system.sh
 
 $(VENV)/bin/python:
 	$(PYTHON_BIN) -m venv $(VENV)
@@ -68,3 +83,29 @@ bench-rlgpt: setup
 
 clean:
 	rm -rf $(VENV) $(STAMPS) rlgpt/v1/*_pb2*.py rlgpt/v1/*_pb2.pyi
+
+# --- deploy ----------------------------------------------------------------------------------------
+images:
+	./deploy/scripts/images.sh
+
+images-local: setup
+	./deploy/scripts/images-local.sh
+
+smoke-images: setup
+	./deploy/scripts/smoke-images.sh
+
+play-kube: setup
+	./deploy/scripts/play-kube.sh
+
+check-deploy: setup
+	$(PY) -m pytest -q -p no:cacheprovider tests/deploy
+
+KIND_CLUSTER ?= rlgpt
+kind-up:
+	./deploy/scripts/kind.sh up $(KIND_CLUSTER)
+
+deploy:
+	./deploy/scripts/kind.sh deploy $(KIND_CLUSTER)
+
+kind-down:
+	./deploy/scripts/kind.sh down $(KIND_CLUSTER)
