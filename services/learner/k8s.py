@@ -47,7 +47,7 @@ LABEL_JOB_ID = "rlgpt.dev/job-id"
 ANNOTATION_JOB_ID = "rlgpt.dev/job-id"
 ANNOTATION_JOB_DIR = "rlgpt.dev/job-dir"
 GPU_RESOURCE = "nvidia.com/gpu"
-RUN_AS_USER = 1000
+RUN_AS_USER = 10001  # the uid of the rlgpt images (deploy/docker)
 TTL_SECONDS_AFTER_FINISHED = 3600
 # (connect, read) seconds per API call: a hung API server must not hang the learner's watchdog.
 REQUEST_TIMEOUT = (5.0, 30.0)

@@ -29,6 +29,7 @@ from typing import Any
 
 import grpc
 
+from rlgpt import metrics
 from rlgpt.config import PlannerSettings
 from rlgpt.errors import FailedPrecondition, RlgptError
 from rlgpt.llm.client import StructuredOutputError
@@ -219,6 +220,7 @@ class TwoLoops:
             self.run.emit(iteration_end=planner_pb2.IterationEnd(tokens=self.run.tokens - tokens_before,
                                                                  seconds=time.time() - started))
             self.state.outer_iteration += 1
+            metrics.PLANNER_ITERATIONS.inc()
             pending = [s for s in plan.subtasks if self.state.subtasks[s.name].status != "done"]
             self.state.slow_feedback = "" if not pending else self._summary(plan)
             self._save()
@@ -242,6 +244,24 @@ class TwoLoops:
                                     rationale=f"fallback, the slow agent's answer was unusable: {str(exc)[:300]}")
             return plan
         self.run.llm_call(record)
+        return self._ending_in_goal(plan)
+
+    def _ending_in_goal(self, plan: planner_pb2.Plan) -> planner_pb2.Plan:
+        """A plan whose last sub-task does not reach the task's own success condition cannot solve the task
+        (weak models plan side quests): the task itself is appended as the last link of the chain, learned with
+        RL over the earlier sub-tasks' skills where a learner exists, coded otherwise."""
+        goal = self._task_subtask()
+        wanted = {c.SerializeToString(deterministic=True) for c in goal.success}
+        if plan.subtasks and wanted <= {c.SerializeToString(deterministic=True) for c in plan.subtasks[-1].success}:
+            return plan
+        taken = {st.name for st in plan.subtasks}
+        while goal.name in taken:
+            goal.name += "_goal"
+        if self.mode != "pure-code" and self.stubs.learner is not None:
+            goal.decision = planner_pb2.DECISION_RL
+        plan.subtasks.append(goal)
+        plan.rationale = (plan.rationale + " | the task itself was appended as the last sub-task: the plan did "
+                          "not end in the task's success condition").strip(" |")
         return plan
 
     def _summary(self, plan: planner_pb2.Plan) -> str:

@@ -85,6 +85,26 @@ def test_code_run_iterates_judges_and_evaluates_the_chain(planner, tmp_path) -> 
     assert len(later) == 1
 
 
+def test_a_plan_that_misses_the_goal_gets_the_task_as_its_last_subtask(planner) -> None:
+    side_quest = {"rationale": "a sapling first", "subtasks": [
+        {"name": "sapling", "description": "collect a sapling", "success": [{"achievement": "collect_sapling"}],
+         "decision": "code", "skills": []}]}
+
+    def reply(body: dict) -> Reply:
+        name = body["response_format"]["json_schema"]["name"]
+        return Reply.json({"Plan": side_quest, "SkillAnswer": SKILL}[name])
+
+    stub = planner([reply])
+    run = stub.StartRun(planner_pb2.StartRunRequest(task=common_pb2.TaskSpec(name="collect_wood")))
+    plan = next(e.plan for e in stub.WatchRun(planner_pb2.WatchRunRequest(run_id=run.run_id), timeout=120)
+                if e.WhichOneof("payload") == "plan")
+    stub.StopRun(planner_pb2.StopRunRequest(run_id=run.run_id))
+    assert [st.name for st in plan.subtasks] == ["sapling", "collect_wood"]
+    assert [c.achievement for c in plan.subtasks[-1].success] == ["collect_wood"]
+    assert plan.subtasks[-1].decision == planner_pb2.DECISION_CODE  # no learner here: the goal is coded
+    assert "appended" in plan.rationale
+
+
 def test_llm_failing_mid_run_pauses_and_resume_continues(planner, tmp_path) -> None:
     calls = {"n": 0, "healthy": False}
 

@@ -69,7 +69,7 @@ def test_cpu_manifest_is_a_valid_job_without_gpu() -> None:
     assert "activeDeadlineSeconds" not in spec
     pod = spec["template"]["spec"]
     assert pod["restartPolicy"] == "Never"
-    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] == 1000
+    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] == 10001
     assert "tolerations" not in pod and "nodeSelector" not in pod
     train = container(manifest)
     assert train["name"] == "train" and train["image"] == SETTINGS.k8s_image
