@@ -32,8 +32,8 @@ class ServiceBinding:
 class _MetricsInterceptor(grpc.ServerInterceptor):
     """Counts calls by method and status code and times them (``rlgpt_grpc_*``)."""
 
-    def __init__(self, service_label: str):
-        self._service = service_label
+    def __init__(self, server_label: str):
+        self._server = server_label
 
     def intercept_service(self, continuation: Callable, handler_call_details: grpc.HandlerCallDetails) -> Any:
         handler = continuation(handler_call_details)
@@ -41,7 +41,7 @@ class _MetricsInterceptor(grpc.ServerInterceptor):
             return handler  # streams are counted by the servicers themselves
         method = handler_call_details.method.rsplit("/", 1)[-1]
         inner = handler.unary_unary
-        service = self._service
+        server = self._server
 
         def timed(request: Any, context: grpc.ServicerContext) -> Any:
             start = time.perf_counter()
@@ -52,8 +52,8 @@ class _MetricsInterceptor(grpc.ServerInterceptor):
                 code = context.code().name if context.code() else "UNKNOWN"
                 raise
             finally:
-                metrics.GRPC_REQUESTS.labels(service, method, code).inc()
-                metrics.GRPC_SECONDS.labels(service, method).observe(time.perf_counter() - start)
+                metrics.GRPC_REQUESTS.labels(server, method, code).inc()
+                metrics.GRPC_SECONDS.labels(server, method).observe(time.perf_counter() - start)
 
         return grpc.unary_unary_rpc_method_handler(
             timed, request_deserializer=handler.request_deserializer,

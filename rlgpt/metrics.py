@@ -11,9 +11,11 @@ log = logging.getLogger(__name__)
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 # --- every service: gRPC edge --------------------------------------------------------------------
-GRPC_REQUESTS = Counter("rlgpt_grpc_requests_total", "Unary gRPC calls by service, method and status code.",
-                        ["service", "method", "code"])
-GRPC_SECONDS = Histogram("rlgpt_grpc_request_seconds", "Unary gRPC call latency.", ["service", "method"],
+# The label is ``server`` (env, learner, planner, critic), not ``service``: Prometheus attaches its own ``service``
+# target label (deploy/k8s/monitoring/prometheus/prometheus.yml) and would rename a scraped one to exported_service.
+GRPC_REQUESTS = Counter("rlgpt_grpc_requests_total", "Unary gRPC calls by server, method and status code.",
+                        ["server", "method", "code"])
+GRPC_SECONDS = Histogram("rlgpt_grpc_request_seconds", "Unary gRPC call latency.", ["server", "method"],
                          buckets=_LATENCY_BUCKETS)
 
 # --- env server ----------------------------------------------------------------------------------
@@ -42,20 +44,27 @@ def start_metrics_server(port: int, host: str = "127.0.0.1") -> int | None:
     return bound
 
 # --- learner -------------------------------------------------------------------------------------
-LEARNER_FPS = Gauge("rlgpt_learner_training_fps", "Training throughput of a job, env frames per second.", ["job"])
+# Per-job series are labelled ``job_id``: ``job`` is Prometheus's own target label (a scraped one becomes exported_job).
+LEARNER_FPS = Gauge("rlgpt_learner_training_fps", "Training throughput of a job, env frames per second (0 once it "
+                    "stopped running).", ["job_id"])
 LEARNER_FRAMES = Gauge("rlgpt_learner_env_frames_total", "Env frames a job has consumed (skill frames included).",
-                       ["job"])
-LEARNER_RETURN = Gauge("rlgpt_learner_episode_return", "Mean episode return over a job's recent episodes.", ["job"])
-LEARNER_SUCCESS = Gauge("rlgpt_learner_success_rate", "Success rate over a job's recent episodes.", ["job"])
+                       ["job_id"])
+LEARNER_RETURN = Gauge("rlgpt_learner_episode_return", "Mean episode return over a job's recent episodes.",
+                       ["job_id"])
+LEARNER_SUCCESS = Gauge("rlgpt_learner_success_rate", "Success rate over a job's recent episodes.", ["job_id"])
+LEARNER_JOB_RUNNING = Gauge("rlgpt_learner_job_running", "1 while a job is in state RUNNING, 0 once it left it.",
+                            ["job_id"])
 LEARNER_JOBS = Gauge("rlgpt_learner_jobs", "Jobs known to the learner, by state.", ["state"])
 LEARNER_WATCHDOG_KILLS = Counter("rlgpt_learner_watchdog_kills_total", "Jobs killed for making no progress.")
 
 # --- planner -------------------------------------------------------------------------------------
 PLANNER_LLM_TOKENS = Counter("rlgpt_planner_llm_tokens_total", "LLM tokens used, by agent and kind.",
                              ["agent", "kind"])
-PLANNER_LLM_SECONDS = Histogram("rlgpt_planner_llm_call_seconds", "Latency of one agent call (repairs included).",
+PLANNER_LLM_SECONDS = Histogram("rlgpt_planner_llm_call_seconds", "Latency of one agent call (repairs included; "
+                                "failed calls too).",
                                 ["agent"], buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300))
-PLANNER_LLM_ERRORS = Counter("rlgpt_planner_llm_errors_total", "Agent calls that ended in an error, by kind.",
+PLANNER_LLM_ERRORS = Counter("rlgpt_planner_llm_errors_total", "Agent calls that ended in an error, by agent and "
+                             "kind (exception type: StructuredOutputError, Unavailable, LLMError).",
                              ["agent", "kind"])
 PLANNER_RUNS_ACTIVE = Gauge("rlgpt_planner_runs_active", "Runs in progress.")
 PLANNER_ITERATIONS = Counter("rlgpt_planner_iterations_total", "Outer iterations finished.")

@@ -26,6 +26,10 @@ class CriticServicer(critic_pb2_grpc.CriticServiceServicer):
     def __init__(self, settings: CriticSettings, llm: CompletesJSON | None = None):
         self.settings = settings
         self.critic = judge.Judge(settings, llm)
+        for outcome in ("success", "failure"):
+            for target in TARGET_NAMES.values():
+                # Every series exists at 0 from the start, so rate() and increase() see the first verdict too.
+                metrics.CRITIC_VERDICTS.labels(outcome, target)
 
     def _validate(self, request: critic_pb2.JudgeRequest) -> None:
         """Raises InvalidArgument listing every problem of the request."""

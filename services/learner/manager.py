@@ -41,6 +41,7 @@ class JobManager:
         self._jobs: dict[str, JobRecord] = {}
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
+        self._gauged: set[str] = set()  # jobs with per-job series on /metrics
         self._recover()
         self._stop = threading.Event()
         self._poll_seconds = poll_seconds
@@ -190,6 +191,13 @@ class JobManager:
         counts = {name: 0 for name in learner_pb2.JobState.keys()}  # noqa: SIM118 - protobuf enum wrapper
         for job in list(self._jobs.values()):
             counts[learner_pb2.JobState.Name(job.state)] += 1
+            running = job.state == learner_pb2.JOB_STATE_RUNNING
+            if running or job.job_id in self._gauged:
+                # Alerts need to tell a running job from a finished one (whose frames also stay flat).
+                self._gauged.add(job.job_id)
+                metrics.LEARNER_JOB_RUNNING.labels(job.job_id).set(1 if running else 0)
+                if not running:
+                    metrics.LEARNER_FPS.labels(job.job_id).set(0)
         for name, count in counts.items():
             metrics.LEARNER_JOBS.labels(name.removeprefix("JOB_STATE_").lower()).set(count)
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import time
 from typing import Any, Protocol
 
 import grpc
 from google.protobuf import json_format
 from pydantic import BaseModel
 
+from rlgpt import metrics
 from rlgpt.llm.client import CallRecord, StructuredOutputError
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2, planner_pb2
 from services.planner.prompts import render
@@ -18,6 +20,7 @@ from services.planner.schemas import SkillAnswer, plan_schema, plan_to_proto, rl
 from services.planner.skill_library import LibrarySkill, SkillLibrary
 
 log = logging.getLogger(__name__)
+AGENTS = ("slow", "fast")  # the agents' names in LLM records and metrics
 
 
 class CompletesJSON(Protocol):
@@ -25,6 +28,29 @@ class CompletesJSON(Protocol):
 
     def complete(self, agent: str, messages: list[dict[str, str]], schema: type[Any], *, iteration: int = 0,
                  validate: Any = None) -> tuple[Any, CallRecord]: ...
+
+
+class MeteredLLM:
+    """Wraps an LLM client: every agent call is timed and every failed one counted (``rlgpt_planner_llm_*``)."""
+
+    def __init__(self, llm: CompletesJSON):
+        self.llm = llm
+        for agent in AGENTS:
+            # Every series exists at 0 from the start, so rate() and increase() see the first call too.
+            metrics.PLANNER_LLM_SECONDS.labels(agent)
+            for kind in ("prompt", "completion"):
+                metrics.PLANNER_LLM_TOKENS.labels(agent, kind)
+
+    def complete(self, agent: str, messages: list[dict[str, str]], schema: type[Any], *, iteration: int = 0,
+                 validate: Any = None) -> tuple[Any, CallRecord]:
+        start = time.perf_counter()
+        try:
+            return self.llm.complete(agent, messages, schema, iteration=iteration, validate=validate)
+        except Exception as exc:
+            metrics.PLANNER_LLM_ERRORS.labels(agent, type(exc).__name__).inc()
+            raise
+        finally:
+            metrics.PLANNER_LLM_SECONDS.labels(agent).observe(time.perf_counter() - start)
 
 
 def describe_env(describe: env_pb2.DescribeResponse) -> str:

@@ -79,7 +79,6 @@ class Run:
         self.tokens += record.prompt_tokens + record.completion_tokens
         metrics.PLANNER_LLM_TOKENS.labels(record.agent, "prompt").inc(record.prompt_tokens)
         metrics.PLANNER_LLM_TOKENS.labels(record.agent, "completion").inc(record.completion_tokens)
-        metrics.PLANNER_LLM_SECONDS.labels(record.agent).observe(record.latency_seconds)
         self.emit(subtask, llm=planner_pb2.LlmCall(agent=record.agent, prompt_tokens=record.prompt_tokens,
                                                    completion_tokens=record.completion_tokens,
                                                    latency_seconds=record.latency_seconds, record=record.path))

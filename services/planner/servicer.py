@@ -14,7 +14,7 @@ from rlgpt.config import PlannerSettings
 from rlgpt.errors import FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted, grpc_errors
 from rlgpt.grpc_client import create_channel
 from rlgpt.v1 import critic_pb2_grpc, env_pb2, env_pb2_grpc, learner_pb2_grpc, planner_pb2, planner_pb2_grpc
-from services.planner.agents import CompletesJSON
+from services.planner.agents import CompletesJSON, MeteredLLM
 from services.planner.loops import StopRequested, Stubs, TwoLoops, describe_failure
 from services.planner.runs import Run
 from services.planner.skill_library import SkillLibrary
@@ -31,7 +31,7 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
 
     def __init__(self, settings: PlannerSettings, llm: CompletesJSON | None):
         self.settings = settings
-        self.llm = llm
+        self.llm = MeteredLLM(llm) if llm is not None else None
         self.library = SkillLibrary(Path(settings.library_path))
         self._channels = [create_channel(settings.env_server, default_timeout=300)]
         self.env = env_pb2_grpc.EnvServiceStub(self._channels[0])
@@ -129,7 +129,6 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
                 log.warning("run %s paused: %s", run.id, message)
             else:
                 log.exception("run %s crashed", run.id)
-            metrics.PLANNER_LLM_ERRORS.labels("run", type(exc).__name__).inc()
             run.emit(error=planner_pb2.ErrorEvent(message=message, resumable=resumable))
             run.finish(planner_pb2.RUN_STATE_FAILED, message)
         finally:
