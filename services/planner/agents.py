@@ -16,7 +16,14 @@ from rlgpt import metrics
 from rlgpt.llm.client import CallRecord, StructuredOutputError
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2, planner_pb2
 from services.planner.prompts import render
-from services.planner.schemas import SkillAnswer, plan_schema, plan_to_proto, rl_config_to_proto, rl_schema
+from services.planner.schemas import (
+    SkillAnswer,
+    complete_action_space,
+    plan_schema,
+    plan_to_proto,
+    rl_config_to_proto,
+    rl_schema,
+)
 from services.planner.skill_library import LibrarySkill, SkillLibrary
 
 log = logging.getLogger(__name__)
@@ -188,7 +195,11 @@ class FastAgent:
                         feedback=feedback or "(none)")
         answer, record = self.llm.complete("fast", [{"role": "user", "content": prompt}],
                                            rl_schema(self.describe, skills), iteration=iteration)
-        return rl_config_to_proto(answer, subtask, env_frames, self.seed), record
+        config = rl_config_to_proto(answer, subtask, env_frames, self.seed)
+        added = complete_action_space(config, list(self.describe.actions))
+        if added:
+            log.info("RL config of %s: added the actions its success condition needs: %s", subtask.name, added)
+        return config, record
 
 
 def answer_json(answer: BaseModel) -> str:

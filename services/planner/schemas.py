@@ -143,3 +143,31 @@ def rl_config_to_proto(answer: BaseModel, subtask: planner_pb2.SubTask, env_fram
                                             target=_value(t.target) if _value(t.kind) in _TARGETED else "")
                       for t in answer.reward_terms],
         episode_length=answer.episode_length, env_frames=env_frames, seed=seed)
+
+
+_MOVES = ("move_left", "move_right", "move_up", "move_down")
+_INTERACTIONS = ("collect_", "eat_", "defeat_")
+
+
+def complete_action_space(config: learner_pb2.RLConfig, actions: list[str]) -> list[str]:
+    """Adds the primitive actions without which the config's own success condition cannot be reached.
+
+    Weak models leave out the one action a sub-task needs (``make_wood_pickaxe`` without the
+    ``make_wood_pickaxe`` action) or every move; training such a space wastes its whole budget. An achievement
+    that is an action name needs that action; collect/eat/defeat achievements and items need ``do``; an item
+    made or placed needs its make_/place_ action; the agent must be able to move. Returns what was added.
+    """
+    if not config.primitive_actions:
+        return []  # empty means all actions
+    needed: list[str] = [a for a in _MOVES if a in actions]
+    for condition in config.task.success:
+        if condition.HasField("inventory"):
+            item = condition.inventory.item
+            needed += [a for a in (f"make_{item}", f"place_{item}") if a in actions] or ["do"]
+        elif condition.achievement in actions:
+            needed.append(condition.achievement)
+        elif condition.achievement.startswith(_INTERACTIONS):
+            needed.append("do")
+    added = [a for a in dict.fromkeys(needed) if a in actions and a not in config.primitive_actions]
+    config.primitive_actions.extend(added)
+    return added

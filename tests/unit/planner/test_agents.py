@@ -9,10 +9,11 @@ from fakes.fake_openai import FakeOpenAIServer, Reply
 
 from rlgpt.config import LLMSettings
 from rlgpt.llm import LLMClient, StructuredOutputError
-from rlgpt.v1 import common_pb2, env_pb2, planner_pb2
+from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
 from services.env_server.skills.reference import COLLECT_WOOD
 from services.planner.agents import FastAgent, SlowAgent
 from services.planner.prompts import PROMPT_DIR, render
+from services.planner.schemas import complete_action_space
 from services.planner.skill_library import LibrarySkill, SkillLibrary
 
 SETTINGS = LLMSettings(max_retries=1, backoff_seconds=0.01, timeout_seconds=5, model="local")
@@ -113,6 +114,24 @@ def test_fast_agent_rl_config(describe, library, env_server, tmp_path) -> None:
             subtask, env_frames=5000)
     assert record.attempts == 2  # the unknown action was repaired
     assert list(config.skills) == ["get_wood"] and config.env_frames == 5000 and config.task.success[0].achievement
+
+
+def test_rl_action_space_gets_what_its_success_condition_needs(describe, library, env_server, tmp_path) -> None:
+    answer = {"primitive_actions": ["do", "noop"], "skills": [], "skill_max_steps": 1,
+              "reward_terms": [{"kind": "success", "target": "", "weight": 5}], "episode_length": 300}
+    subtask = planner_pb2.SubTask(name="pickaxe", success=[common_pb2.Condition(achievement="make_wood_pickaxe")])
+    with FakeOpenAIServer([Reply.json(answer)]) as server:
+        config, _ = fast_agent(server, describe, library, env_server, tmp_path).write_rl_config(
+            subtask, env_frames=5000)
+    assert list(config.primitive_actions) == ["do", "noop", "move_left", "move_right", "move_up", "move_down",
+                                              "make_wood_pickaxe"]
+    wood = learner_pb2.RLConfig(primitive_actions=["move_left"], task=common_pb2.TaskSpec(success=[
+        common_pb2.Condition(inventory=common_pb2.ItemCount(item="wood", count=2)),
+        common_pb2.Condition(inventory=common_pb2.ItemCount(item="table", count=1))]))
+    assert complete_action_space(wood, list(describe.actions)) == ["move_right", "move_up", "move_down", "do",
+                                                                   "place_table"]
+    everything = learner_pb2.RLConfig(task=wood.task)  # empty: all actions already
+    assert complete_action_space(everything, list(describe.actions)) == [] and not everything.primitive_actions
 
 
 def test_library_retrieval_and_prompts_name_their_example_tasks(tmp_path) -> None:
