@@ -24,9 +24,12 @@ def plot_subtask_curves(state: dict[str, Any], path: Path) -> Path:
     """Success rate vs env frames: training curves of RL sub-tasks, test results of coded attempts."""
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for name, sub in state.get("subtasks", {}).items():
-        curve = sub.get("curve") or []
-        if curve:
-            ax.plot([p["env_frames"] for p in curve], [p["success_rate"] for p in curve], label=f"{name} (RL training)")
+        trainings: dict[str, list[dict[str, Any]]] = {}
+        for point in sub.get("curve") or []:
+            trainings.setdefault(str(point.get("job_id", "")), []).append(point)
+        for points in trainings.values():
+            label = f"{name} (RL training, iteration {points[0].get('iteration', 0)})"
+            ax.plot([p["env_frames"] for p in points], [p["success_rate"] for p in points], label=label)
         tests = sub.get("tests") or []
         if tests:
             ax.scatter([t.get("frames", 0) for t in tests], [t.get("success_rate", 0.0) for t in tests],

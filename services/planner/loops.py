@@ -406,7 +406,9 @@ class TwoLoops:
                           "mean_return": progress.mean_return})
             self.run.emit(st.name, training=progress)
             final = progress
-        state.curve = curve
+        # Every training of the sub-task stays on its curve, on the frames the sub-task had spent by then.
+        state.curve.extend({**point, "env_frames": state.frames + point["env_frames"], "job_id": job_id,
+                            "iteration": self.state.outer_iteration} for point in curve)
         self._spend(state, final.env_frames if final else 0)
         if final is None or final.state != learner_pb2.JOB_STATE_SUCCEEDED:
             message = final.message if final else "no progress"

@@ -29,7 +29,8 @@ class SubTaskState:
     feedback: str = ""
     frames: int = 0
     curve: list[dict[str, float]] = dataclasses.field(default_factory=list)
-    """Learning curve points of its latest training: env_frames, success_rate, mean_return."""
+    """Learning curve points of every training of the sub-task: env_frames (counted over the sub-task, as
+    ``frames``), success_rate, mean_return, job_id, iteration."""
     tests: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     """Every attempt: iteration, kind (code/rl), success_rate, frames, error."""
 

@@ -90,7 +90,8 @@ def _processes_mentioning(text: str) -> list[int]:
     return found
 
 
-def test_learner_killed_mid_run_then_resume_continues(tmp_path, monkeypatch) -> None:
+@pytest.mark.parametrize("killed", ["learner", "env"])
+def test_service_killed_mid_run_then_resume_continues(killed: str, tmp_path, monkeypatch) -> None:
     from rlgpt.grpc_client import create_channel
     from rlgpt.runner import local_services, task_spec
     from rlgpt.v1 import planner_pb2, planner_pb2_grpc
@@ -111,13 +112,13 @@ def test_learner_killed_mid_run_then_resume_continues(tmp_path, monkeypatch) -> 
             for event in stub.WatchRun(planner_pb2.WatchRunRequest(run_id=run.run_id), timeout=600):
                 events.append(event)
                 if event.WhichOneof("payload") == "training" and event.training.env_frames > 0:
-                    services["learner"].process.kill()  # the learner dies mid-training
+                    services[killed].process.kill()  # the learner or the env server dies mid-training
             assert events[-1].WhichOneof("payload") == "error" and events[-1].error.resumable
             assert "resume" in events[-1].error.message
         run_dir = Path(run.run_dir)
         state = json.loads((run_dir / "state.json").read_text())
         assert state["subtasks"]["get_wood"]["status"] == "done" and state["subtasks"]["table"]["job_id"]
-        # The dead learner's training job ended itself: no orphaned training processes.
+        # The training job ended itself (dead learner) or was failed by the learner (dead env server): no orphans.
         job = state["subtasks"]["table"]["job_id"]
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline and _processes_mentioning(job):
