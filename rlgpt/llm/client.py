@@ -43,7 +43,7 @@ class StructuredOutputError(LLMError):
 
 @dataclasses.dataclass
 class CallRecord:
-    """What one agent call cost and said (written to ``<run_dir>/llm/<seq>-<agent>.json``)."""
+    """What one agent call cost and said (a run keeps its calls in ``<run_dir>/llm/``)."""
 
     seq: int
     agent: str
@@ -230,13 +230,32 @@ class LLMClient:
         return record
 
 
+def record_json(record: CallRecord) -> str:
+    """The record as JSON; attached images (a VLM critic's frames, megabytes of base64) are replaced by a note."""
+    data = dataclasses.asdict(record)
+    for message in data["messages"]:
+        if isinstance(message.get("content"), list):
+            message["content"] = [part if part.get("type") != "image_url" else
+                                  {"type": "image_url", "image_url": {"url": "(image left out of the record)"}}
+                                  for part in message["content"]]
+    return json.dumps(data, indent=1)
+
+
+def record_from_json(text: str) -> CallRecord:
+    """The inverse of record_json (raises ValueError on anything that is not a record)."""
+    try:
+        return CallRecord(**json.loads(text))
+    except TypeError as exc:
+        raise ValueError(f"not an LLM call record: {exc}") from exc
+
+
 def write_record(record_dir: Path | None, record: CallRecord) -> None:
     if record_dir is None:
         return
     record_dir.mkdir(parents=True, exist_ok=True)
     path = record_dir / f"{record.seq:05d}-{record.agent}.json"
     record.path = str(path)
-    path.write_text(json.dumps(dataclasses.asdict(record), indent=1))
+    path.write_text(record_json(record))
 
 
 def _short(exc: Exception) -> str:

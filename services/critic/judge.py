@@ -415,6 +415,11 @@ class Judge:
 
     def judge(self, request: critic_pb2.JudgeRequest) -> critic_pb2.Verdict:
         """The verdict; an LLM failure degrades to the deterministic one (finding ``llm_unavailable``)."""
+        return self.judge_with_record(request)[0]
+
+    def judge_with_record(self, request: critic_pb2.JudgeRequest) -> tuple[critic_pb2.Verdict, CallRecord | None]:
+        """The verdict and the record of the LLM call behind it (None when no LLM answered)."""
+        record: CallRecord | None = None
         findings = deterministic_checks(request, self.settings)
         verdict = critic_pb2.Verdict(success=findings.success, success_rate=findings.success_rate,
                                      diagnosis=findings.diagnosis, suggestion=findings.suggestion,
@@ -422,14 +427,14 @@ class Judge:
         notes: list[str] = []
         if self.llm is not None and self.settings.use_llm:
             try:
-                answer, _record = self.llm.complete("critic", self.messages(request, findings), CriticAnswer)
+                answer, record = self.llm.complete("critic", self.messages(request, findings), CriticAnswer)
             except RlgptError as exc:  # LLMError, StructuredOutputError, Unavailable, an exhausted replay
                 log.warning("critic LLM failed, deterministic verdict for %s: %s", request.subtask, exc)
                 notes.append(f"llm_unavailable: {type(exc).__name__}: {str(exc)[:300]}")
             else:
                 self._merge(verdict, findings, answer, notes)
         verdict.findings.extend(findings.findings + notes)
-        return verdict
+        return verdict, record
 
     def _merge(self, verdict: critic_pb2.Verdict, findings: Findings, answer: CriticAnswer,
                notes: list[str]) -> None:

@@ -11,6 +11,7 @@ import grpc
 from rlgpt import metrics
 from rlgpt.config import CriticSettings
 from rlgpt.errors import InvalidArgument, grpc_errors
+from rlgpt.llm.client import record_json
 from rlgpt.v1 import critic_pb2, critic_pb2_grpc
 from services.critic import judge
 from services.critic.judge import DECISIONS, TARGET_NAMES, CompletesJSON
@@ -79,10 +80,10 @@ class CriticServicer(critic_pb2_grpc.CriticServiceServicer):
     def Judge(self, request: critic_pb2.JudgeRequest, context: grpc.ServicerContext) -> critic_pb2.JudgeResponse:
         self._validate(request)
         start = time.perf_counter()
-        verdict = self.critic.judge(request)
+        verdict, record = self.critic.judge_with_record(request)
         metrics.CRITIC_JUDGE_SECONDS.observe(time.perf_counter() - start)
         metrics.CRITIC_VERDICTS.labels("success" if verdict.success else "failure",
                                        TARGET_NAMES[verdict.target]).inc()
         log.info("judged %s: success=%s rate=%.2f target=%s findings=%d", request.subtask, verdict.success,
                  verdict.success_rate, TARGET_NAMES[verdict.target], len(verdict.findings))
-        return critic_pb2.JudgeResponse(verdict=verdict)
+        return critic_pb2.JudgeResponse(verdict=verdict, llm_record=record_json(record) if record else "")

@@ -32,7 +32,7 @@ import grpc
 from rlgpt import metrics
 from rlgpt.config import PlannerSettings
 from rlgpt.errors import FailedPrecondition, RlgptError
-from rlgpt.llm.client import StructuredOutputError
+from rlgpt.llm.client import StructuredOutputError, record_from_json
 from rlgpt.v1 import (
     common_pb2,
     critic_pb2,
@@ -435,10 +435,16 @@ class TwoLoops:
             return critic_pb2.Verdict(
                 success=rate >= 0.5, success_rate=rate, target=critic_pb2.TARGET_FAST,
                 diagnosis=f"success rate {rate:.0%}" + (f"; error {error.type}: {error.message}" if error else ""))
-        return self.stubs.critic.Judge(critic_pb2.JudgeRequest(
+        response = self.stubs.critic.Judge(critic_pb2.JudgeRequest(
             subtask=st.name, description=st.description, success=list(st.success), rollouts=rollouts[:64],
             code=code[:60000], errors=(errors or [])[:64], curve=(curve or [])[-2000:], decision=decision),
-            timeout=600).verdict
+            timeout=600)
+        if response.llm_record:
+            try:
+                self.run.llm_call(record_from_json(response.llm_record), st.name)
+            except ValueError as exc:  # a critic of another version: the verdict still counts
+                log.warning("critic's LLM record of %s is unreadable: %s", st.name, exc)
+        return response.verdict
 
     # --- task-level controller ----------------------------------------------------------------------
     def _final_evaluation(self) -> None:

@@ -14,7 +14,7 @@ from google.protobuf import json_format
 
 from rlgpt import metrics
 from rlgpt.errors import FailedPrecondition
-from rlgpt.llm.client import CallRecord
+from rlgpt.llm.client import CallRecord, record_json
 from rlgpt.v1 import planner_pb2
 
 
@@ -76,6 +76,12 @@ class Run:
         return event
 
     def llm_call(self, record: CallRecord, subtask: str = "") -> None:
+        """Counts the call's tokens, keeps its record in ``llm/`` (named by call, iteration, sub-task and agent,
+        so ``ReplayClient(run_dir / "llm")`` replays the run) and emits it."""
+        path = self.dir / "llm" / f"{record.seq:05d}-iter{self.iteration}-{subtask or 'plan'}-{record.agent}.json"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(record_json(record))
+        record.path = str(path)
         self.tokens += record.prompt_tokens + record.completion_tokens
         metrics.PLANNER_LLM_TOKENS.labels(record.agent, "prompt").inc(record.prompt_tokens)
         metrics.PLANNER_LLM_TOKENS.labels(record.agent, "completion").inc(record.completion_tokens)

@@ -62,6 +62,13 @@ def test_rlgpt_run_with_all_services(tmp_path, monkeypatch) -> None:
     assert (run_dir / "curves.png").stat().st_size > 1000 and (run_dir / "iterations.png").exists()
     kinds = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     assert any("verdict" in k for k in kinds) and any("training" in k for k in kinds) and "runEnd" in kinds[-1]
+    # Every LLM call of the run, the critic's too, is in its llm/ folder, named by iteration and sub-task.
+    records = sorted((run_dir / "llm").glob("*.json"))
+    assert {json.loads(p.read_text())["agent"] for p in records} == {"slow", "fast", "critic"}
+    assert any(p.name.endswith("-iter0-table-critic.json") for p in records)
+    calls = [k["llm"] for k in kinds if "llm" in k]
+    assert sorted(Path(c["record"]).name for c in calls) == sorted(p.name for p in records)
+    assert state["iterations"][0]["tokens"] == sum(int(c["promptTokens"]) + int(c["completionTokens"]) for c in calls)
 
 
 def test_unknown_task_and_zero_budget_are_refused(tmp_path, monkeypatch) -> None:

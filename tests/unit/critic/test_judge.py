@@ -10,6 +10,7 @@ from fakes.fake_openai import FakeOpenAIServer, Reply
 
 from rlgpt.config import CriticSettings, LLMSettings
 from rlgpt.llm import LLMClient
+from rlgpt.llm.client import record_from_json, record_json
 from rlgpt.v1 import common_pb2, critic_pb2
 from services.critic.judge import PROMPT_DIR, CriticAnswer, Judge, deterministic_checks, render
 
@@ -175,6 +176,23 @@ def test_frames_go_as_image_parts_only_when_allowed(tmp_path) -> None:
     parts = server.requests[1]["messages"][0]["content"]
     assert [p["type"] for p in parts] == ["text", "image_url", "image_url"]
     assert parts[1]["image_url"]["url"] == "data:image/png;base64," + base64.b64encode(PNG).decode()
+
+
+def test_the_llm_call_comes_back_as_a_record_without_its_images(tmp_path) -> None:
+    req = request(rollouts=[episode()], frames=[PNG])
+    with FakeOpenAIServer([Reply.json(ANSWER), Reply(status=500)]) as server:
+        judge = Judge(CriticSettings(attach_frames=True), llm(server, tmp_path))
+        verdict, record = judge.judge_with_record(req)
+        assert record is not None and record.agent == "critic" and record.completion_tokens == 7
+        assert verdict.diagnosis == ANSWER["diagnosis"]
+        text = record_json(record)
+        assert "base64" not in text and "(image left out of the record)" in text
+        again = record_from_json(text)
+        assert again.parsed == record.parsed and again.prompt_tokens == record.prompt_tokens
+        _, failed = judge.judge_with_record(req)  # the LLM fails: no record, the checks' verdict
+        assert failed is None
+    with pytest.raises(ValueError, match="not an LLM call record"):
+        record_from_json('{"agent": "critic"}')
 
 
 def test_answer_schema_and_prompt() -> None:
