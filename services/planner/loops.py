@@ -351,10 +351,10 @@ class TwoLoops:
             state.feedback = "no learner is configured: RL sub-tasks cannot be trained"
             return critic_pb2.Verdict(success=False, diagnosis=state.feedback, target=critic_pb2.TARGET_SLOW)
         assert self.fast is not None
-        frames = self.frames_per_training
-        left = self._frames_left()
-        if left is not None:
-            frames = min(frames, left)
+        later = [s.name for s in plan.subtasks][[s.name for s in plan.subtasks].index(st.name) + 1:]
+        frames = training_frames(self.frames_per_training, self._frames_left(), sum(
+            1 for name in later if self.state.subtasks[name].decision == "rl"
+            and self.state.subtasks[name].status != "done"))
         try:
             config, record = self.fast.write_rl_config(st, env_frames=frames, iteration=self.state.outer_iteration,
                                                        feedback=state.feedback)
@@ -486,6 +486,15 @@ class TwoLoops:
         self.state.final = final
         self.run.success_rate = float(final["success_rate"])
         self._save()
+
+
+def training_frames(per_training: int, left: int | None, later_rl_subtasks: int) -> int:
+    """Frames for one training: the per-training budget, but never more than this sub-task's share of what is
+    left, so that the RL sub-tasks after it (the task's own goal is the last) still get trained when a weak plan
+    starts with a side quest that never succeeds."""
+    if left is None:
+        return per_training
+    return min(per_training, left // (1 + later_rl_subtasks))
 
 
 def _increasing(points: list[critic_pb2.CurvePoint]) -> list[critic_pb2.CurvePoint]:
