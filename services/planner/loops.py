@@ -414,7 +414,8 @@ class TwoLoops:
             message = final.message if final else "no progress"
             state.tests.append({"iteration": self.state.outer_iteration, "kind": "rl", "error": message,
                                 "success_rate": 0.0, "frames": state.frames, "job_id": job_id})
-            raise FailedPrecondition(f"training of {st.name} (job {job_id}) did not finish: {message}")
+            raise FailedPrecondition(f"training of {st.name} (job {job_id}) did not finish: {message}; resume with "
+                                     "--resume once the failed service is back")
         evaluation = self.stubs.learner.Evaluate(learner_pb2.EvaluateRequest(
             job_id=job_id, episodes=self.eval_episodes, seed=self.run.request.seed), timeout=3600)
         state.tests.append({"iteration": self.state.outer_iteration, "kind": "rl", "job_id": job_id,
