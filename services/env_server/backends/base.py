@@ -5,11 +5,12 @@ from __future__ import annotations
 import abc
 import dataclasses
 import importlib
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from rlgpt.errors import FailedPrecondition, InvalidArgument
+from rlgpt.errors import FailedPrecondition, InvalidArgument, shown
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +33,8 @@ class BackendSpec:
     """Documentation of the skill `agent` object for this backend (prompt text)."""
     noop_action: int = 0
     """Action used when a skill ends without yielding, so every step consumes a frame."""
+    rules: Callable[[], common_pb2.WorldRules] | None = None
+    """The game's rules, generated from the installed game (None where the game's data is not installed)."""
 
 
 @dataclasses.dataclass
@@ -125,7 +128,7 @@ def get_backend(name: str) -> Backend:
     """
     name = name or "crafter"
     if name not in _BACKENDS:
-        raise InvalidArgument(f"unknown backend {name!r}; known: {', '.join(_BACKENDS)}")
+        raise InvalidArgument(f"unknown backend {shown(name)}; known: {', '.join(_BACKENDS)}")
     if name not in _loaded:
         module_name, class_name = _BACKENDS[name].split(":")
         cls = getattr(importlib.import_module(module_name), class_name)
@@ -145,7 +148,7 @@ def backend_spec(name: str) -> tuple[BackendSpec | None, str]:
     """
     name = name or "crafter"
     if name not in _BACKENDS:
-        raise InvalidArgument(f"unknown backend {name!r}; known: {', '.join(_BACKENDS)}")
+        raise InvalidArgument(f"unknown backend {shown(name)}; known: {', '.join(_BACKENDS)}")
     try:
         return get_backend(name).spec, ""
     except FailedPrecondition as exc:

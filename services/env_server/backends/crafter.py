@@ -9,9 +9,9 @@ import numpy as np
 from crafter import constants, objects
 
 from services.env_server.backends.base import Backend, BackendEnv, BackendSpec, RawStep
+from services.env_server.backends.crafter_rules import STATUS, crafter_rules
 from services.env_server.skills.api import CRAFTER_SKILL_API
 
-STATUS = ("health", "food", "drink", "energy")
 ITEMS = tuple(name for name in constants.items if name not in STATUS)
 VECTOR_LABELS = (
     *(f"status/{s}" for s in STATUS),
@@ -22,6 +22,11 @@ VIEW_WIDTH, VIEW_HEIGHT = 9, 7  # the map part of Crafter's 9x9 view; 2 rows sho
 _OBJECT_NAMES = {objects.Cow: "cow", objects.Zombie: "zombie", objects.Skeleton: "skeleton",
                  objects.Arrow: "arrow", objects.Plant: "plant", objects.Fence: "fence",
                  objects.Player: "player"}
+OUT_OF_MAP = "out_of_map"  # what a view cell beyond the map edge reads (never a wrapped index)
+_SKELETON_RANGE = 5  # skeletons shoot at a player this close (crafter objects.Skeleton.update)
+# Cells that "do" turns into a walkable one, with the items that needs: explore() digs through them.
+_DIGGABLE = {material: dict(info["require"]) for material, info in constants.collect.items()
+             if info["leaves"] in constants.walkable and material not in constants.walkable}
 
 
 class _DeterministicCrafter(crafter.Env):
@@ -86,11 +91,32 @@ class CrafterEnv(BackendEnv):
     def health(self) -> float:
         return float(self._player.health)
 
+    def _inside(self, pos: tuple[int, int]) -> bool:
+        width, height = self._env._world.area
+        return 0 <= pos[0] < width and 0 <= pos[1] < height
+
     def _cell_name(self, pos: tuple[int, int]) -> str:
+        if not self._inside(pos):
+            return OUT_OF_MAP
         material, obj = self._env._world[pos]
         if obj is not None:
             return _OBJECT_NAMES.get(type(obj), "object")
         return material or "unknown"
+
+    def _nearby(self, pos: tuple[int, int], distance: int) -> tuple[set[str], list[Any]]:
+        """Materials and objects within ``distance`` (a square), clamped to the map.
+
+        crafter's World.nearby slices its arrays with ``x - distance``, which for a player near the
+        left or top edge is a negative index: numpy then returns an empty or wrapped slice.
+        """
+        world = self._env._world
+        width, height = world.area
+        x, y = int(pos[0]), int(pos[1])
+        xs = slice(max(0, x - distance), min(width, x + distance + 1))
+        ys = slice(max(0, y - distance), min(height, y + distance + 1))
+        materials = {world._mat_names[i] for i in np.unique(world._mat_map[xs, ys]).tolist()}
+        objs = [world._objects[i] for i in np.unique(world._obj_map[xs, ys]).tolist() if i > 0]
+        return materials, [o for o in objs if o is not None]
 
     def perception(self) -> dict[str, Any]:
         player = self._player
@@ -107,14 +133,28 @@ class CrafterEnv(BackendEnv):
             "status": {s: int(inv[s]) for s in STATUS},
             "sleeping": bool(player.sleeping),
             "daylight": float(self._env._world.daylight),
+            "achievements": sorted(name for name, count in player.achievements.items() if count > 0),
+            "area": list(self._env._world.area),
+            "diggable": _DIGGABLE,
         }
 
     def nearby_text(self) -> str:
         player = self._player
-        materials, objs = self._env._world.nearby(tuple(player.pos), 3)
+        materials, objs = self._nearby(tuple(player.pos), 3)
         names = sorted({m for m in materials if m and m not in ("grass", "path", "sand")}
                        | {_OBJECT_NAMES.get(type(o), "object") for o in objs if o is not player})
+        edges = self._edges(tuple(player.pos), 3)
+        if edges:
+            names.append("the map edge (" + ", ".join(edges) + ")")
         return ", ".join(names) if names else "nothing notable"
+
+    def _edges(self, pos: tuple[int, int], distance: int) -> list[str]:
+        """Which map edges lie within ``distance`` cells of ``pos``."""
+        width, height = self._env._world.area
+        x, y = int(pos[0]), int(pos[1])
+        sides = (("left", x - distance < 0), ("right", x + distance >= width),
+                 ("top", y - distance < 0), ("bottom", y + distance >= height))
+        return [side for side, near in sides if near]
 
     def death_cause(self) -> str:
         player = self._player
@@ -123,15 +163,18 @@ class CrafterEnv(BackendEnv):
         if self._env._world[player.pos][0] == "lava":
             return "lava"
         inv = player.inventory
-        _materials, objs = self._env._world.nearby(tuple(player.pos), 2)
-        attackers = sorted({_OBJECT_NAMES[type(o)] for o in objs
-                            if isinstance(o, (objects.Zombie, objects.Skeleton, objects.Arrow))})
-        if attackers:
-            return "attacked by " + " and ".join(attackers)
+        causes = []
+        _materials, objs = self._nearby(tuple(player.pos), _SKELETON_RANGE)
+        # A zombie hits from an adjacent cell; an arrow hits and vanishes, so its skeleton is the trace.
+        if any(isinstance(o, objects.Zombie) and player.distance(o) <= 1 for o in objs):
+            causes.append("attacked by zombie" + (" while sleeping" if player.sleeping else ""))
+        if any(isinstance(o, objects.Arrow) and player.distance(o) <= 2 for o in objs) or any(
+                isinstance(o, objects.Skeleton) and player.distance(o) <= _SKELETON_RANGE for o in objs):
+            causes.append("shot by skeleton")
         starving = [s for s in ("food", "drink", "energy") if inv[s] <= 0]
         if starving:
-            return "no " + " and no ".join(starving)
-        return "unknown"
+            causes.append("no " + " and no ".join(starving))
+        return " and ".join(causes) if causes else "unknown"
 
 
 class CrafterBackend(Backend):
@@ -147,6 +190,7 @@ class CrafterBackend(Backend):
         default_episode_length=10000,
         skill_api=CRAFTER_SKILL_API,
         noop_action=0,
+        rules=crafter_rules,
     )
 
     def make_env(self) -> BackendEnv:
