@@ -1,0 +1,233 @@
+"""`make bench-skills`: the fast agent's code prompt read by a capable model, its skills run on the env server.
+
+The check the design asks for ("give only the rendered prompt to a capable model, let it answer, run the
+answer"), made reproducible. For each of 14 Crafter sub-tasks the planner's own FastAgent renders its prompt
+from a real env server's Describe; the model's answers are files, so a result can be re-run with no model:
+
+    python -m benchmarks.bench_skills prompts --answers DIR    # writes DIR/<subtask>.a<N>.prompt.txt for
+                                                               # every sub-task still missing an answer
+    (the model answers each prompt file, nothing else shown to it, into DIR/<subtask>.a<N>.json)
+    python -m benchmarks.bench_skills run --answers DIR        # tests every answer (RunSkill), and writes
+                                                               # the revision prompts of failed sub-tasks
+    python -m benchmarks.bench_skills report --answers DIR --model "NAME"   # table -> docs/BENCHMARKS.md
+
+An answer is only used with the exact prompt it was written for (its hash is checked), so a changed prompt
+never scores a stale answer. Start inventories come from the world's rules in Describe: what the
+sub-task's achievement uses and holds, plus what placing the things it needs nearby uses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from benchmarks.common import machine_description, write_section
+from rlgpt import world_rules
+from rlgpt.grpc_client import create_channel
+from rlgpt.launcher import start_service
+from rlgpt.llm.client import CallRecord
+from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, planner_pb2
+from services.planner.agents import FastAgent, SkillCandidate
+from services.planner.skill_library import SkillLibrary
+
+log = logging.getLogger("bench_skills")
+console = Console(stderr=True)
+app = typer.Typer(add_completion=False, help=__doc__)
+TITLE = "## A capable model writes skills from the fast agent's prompt (make bench-skills)"
+SUBTASKS = ("collect_wood", "place_table", "make_wood_pickaxe", "collect_stone", "place_stone", "collect_coal",
+            "make_stone_pickaxe", "place_furnace", "collect_iron", "collect_drink", "eat_cow", "collect_sapling",
+            "place_plant", "wake_up")
+EPISODES = 5
+STEPS = 500
+MAX_ATTEMPTS = 3
+
+
+class MissingAnswer(Exception):
+    """No answer file for this prompt yet: the prompt was written for the model to answer."""
+
+
+def start_items(rules: common_pb2.WorldRules, achievement: str) -> dict[str, int]:
+    """What a test of ``achievement`` starts with: its rule's uses and holds, and what placing its nearby needs."""
+    rule = world_rules.achievement_rule(rules, achievement)
+    if rule is None:
+        return {}
+    items: dict[str, int] = {}
+    for source in (rule.uses, rule.holds):
+        for item, count in source.items():
+            items[item] = items.get(item, 0) + count
+    placeable = {r.item: r for r in rules.place}
+    for material in rule.nearby:
+        if material in placeable:
+            for use in placeable[material].uses:
+                items[use.item] = items.get(use.item, 0) + use.count
+    return items
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class AnswerFiles:
+    """The LLM client interface of the fast agent, answered from files a model wrote for the exact prompt."""
+
+    def __init__(self, directory: Path, subtask: str, attempt: int, write_prompts: bool):
+        self.directory, self.subtask, self.attempt, self.write_prompts = directory, subtask, attempt, write_prompts
+        self.model = "answer-files"
+
+    def complete(self, agent: str, messages: list[dict[str, str]], schema: type[Any], *, iteration: int = 0,
+                 validate: Any = None) -> tuple[Any, CallRecord]:
+        prompt = messages[-1]["content"]
+        stem = f"{self.subtask}.a{self.attempt}"
+        answer_path = self.directory / f"{stem}.json"
+        prompt_path = self.directory / f"{stem}.prompt.txt"
+        if not answer_path.exists():
+            if self.write_prompts:
+                prompt_path.write_text(prompt)
+            raise MissingAnswer(str(prompt_path))
+        doc = json.loads(answer_path.read_text())
+        recorded = doc.pop("_prompt_sha256", None)
+        if recorded is not None and recorded != _digest(prompt):
+            raise MissingAnswer(f"{answer_path} answers an older prompt (hash {recorded}, now {_digest(prompt)}); "
+                                "ask the model again")
+        answer = schema.model_validate(doc)
+        record = CallRecord(seq=self.attempt, agent=agent, iteration=iteration, model=self.model, messages=messages,
+                            response=json.dumps(doc), parsed=doc, prompt_tokens=0, completion_tokens=0,
+                            latency_seconds=0.0, attempts=1)
+        return answer, record
+
+
+def _feedback(candidate: SkillCandidate) -> tuple[str, str]:
+    """The revision prompt's inputs from a failed test: the error, and the episodes' trajectories."""
+    error = ""
+    if candidate.error is not None and candidate.error.type:
+        e = candidate.error
+        error = f"{e.type} at line {e.line}: {e.message}" + (f" [{e.code_line}]" if e.code_line else "")
+    episodes = "\n\n".join(f"episode {i}: {'success' if ep.success else 'failure'}, {ep.steps} frames\n{ep.text}"
+                           for i, ep in enumerate(candidate.episodes[:2]))
+    rate = max(0.0, candidate.success_rate)
+    return error, f"Measured success {rate:.0%} over {len(candidate.episodes)} test episodes.\n{episodes}"
+
+
+def _agent(env: env_pb2_grpc.EnvServiceStub, describe: env_pb2.DescribeResponse, llm: AnswerFiles,
+           work: Path) -> FastAgent:
+    return FastAgent(llm, env, describe, SkillLibrary(work / "library.json"), test_episodes=EPISODES,
+                     test_steps=STEPS, seed=1000)
+
+
+def _subtask(name: str) -> planner_pb2.SubTask:
+    return planner_pb2.SubTask(name=name, description=name.replace("_", " "),
+                               success=[common_pb2.Condition(achievement=name)])
+
+
+def _walk(answers: Path, write_prompts: bool, test: bool) -> None:
+    answers.mkdir(parents=True, exist_ok=True)
+    env_proc = start_service("env", answers / "logs")
+    try:
+        env = env_pb2_grpc.EnvServiceStub(create_channel(env_proc.target, default_timeout=900,
+                                                         wait_ready_seconds=30))
+        describe = env.Describe(env_pb2.DescribeRequest())
+        for name in SUBTASKS:
+            start = [common_pb2.ItemCount(item=k, count=v) for k, v in start_items(describe.rules, name).items()]
+            previous_code, error, feedback = "", "", ""
+            for attempt in range(1, MAX_ATTEMPTS + 1):
+                result_path = answers / f"{name}.a{attempt}.result.json"
+                llm = AnswerFiles(answers, name, attempt, write_prompts)
+                agent = _agent(env, describe, llm, answers)
+                try:
+                    [candidate] = agent.write_skill(_subtask(name), previous_code=previous_code, error=error,
+                                                    feedback=feedback, start_inventory=start)
+                except MissingAnswer as missing:
+                    console.print(f"{name} attempt {attempt}: waiting for an answer ({missing})")
+                    break
+                rate = max(0.0, candidate.success_rate)
+                if test or not result_path.exists():
+                    result_path.write_text(json.dumps({
+                        "subtask": name, "attempt": attempt, "success_rate": rate,
+                        "error": _feedback(candidate)[0], "start_inventory": {i.item: i.count for i in start},
+                        "episodes": [{"success": e.success, "steps": e.steps, "end": e.end_reason}
+                                     for e in candidate.episodes]}, indent=1))
+                console.print(f"{name} attempt {attempt}: success {rate:.0%}")
+                if rate >= 1.0:
+                    break
+                assert candidate.answer is not None or candidate.error is not None
+                previous_code = candidate.answer.code if candidate.answer else ""
+                error, feedback = _feedback(candidate)
+    finally:
+        env_proc.stop()
+
+
+@app.command()
+def prompts(answers: Annotated[Path, typer.Option(help="Directory of prompts and answers.")]) -> None:
+    """Writes the prompt of every sub-task whose next answer is missing (runs the answers that exist)."""
+    _walk(answers, write_prompts=True, test=False)
+
+
+@app.command()
+def run(answers: Annotated[Path, typer.Option(help="Directory of prompts and answers.")]) -> None:
+    """Tests every recorded answer again on the env server; writes revision prompts where one is missing."""
+    _walk(answers, write_prompts=True, test=True)
+
+
+@app.command()
+def stamp(answers: Annotated[Path, typer.Option(help="Directory of prompts and answers.")]) -> None:
+    """Marks each new answer with the hash of the prompt file it answers (run right after the model wrote it)."""
+    for path in sorted(answers.glob("*.a[0-9].json")):
+        doc = json.loads(path.read_text())
+        prompt = path.with_name(path.name.removesuffix(".json") + ".prompt.txt")
+        if "_prompt_sha256" not in doc and prompt.exists():
+            doc["_prompt_sha256"] = _digest(prompt.read_text())
+            path.write_text(json.dumps(doc, indent=1))
+            console.print(f"stamped {path.name}")
+
+
+@app.command()
+def report(
+    answers: Annotated[Path, typer.Option(help="Directory of prompts, answers and results.")],
+    model: Annotated[str, typer.Option(help="The model that wrote the answers, as it should be named.")],
+    output: Annotated[Path, typer.Option(help="Markdown file to update.")] = Path("docs/BENCHMARKS.md"),
+) -> None:
+    """Writes the first-attempt and best success per sub-task into docs/BENCHMARKS.md."""
+    rows = []
+    for name in SUBTASKS:
+        results = [json.loads(p.read_text()) for p in sorted(answers.glob(f"{name}.a*.result.json"))]
+        results.sort(key=lambda r: r["attempt"])
+        if not results:
+            rows.append((name, None, None, 0, ""))
+            continue
+        best = max(results, key=lambda r: r["success_rate"])
+        rows.append((name, results[0]["success_rate"], best["success_rate"], len(results),
+                     ", ".join(f"{k} {v}" for k, v in results[0]["start_inventory"].items()) or "nothing"))
+    done = [r for r in rows if r[1] is not None]
+    first_ok = sum(1 for r in done if r[1] > 0)
+    best_ok = sum(1 for r in done if r[2] > 0)
+    full = sum(1 for r in done if r[2] >= 1.0)
+    lines = [
+        TITLE, "",
+        f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {machine_description()}. Model: {model}, "
+        "given only the fast agent's rendered code prompt (Describe's skill API and world rules included) and, "
+        "for a revision, the prompt with its previous code and RunSkill's error and trajectories. Each skill is "
+        f"tested on {EPISODES} fresh worlds of at most {STEPS} frames, starting with the items below (derived "
+        f"from the world's rules); at most {MAX_ATTEMPTS} attempts. Answers and prompts: `{answers}`.", "",
+        f"{first_ok} of {len(done)} sub-tasks had a skill that succeeded in at least one episode on the first "
+        f"attempt, {best_ok} of {len(done)} after revisions; {full} of {len(done)} reached 100%.", "",
+        "| sub-task | starts with | first attempt | best | attempts |", "|---|---|---:|---:|---:|",
+    ]
+    for name, first, best, attempts, start in rows:
+        if first is None:
+            lines.append(f"| {name} | - | not run | - | 0 |")
+        else:
+            lines.append(f"| {name} | {start} | {first:.0%} | {best:.0%} | {attempts} |")
+    section = "\n".join(lines) + "\n"
+    write_section(output, TITLE, section)
+    console.print(section)
+
+
+if __name__ == "__main__":
+    app()
