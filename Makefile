@@ -9,7 +9,7 @@ EXTRAS := env,learner,planner,critic,local-llm,dev
 PROTOS := $(wildcard proto/rlgpt/v1/*.proto)
 TEST_TIMEOUT ?= 1800
 
-.PHONY: setup setup-system proto run test test-e2e lint bench-env bench-learner bench-llm bench-rlgpt clean help \
+.PHONY: setup setup-system proto run test test-e2e lint bench-env bench-learner bench-llm bench-rlgpt bench-skills clean help \
 	images images-local smoke-images play-kube check-deploy kind-up deploy kind-down
 
 help:
@@ -21,6 +21,7 @@ help:
 	@echo "make bench-learner - learner training FPS vs raw Crafter stepping -> docs/BENCHMARKS.md"
 	@echo "make bench-llm - embedded LLMs on the agents' prompts -> docs/BENCHMARKS.md"
 	@echo "make bench-rlgpt - pure RL vs pure code vs RL-GPT at one frame budget -> docs/BENCHMARKS.md"
+	@echo "make bench-skills - a capable model's recorded skills for 14 sub-tasks, re-tested -> docs/BENCHMARKS.md"
 	@echo "make images  - build every service image with docker or podman"
 	@echo "make images-local - build the CPU images with podman on a debootstrap base (no registry)"
 	@echo "make smoke-images - run the service + LLM containers and a short rlgpt run against them"
@@ -80,6 +81,13 @@ bench-llm: setup
 
 bench-rlgpt: setup
 	$(PY) -m benchmarks.bench_rlgpt --output docs/BENCHMARKS.md
+
+# Re-tests the recorded answers of a capable model to the fast agent's prompt (see benchmarks/bench_skills.py).
+SKILL_ANSWERS ?= benchmarks/skill_answers/claude
+SKILL_MODEL ?= Claude (Anthropic), answering as a helper agent given only the rendered prompt
+bench-skills: setup
+	$(PY) -m benchmarks.bench_skills run --answers $(SKILL_ANSWERS)
+	$(PY) -m benchmarks.bench_skills report --answers $(SKILL_ANSWERS) --model "$(SKILL_MODEL)"
 
 clean:
 	rm -rf $(VENV) $(STAMPS) rlgpt/v1/*_pb2*.py rlgpt/v1/*_pb2.pyi
