@@ -74,6 +74,7 @@ import numpy as np
 from rlgpt.config import Settings, setting
 from rlgpt.errors import FailedPrecondition, InvalidArgument
 from services.env_server.backends.base import Backend, BackendEnv, BackendSpec, RawStep
+from services.env_server.backends.minedojo_rules import installed_minedojo_rules
 
 log = logging.getLogger(__name__)
 
@@ -604,6 +605,7 @@ class MineDojoBackend(Backend):
             default_episode_length=self.settings.episode_length,
             skill_api=MINEDOJO_SKILL_API,
             noop_action=ACTIONS.index("noop"),
+            rules=installed_minedojo_rules,
         )
 
     def make_env(self) -> BackendEnv:

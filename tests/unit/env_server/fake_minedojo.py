@@ -18,6 +18,9 @@ enough to test the backend's logic:
   "inventory"/"equipment" slot arrays with space-separated names, "life_stats", "location_stats",
   "nearby_tools", "damage_source", "voxels" (use_voxel) and "rays" (use_lidar). "full_stats",
   "masks" and "delta_inv" are omitted (the backend does not read them).
+- ``minedojo.sim.mc_meta.mc`` (``mc``): ``all_data``, ``CRAFTING_RECIPES_BY_OUTPUT``,
+  ``SMELTING_RECIPES_BY_OUTPUT`` built as MineDojo's mc.py builds them, over a subset of the real
+  mc_constants.json copied unchanged (see ``_MC_CRAFTING_RECIPES``).
 
 Toy-world behaviour (trees every few cells, attack thrice to get a log, milking a cow with a bucket,
 a one-tick lag before command inventory changes show) is invented for tests, not measured.
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 import types
 import zlib
 from typing import Any, NamedTuple
@@ -605,3 +609,189 @@ sim = types.ModuleType("minedojo.sim")
 sim.InventoryItem = InventoryItem
 sim.ALL_ITEMS = ALL_ITEMS
 sim.MineDojoSim = FakeSim
+
+
+# --- minedojo.sim.mc_meta.mc: Minecraft's recipe and item data ---------------------------------------
+# A SUBSET of MineDojo's real minedojo/sim/mc_meta/mc_constants.json (Malmo's dump of Minecraft's rules),
+# copied entry by entry without change: every recipe for the outputs below and the item records of the
+# items they involve (the real file has hundreds of items and recipes). Duplicates are kept as the real
+# file has them (planks is listed once per wood variant).
+_MC_CRAFTING_RECIPES = [
+    {"outputItemName": "iron_ingot", "outputCount": 1, "recipeSize": 9, "type": "ShapedRecipes",
+     "ingredients": {"iron_nugget": 9}},
+    {"outputItemName": "wooden_pickaxe", "outputCount": 1, "recipeSize": 9, "type": "ShapedOreRecipe",
+     "ingredients": {"planks": 3, "stick": 2}},
+    {"outputItemName": "stone_pickaxe", "outputCount": 1, "recipeSize": 9, "type": "ShapedOreRecipe",
+     "ingredients": {"cobblestone": 3, "stick": 2}},
+    {"outputItemName": "furnace", "outputCount": 1, "recipeSize": 9, "type": "ShapedOreRecipe",
+     "ingredients": {"cobblestone": 8}},
+    {"outputItemName": "crafting_table", "outputCount": 1, "recipeSize": 4, "type": "ShapedOreRecipe",
+     "ingredients": {"planks": 4}},
+    {"outputItemName": "wooden_sword", "outputCount": 1, "recipeSize": 3, "type": "ShapedOreRecipe",
+     "ingredients": {"planks": 2, "stick": 1}},
+    {"outputItemName": "stick", "outputCount": 4, "recipeSize": 2, "type": "ShapedOreRecipe",
+     "ingredients": {"planks": 2}},
+    {"outputItemName": "torch", "outputCount": 4, "recipeSize": 2, "type": "ShapedOreRecipe",
+     "ingredients": {"coal": 1, "stick": 1}},
+    {"outputItemName": "torch", "outputCount": 4, "recipeSize": 2, "type": "ShapedOreRecipe",
+     "ingredients": {"coal": 1, "stick": 1}},
+    {"outputItemName": "iron_ingot", "outputCount": 9, "recipeSize": 1, "type": "ShapedRecipes",
+     "ingredients": {"iron_block": 1}},
+    {"outputItemName": "coal", "outputCount": 9, "recipeSize": 1, "type": "ShapedRecipes",
+     "ingredients": {"coal_block": 1}},
+    {"outputItemName": "planks", "outputCount": 4, "recipeSize": 1, "type": "ShapedRecipes",
+     "ingredients": {"log": 1}},
+    {"outputItemName": "planks", "outputCount": 4, "recipeSize": 1, "type": "ShapedRecipes",
+     "ingredients": {"log": 1}},
+    {"outputItemName": "planks", "outputCount": 4, "recipeSize": 1, "type": "ShapedRecipes",
+     "ingredients": {"log": 1}},
+    {"outputItemName": "planks", "outputCount": 4, "recipeSize": 1, "type": "ShapedRecipes",
+     "ingredients": {"log": 1}},
+    {"outputItemName": "planks", "outputCount": 4, "recipeSize": 1, "type": "ShapedRecipes",
+     "ingredients": {"log2": 1}},
+    {"outputItemName": "planks", "outputCount": 4, "recipeSize": 1, "type": "ShapedRecipes",
+     "ingredients": {"log2": 1}},
+]
+_MC_SMELTING_RECIPES = [
+    {"outputItemName": "stone", "out": 1, "ingredients": {"cobblestone": 1}},
+    {"outputItemName": "coal", "out": 1, "ingredients": {"log": 1}},
+    {"outputItemName": "coal", "out": 1, "ingredients": {"log2": 1}},
+    {"outputItemName": "coal", "out": 1, "ingredients": {"coal_ore": 1}},
+    {"outputItemName": "iron_ingot", "out": 1, "ingredients": {"iron_ore": 1}},
+]
+_MC_ITEMS = [
+    {"type": "log", "damageable": False, "rendersIn3D": False, "repairable": False, "tab": "buildingBlocks",
+     "stackable": True, "stackSize": 64, "useAction": "NONE", "enchantable": False, "rarity": "COMMON",
+     "hasSubtypes": True, "maxDamage": 0, "maxUseDuration": 0, "block": True, "hasContainerItem": False,
+     "bestEquipmentSlot": "mainhand", "slipperiness": 0.6, "hardness": 2.0, "causesSuffocation": True,
+     "canProvidePower": False, "translucent": False, "canBurn": True, "isLiquid": False, "blocksMovement": True,
+     "needsNoTool": True, "isReplaceable": False, "pistonPushable": True, "woodenMaterial": True,
+     "ironMaterial": False, "glassyMaterial": False, "clothMaterial": False,
+     "variant": ["oak", "spruce", "birch", "jungle"], "hasDirection": False, "hasColour": False, "hasVariant": True,
+     "hasType": False, "hasHalf": False},
+    {"type": "planks", "damageable": False, "rendersIn3D": False, "repairable": False, "tab": "buildingBlocks",
+     "stackable": True, "stackSize": 64, "useAction": "NONE", "enchantable": False, "rarity": "COMMON",
+     "hasSubtypes": True, "maxDamage": 0, "maxUseDuration": 0, "block": True, "hasContainerItem": False,
+     "bestEquipmentSlot": "mainhand", "slipperiness": 0.6, "hardness": 2.0, "causesSuffocation": True,
+     "canProvidePower": False, "translucent": False, "canBurn": True, "isLiquid": False, "blocksMovement": True,
+     "needsNoTool": True, "isReplaceable": False, "pistonPushable": True, "woodenMaterial": True,
+     "ironMaterial": False, "glassyMaterial": False, "clothMaterial": False,
+     "variant": ["oak", "spruce", "birch", "jungle", "acacia", "dark_oak"], "hasDirection": False, "hasColour": False,
+     "hasVariant": True, "hasType": False, "hasHalf": False},
+    {"type": "stick", "damageable": False, "rendersIn3D": True, "repairable": False, "tab": "materials",
+     "stackable": True, "stackSize": 64, "useAction": "NONE", "enchantable": False, "rarity": "COMMON",
+     "hasSubtypes": False, "maxDamage": 0, "maxUseDuration": 0, "block": False, "hasContainerItem": False,
+     "bestEquipmentSlot": "mainhand"},
+    {"type": "crafting_table", "damageable": False, "rendersIn3D": False, "repairable": False, "tab": "decorations",
+     "stackable": True, "stackSize": 64, "useAction": "NONE", "enchantable": False, "rarity": "COMMON",
+     "hasSubtypes": False, "maxDamage": 0, "maxUseDuration": 0, "block": True, "hasContainerItem": False,
+     "bestEquipmentSlot": "mainhand", "slipperiness": 0.6, "hardness": 2.5, "causesSuffocation": True,
+     "canProvidePower": False, "translucent": False, "canBurn": True, "isLiquid": False, "blocksMovement": True,
+     "needsNoTool": True, "isReplaceable": False, "pistonPushable": True, "woodenMaterial": True,
+     "ironMaterial": False, "glassyMaterial": False, "clothMaterial": False, "hasDirection": False,
+     "hasColour": False, "hasVariant": False, "hasType": False, "hasHalf": False},
+    {"type": "wooden_pickaxe", "damageable": True, "rendersIn3D": True, "repairable": True, "tab": "tools",
+     "stackable": False, "stackSize": 1, "useAction": "NONE", "enchantable": True, "rarity": "COMMON",
+     "hasSubtypes": False, "maxDamage": 59, "maxUseDuration": 0, "block": False, "hasContainerItem": False,
+     "bestEquipmentSlot": "mainhand"},
+    {"type": "wooden_sword", "damageable": True, "rendersIn3D": True, "repairable": True, "tab": "combat",
+     "stackable": False, "stackSize": 1, "useAction": "NONE", "enchantable": True, "rarity": "COMMON",
+     "hasSubtypes": False, "maxDamage": 59, "maxUseDuration": 0, "block": False, "hasContainerItem": False,
+     "bestEquipmentSlot": "mainhand"},
+    {"type": "cobblestone", "damageable": False, "rendersIn3D": False, "repairable": False, "tab": "buildingBlocks",
+     "stackable": True, "stackSize": 64, "useAction": "NONE", "enchantable": False, "rarity": "COMMON",
+     "hasSubtypes": False, "maxDamage": 0, "maxUseDuration": 0, "block": True, "hasContainerItem": False,
+     "bestEquipmentSlot": "mainhand", "slipperiness": 0.6, "hardness": 2.0, "causesSuffocation": True,
+     "canProvidePower": False, "translucent": False, "canBurn": False, "isLiquid": False, "blocksMovement": True,
+     "needsNoTool": False, "isReplaceable": False, "pistonPushable": True, "woodenMaterial": False,
+     "ironMaterial": False, "glassyMaterial": False, "clothMaterial": False, "hasDirection": False,
+     "hasColour": False, "hasVariant": False, "hasType": False, "hasHalf": False},
+    {"type": "stone", "damageable": False, "rendersIn3D": False, "repairable": False, "tab": "buildingBlocks",
+     "stackable": True, "stackSize": 64, "useAction": "NONE", "enchantable": False, "rarity": "COMMON",
+     "hasSubtypes": True, "maxDamage": 0, "maxUseDuration": 0, "block": True, "hasContainerItem": False,
+     "bestEquipmentSlot": "mainhand", "slipperiness": 0.6, "hardness": 1.5, "causesSuffocation": True,
+     "canProvidePower": False, "translucent": False, "canBurn": False, "isLiquid": False, "blocksMovement": True,
+     "needsNoTool": False, "isReplaceable": False, "pistonPushable": True, "woodenMaterial": False,
+     "ironMaterial": False, "glassyMaterial": False, "clothMaterial": False,
+     "variant": ["stone", "granite", "smooth_granite", "diorite", "smooth_diorite", "andesite", "smooth_andesite"],
+     "hasDirection": False, "hasColour": False, "hasVariant": True, "hasType": False, "hasHalf": False},
+    {"type": "stone_pickaxe", "damageable": True, "rendersIn3D": True, "repairable": True, "tab": "tools",
+     "stackable": False, "stackSize": 1, "useAction": "NONE", "enchantable": True, "rarity": "COMMON",
+     "hasSubtypes": False, "maxDamage": 131, "maxUseDuration": 0, "block": False, "hasContainerItem": False,
+     "bestEquipmentSlot": "mainhand"},
+    {"type": "furnace", "damageable": False, "rendersIn3D": False, "repairable": False, "tab": "decorations",
+     "stackable": True, "stackSize": 64, "useAction": "NONE", "enchantable": False, "rarity": "COMMON",
+     "hasSubtypes": False, "maxDamage": 0, "maxUseDuration": 0, "block": True, "hasContainerItem": False,
+     "bestEquipmentSlot": "mainhand", "slipperiness": 0.6, "hardness": 3.5, "causesSuffocation": True,
+     "canProvidePower": False, "translucent": False, "canBurn": False, "isLiquid": False, "blocksMovement": True,
+     "needsNoTool": False, "isReplaceable": False, "pistonPushable": True, "woodenMaterial": False,
+     "ironMaterial": False, "glassyMaterial": False, "clothMaterial": False, "hasDirection": True, "hasColour": False,
+     "hasVariant": False, "hasType": False, "hasHalf": False},
+    {"type": "coal", "damageable": False, "rendersIn3D": False, "repairable": False, "tab": "materials",
+     "stackable": True, "stackSize": 64, "useAction": "NONE", "enchantable": False, "rarity": "COMMON",
+     "hasSubtypes": True, "maxDamage": 0, "maxUseDuration": 0, "block": False, "hasContainerItem": False,
+     "bestEquipmentSlot": "mainhand"},
+    {"type": "coal_ore", "damageable": False, "rendersIn3D": False, "repairable": False, "tab": "buildingBlocks",
+     "stackable": True, "stackSize": 64, "useAction": "NONE", "enchantable": False, "rarity": "COMMON",
+     "hasSubtypes": False, "maxDamage": 0, "maxUseDuration": 0, "block": True, "hasContainerItem": False,
+     "bestEquipmentSlot": "mainhand", "slipperiness": 0.6, "hardness": 3.0, "causesSuffocation": True,
+     "canProvidePower": False, "translucent": False, "canBurn": False, "isLiquid": False, "blocksMovement": True,
+     "needsNoTool": False, "isReplaceable": False, "pistonPushable": True, "woodenMaterial": False,
+     "ironMaterial": False, "glassyMaterial": False, "clothMaterial": False, "hasDirection": False,
+     "hasColour": False, "hasVariant": False, "hasType": False, "hasHalf": False},
+    {"type": "iron_ore", "damageable": False, "rendersIn3D": False, "repairable": False, "tab": "buildingBlocks",
+     "stackable": True, "stackSize": 64, "useAction": "NONE", "enchantable": False, "rarity": "COMMON",
+     "hasSubtypes": False, "maxDamage": 0, "maxUseDuration": 0, "block": True, "hasContainerItem": False,
+     "bestEquipmentSlot": "mainhand", "slipperiness": 0.6, "hardness": 3.0, "causesSuffocation": True,
+     "canProvidePower": False, "translucent": False, "canBurn": False, "isLiquid": False, "blocksMovement": True,
+     "needsNoTool": False, "isReplaceable": False, "pistonPushable": True, "woodenMaterial": False,
+     "ironMaterial": False, "glassyMaterial": False, "clothMaterial": False, "hasDirection": False,
+     "hasColour": False, "hasVariant": False, "hasType": False, "hasHalf": False},
+    {"type": "iron_ingot", "damageable": False, "rendersIn3D": False, "repairable": False, "tab": "materials",
+     "stackable": True, "stackSize": 64, "useAction": "NONE", "enchantable": False, "rarity": "COMMON",
+     "hasSubtypes": False, "maxDamage": 0, "maxUseDuration": 0, "block": False, "hasContainerItem": False,
+     "bestEquipmentSlot": "mainhand"},
+    {"type": "torch", "damageable": False, "rendersIn3D": False, "repairable": False, "tab": "decorations",
+     "stackable": True, "stackSize": 64, "useAction": "NONE", "enchantable": False, "rarity": "COMMON",
+     "hasSubtypes": False, "maxDamage": 0, "maxUseDuration": 0, "block": True, "hasContainerItem": False,
+     "bestEquipmentSlot": "mainhand", "slipperiness": 0.6, "hardness": 0.0, "causesSuffocation": False,
+     "canProvidePower": False, "translucent": True, "canBurn": False, "isLiquid": False, "blocksMovement": False,
+     "needsNoTool": True, "isReplaceable": False, "pistonPushable": False, "woodenMaterial": False,
+     "ironMaterial": False, "glassyMaterial": False, "clothMaterial": False, "hasDirection": True, "hasColour": False,
+     "hasVariant": False, "hasType": False, "hasHalf": False},
+]
+
+
+def _recipes_by_output(recipes: list[dict[str, Any]], item_names: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """mc.py's sort_recipes_by_output: a list per item (empty ones too), empty and circular recipes dropped,
+    duplicates (equal by value) dropped."""
+    result: dict[str, list[dict[str, Any]]] = {item: [] for item in item_names}
+    for recipe in recipes:
+        if not recipe["ingredients"] or recipe["outputItemName"] in recipe["ingredients"]:
+            continue
+        if recipe not in result[recipe["outputItemName"]]:
+            result[recipe["outputItemName"]].append(recipe)
+    return result
+
+
+mc = types.ModuleType("minedojo.sim.mc_meta.mc")
+"""Stands in for ``minedojo.sim.mc_meta.mc``: the names it builds from mc_constants.json, over the subset above."""
+mc.all_data = {"craftingRecipes": _MC_CRAFTING_RECIPES, "smeltingRecipes": _MC_SMELTING_RECIPES, "items": _MC_ITEMS}
+mc.ALL_ITEMS = sorted(item["type"] for item in _MC_ITEMS)
+mc.CRAFTING_RECIPES_BY_OUTPUT = _recipes_by_output(_MC_CRAFTING_RECIPES, mc.ALL_ITEMS)
+mc.SMELTING_RECIPES_BY_OUTPUT = _recipes_by_output(_MC_SMELTING_RECIPES, mc.ALL_ITEMS)
+mc.N_INV_SLOTS = N_INV_SLOTS
+mc_meta = types.ModuleType("minedojo.sim.mc_meta")
+mc_meta.mc = mc
+sim.mc_meta = mc_meta
+
+MODULES = {"minedojo": sys.modules[__name__], "minedojo.sim": sim, "minedojo.sim.mc_meta": mc_meta,
+           "minedojo.sim.mc_meta.mc": mc}
+"""The module names this stand-in answers to, for ``sys.modules`` (see :func:`install`)."""
+
+
+def install(monkeypatch: Any) -> None:
+    """Registers the stand-in as ``minedojo`` and its submodules for one test (``pytest.MonkeyPatch``)."""
+    MAKE_CALLS.clear()
+    for name, module in MODULES.items():
+        monkeypatch.setitem(sys.modules, name, module)

@@ -37,10 +37,8 @@ SMALL = {"image_height": 24, "image_width": 32}
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """Installs the stand-in as ``minedojo`` (and ``minedojo.sim``) for one test."""
-    fake_minedojo.MAKE_CALLS.clear()
-    monkeypatch.setitem(sys.modules, "minedojo", fake_minedojo)
-    monkeypatch.setitem(sys.modules, "minedojo.sim", fake_minedojo.sim)
+    """Installs the stand-in as ``minedojo`` (and ``minedojo.sim``, ``minedojo.sim.mc_meta.mc``) for one test."""
+    fake_minedojo.install(monkeypatch)
     return fake_minedojo
 
 
