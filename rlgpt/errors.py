@@ -73,12 +73,56 @@ class ConfigError(RlgptError):
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+SHOWN_CHARS = 60
+"""How much of a client value an error message quotes."""
+MAX_STATUS_BYTES = 2000
+"""Cap of a status message in UTF-8 bytes. gRPC sends it percent-encoded in trailing metadata (at most 3
+bytes per byte), and a trailer over the peer's metadata limit (8 KiB by default) turns the whole answer
+into RESOURCE_EXHAUSTED, hiding the real status."""
+MAX_PROBLEMS = 10
+"""Problems listed in one message; the rest are counted."""
+
+
+def shown(value: Any, limit: int = SHOWN_CHARS) -> str:
+    """``repr`` of a client value for an error message, cut to a short prefix and its size.
+
+    Messages quote what the client sent so it can find the bad field, but a value may be megabytes.
+    """
+    if isinstance(value, (str, bytes)):
+        if len(value) <= limit:
+            return repr(value)
+        unit = "chars" if isinstance(value, str) else "bytes"
+        return f"{value[:limit]!r}... ({len(value)} {unit})"
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = f" ({len(value)} items)" if hasattr(value, "__len__") else ""
+    return f"{text[:limit]}...{size}"
+
+
+def join_problems(problems: list[str], limit: int = MAX_PROBLEMS) -> str:
+    """Joins problems with "; ", listing at most ``limit`` of them and counting the rest."""
+    if len(problems) <= limit:
+        return "; ".join(problems)
+    return "; ".join(problems[:limit]) + f"; and {len(problems) - limit} more problems"
+
+
+def cap_message(message: str, max_bytes: int = MAX_STATUS_BYTES) -> str:
+    """``message`` cut to ``max_bytes`` UTF-8 bytes (at a character boundary), saying it was cut."""
+    data = message.encode("utf-8", errors="replace")
+    if len(data) <= max_bytes:
+        return message
+    suffix = f" ... (message cut; {len(data)} bytes)"
+    head = data[:max_bytes - len(suffix)].decode("utf-8", errors="ignore")
+    return head + suffix
+
 
 def _abort(context: grpc.ServicerContext, exc: BaseException, method: str) -> None:
     if isinstance(exc, RlgptError):
-        context.abort(exc.code, str(exc))
+        context.abort(exc.code, cap_message(str(exc)))
     log.exception("unexpected error in %s", method)
-    context.abort(grpc.StatusCode.INTERNAL, f"internal error in {method}: {type(exc).__name__}: {exc}")
+    context.abort(grpc.StatusCode.INTERNAL,
+                  cap_message(f"internal error in {method}: {type(exc).__name__}: {exc}"))
 
 
 def grpc_errors(method: F) -> F:
@@ -86,6 +130,7 @@ def grpc_errors(method: F) -> F:
 
     Works for unary methods and for (response-)streaming generators. Unexpected exceptions become
     INTERNAL with the exception text and are logged with a traceback; the server keeps serving.
+    Every message is capped (``cap_message``), so no value quoted in it can overflow the trailers.
     """
     if inspect.isgeneratorfunction(method):
 

@@ -1,0 +1,79 @@
+"""Error messages quote client values briefly, and the servicer edge never sends an oversized status."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from rlgpt.errors import (
+    MAX_STATUS_BYTES,
+    InvalidArgument,
+    cap_message,
+    grpc_errors,
+    join_problems,
+    shown,
+)
+
+
+class _Aborted(Exception):
+    pass
+
+
+class FakeContext:
+    """Records what context.abort got; raises as grpc's does."""
+
+    def __init__(self) -> None:
+        self.code: grpc.StatusCode | None = None
+        self.details = ""
+
+    def abort(self, code: grpc.StatusCode, details: str) -> None:
+        self.code, self.details = code, details
+        raise _Aborted()
+
+
+def test_shown_keeps_short_values_and_cuts_long_ones() -> None:
+    assert shown("wood") == "'wood'"
+    long = "x" * 5_000_000
+    text = shown(long)
+    assert len(text) < 100 and text.endswith("... (5000000 chars)") and text.startswith("'xxx")
+    assert shown(b"y" * 100).endswith("(100 bytes)")
+    assert shown(list(range(1000))).endswith("(1000 items)")
+    assert shown([1, 2]) == "[1, 2]"
+
+
+def test_join_problems_counts_the_rest() -> None:
+    assert join_problems(["a", "b"]) == "a; b"
+    text = join_problems([f"p{i}" for i in range(25)])
+    assert text.startswith("p0; p1") and "p10" not in text and text.endswith("and 15 more problems")
+
+
+def test_cap_message_counts_utf8_bytes_and_cuts_at_a_character() -> None:
+    assert cap_message("short") == "short"
+    capped = cap_message("é" * 10_000)
+    assert len(capped.encode()) <= MAX_STATUS_BYTES and "message cut; 20000 bytes" in capped
+
+
+class _Servicer:
+    @grpc_errors
+    def unary(self, request: str, context: FakeContext) -> str:
+        raise InvalidArgument("bad " + request)
+
+    @grpc_errors
+    def crash(self, request: str, context: FakeContext) -> str:
+        raise ValueError(request)
+
+    @grpc_errors
+    def stream(self, request: str, context: FakeContext):
+        yield 1
+        raise InvalidArgument("bad " + request)
+
+
+@pytest.mark.parametrize("method", ["unary", "crash", "stream"])
+def test_decorator_caps_every_status_message(method: str) -> None:
+    context = FakeContext()
+    with pytest.raises(_Aborted):
+        result = getattr(_Servicer(), method)("v" * 5_000_000, context)
+        list(result)
+    expected = grpc.StatusCode.INTERNAL if method == "crash" else grpc.StatusCode.INVALID_ARGUMENT
+    assert context.code == expected
+    assert len(context.details.encode()) <= MAX_STATUS_BYTES and "message cut" in context.details
