@@ -93,7 +93,7 @@ def placed_materials(rules: common_pb2.WorldRules) -> dict[str, str]:
 
 def render_rules(rules: common_pb2.WorldRules, status: tuple[str, ...] = ()) -> str:
     """The rules as prompt text: one line per rule, amounts included, then the facts."""
-    lines = ["Collecting (face the material and use the action):"]
+    lines = ["Collecting (face the material and use the action):"] if rules.collect else []
     for rule in rules.collect:
         needs = f" while holding {_text(_counts(list(rule.requires)))}" if rule.requires else ""
         chance = f" with probability {rule.probability:g}" if rule.probability and rule.probability < 1 else ""
@@ -101,13 +101,15 @@ def render_rules(rules: common_pb2.WorldRules, status: tuple[str, ...] = ()) -> 
         unlocks = f"; achievement {', '.join(rule.achievements)}" if rule.achievements else ""
         lines.append(f"- {rule.action} on {rule.material}{needs}: +{_text(_counts(list(rule.receives)))}{chance}; "
                      f"{after}{unlocks}")
-    lines.append("Placing (into the faced cell):")
+    if rules.place:
+        lines.append("Placing (into the faced cell):")
     for rule in rules.place:
         near = f"; needs {' and '.join(rule.nearby)} nearby" if rule.nearby else "; nothing needs to be nearby"
         lines.append(f"- {rule.action}: uses {_text(_counts(list(rule.uses)))}; the faced cell must be "
                      f"{' or '.join(rule.where)}{near}" + (f"; achievement {rule.achievement}" if rule.achievement
                                                             else ""))
-    lines.append("Making (the player can face any direction):")
+    if rules.make:
+        lines.append("Making (the player can face any direction):")
     for rule in rules.make:
         near = f"; needs {' and '.join(rule.nearby)} nearby" if rule.nearby else ""
         lines.append(f"- {rule.action}: uses {_text(_counts(list(rule.uses)))}{near}; gives {rule.gives} "
