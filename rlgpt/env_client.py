@@ -45,6 +45,20 @@ class RemoteSession:
         self._stub.CloseSession(env_pb2.CloseSessionRequest(session_id=self.id), timeout=self._timeout)
 
 
+def list_all_skills(stub: env_pb2_grpc.EnvServiceStub, backend: str = "", *, include_code: bool = False,
+                    timeout: float = 30.0) -> env_pb2.ListSkillsResponse:
+    """Every registered skill (of ``backend``), following ListSkills' pages, as one response."""
+    every = env_pb2.ListSkillsResponse()
+    token = ""
+    while True:
+        page = stub.ListSkills(env_pb2.ListSkillsRequest(backend=backend, page_token=token,
+                                                         include_code=include_code), timeout=timeout)
+        every.skills.extend(page.skills)
+        token = page.next_page_token
+        if not token:
+            return every
+
+
 class RemoteEnv(gym.Env[dict[str, np.ndarray], int]):
     """A single-env session as a gymnasium env: Dict(image HWC uint8, vector float32), Discrete actions.
 

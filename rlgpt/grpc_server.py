@@ -16,6 +16,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from rlgpt import metrics
+from rlgpt.errors import InvalidArgument
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,60 @@ class _MetricsInterceptor(grpc.ServerInterceptor):
             response_serializer=handler.response_serializer)
 
 
+class _Undecodable:
+    """A request whose bytes do not parse as its message (e.g. a string field holding invalid UTF-8)."""
+
+    def __init__(self, error: Exception):
+        self.message = f"the request does not parse as a protobuf message of this method's type: {error}"
+
+
+class _DecodeErrorInterceptor(grpc.ServerInterceptor):
+    """Answers INVALID_ARGUMENT for a request that does not parse; grpc itself would answer INTERNAL."""
+
+    @staticmethod
+    def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+        if deserializer is None:
+            return None
+
+        def parse(data: bytes) -> Any:
+            try:
+                return deserializer(data)
+            except Exception as exc:  # DecodeError, or whatever a custom deserializer raises
+                return _Undecodable(exc)
+
+        return parse
+
+    def intercept_service(self, continuation: Callable, handler_call_details: grpc.HandlerCallDetails) -> Any:
+        handler = continuation(handler_call_details)
+        if handler is None:
+            return handler
+        parse = self._tolerant(handler.request_deserializer)
+        if handler.unary_unary or handler.unary_stream:
+            inner = handler.unary_unary or handler.unary_stream
+
+            def unary(request: Any, context: grpc.ServicerContext) -> Any:
+                if isinstance(request, _Undecodable):
+                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
+                return inner(request, context)
+
+            make = (grpc.unary_unary_rpc_method_handler if handler.unary_unary
+                    else grpc.unary_stream_rpc_method_handler)
+            return make(unary, request_deserializer=parse, response_serializer=handler.response_serializer)
+        inner_stream = handler.stream_unary or handler.stream_stream
+
+        def checked(requests: Any) -> Any:
+            for request in requests:
+                if isinstance(request, _Undecodable):
+                    raise InvalidArgument(request.message)  # the servicer's grpc_errors maps it
+                yield request
+
+        def streaming(requests: Any, context: grpc.ServicerContext) -> Any:
+            return inner_stream(checked(requests), context)
+
+        make = grpc.stream_unary_rpc_method_handler if handler.stream_unary else grpc.stream_stream_rpc_method_handler
+        return make(streaming, request_deserializer=parse, response_serializer=handler.response_serializer)
+
+
 def create_server(addr: str, services: Sequence[ServiceBinding], *, max_workers: int = 16,
                   max_message_mb: int = 64, metrics_label: str = "") -> tuple[grpc.Server, int]:
     """Builds and starts a server on ``addr`` ("host:port"; port 0 picks a free one).
@@ -71,7 +126,8 @@ def create_server(addr: str, services: Sequence[ServiceBinding], *, max_workers:
     limit = max_message_mb * 1024 * 1024
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="grpc"),
-        interceptors=[_MetricsInterceptor(metrics_label or (services[0].name if services else "none"))],
+        interceptors=[_MetricsInterceptor(metrics_label or (services[0].name if services else "none")),
+                      _DecodeErrorInterceptor()],
         options=[
             ("grpc.max_send_message_length", limit),
             ("grpc.max_receive_message_length", limit),

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import logging
 import threading
 import time
@@ -12,9 +15,18 @@ import grpc
 
 from rlgpt import metrics
 from rlgpt.config import EnvServerSettings
-from rlgpt.errors import DeadlineExceeded, FailedPrecondition, InvalidArgument, NotFound, grpc_errors
+from rlgpt.errors import (
+    DeadlineExceeded,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    grpc_errors,
+    join_problems,
+    shown,
+)
 from rlgpt.tensors import to_tensor
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc
+from rlgpt.validation import Problems
 from services.env_server.backends.base import Backend, BackendSpec, backend_names, backend_spec, get_backend
 from services.env_server.session import SKILL_PREFIX, Action, Session, SessionManager, StepOutcome
 from services.env_server.skills.executor import SkillExecutor, SkillRegistry
@@ -22,6 +34,12 @@ from services.env_server.tasks import REWARD_KINDS, parse_reward_terms, parse_ta
 
 log = logging.getLogger(__name__)
 SERVICE_NAME = env_pb2.DESCRIPTOR.services_by_name["EnvService"].full_name
+LIST_PAGE_DEFAULT = 50
+"""ListSkills page size when the request sets none (documented in env.proto)."""
+LIST_PAGE_MAX = 200
+"""Largest ListSkills page; larger page_size values are treated as this."""
+PAGE_TOKEN_MAX_CHARS = 1024
+"""Tokens this server issues are far shorter; a longer one is refused before decoding."""
 
 
 def skill_error_proto(error: dict[str, Any] | None) -> common_pb2.SkillError | None:
@@ -75,9 +93,43 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
             max_run_skill_episodes=s.max_run_skill_episodes, max_episode_length=s.max_episode_length,
             session_idle_seconds=s.session_idle_seconds, max_skills=s.max_skills)
 
+    # --- edge checks: sizes of every string and repeated field, before any work ----------------------
+    def _check_task(self, p: Problems, field: str, task: common_pb2.TaskSpec) -> None:
+        s = self.settings
+        p.chars(f"{field}.name", task.name, s.max_name_chars)
+        p.chars(f"{field}.description", task.description, s.max_text_chars)
+        if p.entries(f"{field}.success", task.success, s.max_list_entries):
+            for i, cond in enumerate(task.success):
+                p.chars(f"{field}.success[{i}].achievement", cond.achievement, s.max_name_chars)
+                p.chars(f"{field}.success[{i}].inventory.item", cond.inventory.item, s.max_name_chars)
+        if p.entries(f"{field}.start_inventory", task.start_inventory, s.max_list_entries):
+            for i, item_count in enumerate(task.start_inventory):
+                p.chars(f"{field}.start_inventory[{i}].item", item_count.item, s.max_name_chars)
+
+    def _check_reward_terms(self, p: Problems, terms: Any) -> None:
+        s = self.settings
+        if p.entries("reward_terms", terms, s.max_list_entries):
+            for i, term in enumerate(terms):
+                p.chars(f"reward_terms[{i}].kind", term.kind, s.max_name_chars)
+                p.chars(f"reward_terms[{i}].target", term.target, s.max_name_chars)
+
+    def _check_create_request(self, request: env_pb2.CreateSessionRequest) -> None:
+        s = self.settings
+        p = Problems()
+        p.chars("backend", request.backend, s.max_name_chars)
+        p.chars("client", request.client, s.max_name_chars)
+        self._check_task(p, "task", request.task)
+        self._check_reward_terms(p, request.reward_terms)
+        p.names("primitive_actions", list(request.primitive_actions), s.max_list_entries, s.max_name_chars)
+        p.names("skills", list(request.skills), s.max_list_entries, s.max_name_chars)
+        p.raise_if_any()
+
     # --- Describe -----------------------------------------------------------------------------------
     @grpc_errors
     def Describe(self, request: env_pb2.DescribeRequest, context: grpc.ServicerContext) -> env_pb2.DescribeResponse:
+        p = Problems()
+        p.chars("backend", request.backend, self.settings.max_name_chars)
+        p.raise_if_any()
         spec, reason = backend_spec(request.backend)
         if spec is None:
             return env_pb2.DescribeResponse(backend=request.backend, available=False, unavailable_reason=reason,
@@ -98,7 +150,8 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
         actions: list[Action] = []
         for name in primitives or spec.actions:
             if name not in spec.actions:
-                problems.append(f"unknown primitive action {name!r} for {spec.name}; known: {', '.join(spec.actions)}")
+                problems.append(f"unknown primitive action {shown(name)} for {spec.name}; "
+                                f"known: {', '.join(spec.actions)}")
             else:
                 actions.append(Action(name=name, primitive=spec.actions.index(name)))
         if len(set(primitives)) != len(primitives):
@@ -106,11 +159,11 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
         if len(set(skill_names)) != len(skill_names):
             problems.append("skills has duplicates")
         if problems:
-            raise InvalidArgument("; ".join(problems))
+            raise InvalidArgument(join_problems(problems))
         for name in skill_names:
             record = self.skills.get(name)  # NotFound names the missing skill
             if record.backend != spec.name:
-                raise InvalidArgument(f"skill {name!r} was written for {record.backend}, not {spec.name}")
+                raise InvalidArgument(f"skill {shown(name)} was written for {record.backend}, not {spec.name}")
             actions.append(Action(name=SKILL_PREFIX + name, skill=record))
         return actions
 
@@ -144,6 +197,7 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
     @grpc_errors
     def CreateSession(self, request: env_pb2.CreateSessionRequest,
                       context: grpc.ServicerContext) -> env_pb2.CreateSessionResponse:
+        self._check_create_request(request)
         session_id = self.sessions.reserve()
         try:
             session = self._build_session(session_id, request)
@@ -161,11 +215,17 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
 
     @grpc_errors
     def Reset(self, request: env_pb2.ResetRequest, context: grpc.ServicerContext) -> env_pb2.ResetResponse:
+        p = Problems()
+        p.entries("env_indices", request.env_indices, self.settings.max_envs_per_session)
+        p.raise_if_any()
         session = self.sessions.get(request.session_id)
-        with session.lock:
+        with self.sessions.using(session):
+            if len(request.env_indices) > session.num_envs:
+                raise InvalidArgument(f"env_indices has {len(request.env_indices)} entries; session {session.id} "
+                                      f"has {session.num_envs} envs")
             bad = [i for i in request.env_indices if not 0 <= i < session.num_envs]
             if bad:
-                raise InvalidArgument(f"env_indices {bad} out of range 0..{session.num_envs - 1}")
+                raise InvalidArgument(f"env_indices {shown(bad)} out of range 0..{session.num_envs - 1}")
             indices = session.reset(list(request.env_indices), request.seed)
             return env_pb2.ResetResponse(observations=self._observations(session, indices))
 
@@ -181,7 +241,7 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
             raise InvalidArgument(f"action ids {bad[:10]} out of range: the action space has {n_actions} actions "
                                   f"(0..{n_actions - 1})")
         start = time.perf_counter()
-        with session.lock:
+        with self.sessions.using(session):  # NotFound when a CloseSession got in between
             outcome = session.on_thread(session.step, actions, should_stop=lambda: not context.is_active())
             response = self._step_response(session, outcome)
         metrics.ENV_STEP_SECONDS.labels(session.backend.spec.name).observe(time.perf_counter() - start)
@@ -252,9 +312,14 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
     @grpc_errors
     def RegisterSkill(self, request: env_pb2.RegisterSkillRequest,
                       context: grpc.ServicerContext) -> env_pb2.RegisterSkillResponse:
+        p = Problems()
+        p.chars("name", request.name, self.settings.max_name_chars)
+        p.chars("description", request.description, self.settings.max_text_chars)
+        p.chars("backend", request.backend, self.settings.max_name_chars)
+        p.raise_if_any()
         backend_name = request.backend or "crafter"
         if backend_name not in backend_names():
-            raise InvalidArgument(f"unknown backend {backend_name!r}; known: {', '.join(backend_names())}")
+            raise InvalidArgument(f"unknown backend {shown(backend_name)}; known: {', '.join(backend_names())}")
         self.skills.check(request.name, request.code)
         if not request.replace:
             try:
@@ -270,22 +335,71 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
             name=record.name, description=record.description, backend=record.backend, code=record.code,
             version=record.version))
 
+    @staticmethod
+    def _page_token(backend: str, after: str) -> str:
+        return base64.urlsafe_b64encode(json.dumps([backend, after]).encode()).decode()
+
+    @staticmethod
+    def _after_name(backend: str, token: str) -> str:
+        """The last name of the previous page, from a token; INVALID_ARGUMENT for one not issued here."""
+        if not token:
+            return ""
+        bad = ("page_token is not a next_page_token of this server; pass the previous answer's token "
+               "unchanged, or none to start over")
+        try:
+            decoded = json.loads(base64.urlsafe_b64decode(token.encode("ascii")))
+        except (binascii.Error, ValueError, UnicodeError):
+            raise InvalidArgument(bad) from None
+        if not (isinstance(decoded, list) and len(decoded) == 2 and all(isinstance(x, str) for x in decoded)
+                and decoded[1]):
+            raise InvalidArgument(bad)
+        if decoded[0] != backend:
+            raise InvalidArgument(f"page_token belongs to a listing of backend {shown(decoded[0])}, not "
+                                  f"{shown(backend)}; keep the backend filter while paging")
+        return decoded[1]
+
     @grpc_errors
     def ListSkills(self, request: env_pb2.ListSkillsRequest,
                    context: grpc.ServicerContext) -> env_pb2.ListSkillsResponse:
-        return env_pb2.ListSkillsResponse(skills=[
-            env_pb2.SkillInfo(name=r.name, description=r.description, backend=r.backend, code=r.code,
-                              version=r.version) for r in self.skills.all(request.backend)])
+        p = Problems()
+        p.chars("backend", request.backend, self.settings.max_name_chars)
+        p.chars("page_token", request.page_token, PAGE_TOKEN_MAX_CHARS)
+        if request.page_size < 0:
+            p.add(f"page_size={request.page_size} must be >= 0 (0 means {LIST_PAGE_DEFAULT})")
+        p.raise_if_any()
+        size = min(request.page_size or LIST_PAGE_DEFAULT, LIST_PAGE_MAX)
+        records, more = self.skills.page(request.backend, self._after_name(request.backend, request.page_token), size)
+        return env_pb2.ListSkillsResponse(
+            skills=[env_pb2.SkillInfo(name=r.name, description=r.description, backend=r.backend,
+                                      code=r.code if request.include_code else "", version=r.version)
+                    for r in records],
+            next_page_token=self._page_token(request.backend, records[-1].name) if more else "")
+
+    @grpc_errors
+    def DeleteSkill(self, request: env_pb2.DeleteSkillRequest,
+                    context: grpc.ServicerContext) -> env_pb2.DeleteSkillResponse:
+        p = Problems()
+        p.chars("name", request.name, self.settings.max_name_chars)
+        p.raise_if_any()
+        # Sessions created with the skill keep their SkillRecord: they step it until they close.
+        record = self.skills.delete(request.name)
+        log.info("deleted skill %s v%d", record.name, record.version)
+        return env_pb2.DeleteSkillResponse(skill=env_pb2.SkillInfo(
+            name=record.name, description=record.description, backend=record.backend, code=record.code,
+            version=record.version))
 
     @grpc_errors
     def RunSkill(self, request: env_pb2.RunSkillRequest, context: grpc.ServicerContext) -> env_pb2.RunSkillResponse:
         s = self.settings
-        problems: list[str] = []
-        self._check_range("episodes", request.episodes, 1, s.max_run_skill_episodes, problems)
+        p = Problems()
+        p.chars("skill", request.skill, s.max_name_chars)
+        p.chars("backend", request.backend, s.max_name_chars)
+        self._check_task(p, "task", request.task)
+        self._check_reward_terms(p, request.reward_terms)
+        p.in_range("episodes", request.episodes, 1, s.max_run_skill_episodes)
         if request.max_steps:
-            self._check_range("max_steps", request.max_steps, 1, s.max_episode_length, problems)
-        if problems:
-            raise InvalidArgument("; ".join(problems))
+            p.in_range("max_steps", request.max_steps, 1, s.max_episode_length)
+        p.raise_if_any()
         record = self.skills.get(request.skill)
         max_steps = request.max_steps or s.run_skill_default_steps
         session_request = env_pb2.CreateSessionRequest(

@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
 from rlgpt import metrics
 from rlgpt.config import EnvServerSettings
-from rlgpt.errors import FailedPrecondition, NotFound, ResourceExhausted
+from rlgpt.errors import FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted, shown
 from services.env_server.backends.base import Backend, BackendEnv, RawStep
 from services.env_server.skills.executor import SkillExecutor, SkillRecord
 from services.env_server.tasks import RewardTerm, Task, step_reward
@@ -93,6 +94,7 @@ class Session:
         self.record = record
         self.client = client
         self.lock = threading.Lock()
+        self.closed = False  # set under ``lock`` by close(); a call that waited for the lock checks it
         self.last_used = time.monotonic()
         self.total_frames = 0
         self._settings = settings
@@ -106,8 +108,17 @@ class Session:
             self._reset_slot(i)
 
     def on_thread(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Runs ``fn`` on the session's own thread and returns its result (exceptions propagate)."""
-        return self._thread.submit(fn, *args, **kwargs).result()
+        """Runs ``fn`` on the session's own thread and returns its result (exceptions propagate).
+
+        A closed session raises NotFound, as if it had never been found: a close can race any call.
+        """
+        if self.closed:
+            raise SessionManager.not_found(self.id, self._settings)
+        try:
+            future = self._thread.submit(fn, *args, **kwargs)
+        except RuntimeError:  # "cannot schedule new futures after shutdown": a close got in first
+            raise SessionManager.not_found(self.id, self._settings) from None
+        return future.result()
 
     @property
     def num_envs(self) -> int:
@@ -329,6 +340,10 @@ class Session:
         }
 
     def close(self) -> None:
+        """Frees the envs; callers hold ``lock``. A second close does nothing."""
+        if self.closed:
+            return
+        self.closed = True
         self._thread.shutdown(wait=False)
         if self._executor is not None:
             self._executor.close()
@@ -339,6 +354,11 @@ class Session:
 
 class SessionManager:
     """Open sessions by id, with limits and idle expiry."""
+
+    ID_CHARS = 16
+    """Length of the ids reserve() hands out; a longer id cannot name a session."""
+    CLOSE_ALL_WAIT_SECONDS = 10.0
+    """How long close_all waits for a call in progress on a session before closing it anyway."""
 
     def __init__(self, settings: EnvServerSettings):
         self._settings = settings
@@ -355,7 +375,7 @@ class SessionManager:
                 raise ResourceExhausted(f"the server has {len(self._sessions)} open sessions, its limit; close "
                                         f"sessions (CloseSession) or wait for idle ones to expire after "
                                         f"{self._settings.session_idle_seconds:.0f} s")
-            session_id = uuid.uuid4().hex[:16]
+            session_id = uuid.uuid4().hex[:self.ID_CHARS]
             self._sessions[session_id] = None  # type: ignore[assignment]  # placeholder holds the slot
             return session_id
 
@@ -369,18 +389,39 @@ class SessionManager:
             self._sessions.pop(session_id, None)
             metrics.ENV_SESSIONS_ACTIVE.set(len(self._sessions))
 
+    @staticmethod
+    def not_found(session_id: str, settings: EnvServerSettings) -> NotFound:
+        return NotFound(f"no session {shown(session_id)}: it was closed, expired after "
+                        f"{settings.session_idle_seconds:.0f} s idle, or never existed; create one")
+
+    @classmethod
+    def check_id(cls, session_id: str) -> None:
+        """INVALID_ARGUMENT for an id no session can have (empty, too long), before any lookup."""
+        if not session_id:
+            raise InvalidArgument("session_id is empty; CreateSession returns one")
+        if len(session_id) > cls.ID_CHARS:
+            raise InvalidArgument(f"session_id is {len(session_id)} chars; ids are {cls.ID_CHARS} "
+                                  f"(CreateSession returns one): {shown(session_id)}")
+
     def get(self, session_id: str) -> Session:
+        self.check_id(session_id)
         with self._lock:
             session = self._sessions.get(session_id)
-        if session is None:
-            raise NotFound(f"no session {session_id!r}: it was closed, expired after "
-                           f"{self._settings.session_idle_seconds:.0f} s idle, or never existed; create one")
+        if session is None or session.closed:
+            raise self.not_found(session_id, self._settings)
         session.touch()
         return session
 
-    def close(self, session_id: str) -> int:
-        session = self.get(session_id)
+    @contextlib.contextmanager
+    def using(self, session: Session) -> Iterator[Session]:
+        """Holds the session's lock; NotFound when a close got the lock first."""
         with session.lock:
+            if session.closed:
+                raise self.not_found(session.id, self._settings)
+            yield session
+
+    def close(self, session_id: str) -> int:
+        with self.using(self.get(session_id)) as session:
             self.release(session_id)
             session.close()
         return session.total_frames
@@ -399,6 +440,8 @@ class SessionManager:
         for session in idle:
             if session.lock.acquire(blocking=False):
                 try:
+                    if session.closed:  # a CloseSession got there first
+                        continue
                     self.release(session.id)
                     session.close()
                     closed.append(session.id)
@@ -418,5 +461,11 @@ class SessionManager:
             sessions = [s for s in self._sessions.values() if s is not None]
             self._sessions.clear()
         for session in sessions:
-            session.close()
+            # Under the lock, so a call in progress finishes before its envs go away.
+            locked = session.lock.acquire(timeout=self.CLOSE_ALL_WAIT_SECONDS)
+            try:
+                session.close()
+            finally:
+                if locked:
+                    session.lock.release()
         metrics.ENV_SESSIONS_ACTIVE.set(0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from rlgpt.errors import InvalidArgument
+from rlgpt.errors import InvalidArgument, join_problems, shown
 from rlgpt.v1 import common_pb2
 from services.env_server.backends.base import BackendSpec
 
@@ -54,13 +54,13 @@ def parse_task(spec: common_pb2.TaskSpec, backend: BackendSpec) -> Task:
         kind = cond.WhichOneof("kind")
         if kind == "achievement":
             if cond.achievement not in backend.achievements:
-                problems.append(f"task.success[{i}]: unknown achievement {cond.achievement!r} for "
+                problems.append(f"task.success[{i}]: unknown achievement {shown(cond.achievement)} for "
                                 f"{backend.name}; known: {', '.join(backend.achievements)}")
             achievements.append(cond.achievement)
         elif kind == "inventory":
             item, count = cond.inventory.item, cond.inventory.count
             if item not in backend.items:
-                problems.append(f"task.success[{i}]: unknown item {item!r} for {backend.name}; "
+                problems.append(f"task.success[{i}]: unknown item {shown(item)} for {backend.name}; "
                                 f"known: {', '.join(backend.items)}")
             if not 1 <= count <= MAX_ITEM_COUNT:
                 problems.append(f"task.success[{i}]: inventory count {count} must be in 1..{MAX_ITEM_COUNT}")
@@ -71,18 +71,18 @@ def parse_task(spec: common_pb2.TaskSpec, backend: BackendSpec) -> Task:
         if spec.name in backend.achievements:
             achievements.append(spec.name)
         else:
-            problems.append(f"task {spec.name!r} is not an achievement of {backend.name} and has no success "
+            problems.append(f"task {shown(spec.name)} is not an achievement of {backend.name} and has no success "
                             f"conditions; use an achievement ({', '.join(backend.achievements[:6])}, ...) "
                             f"or give task.success")
     start: list[tuple[str, int]] = []
     for i, item_count in enumerate(spec.start_inventory):
         if item_count.item not in backend.items:
-            problems.append(f"task.start_inventory[{i}]: unknown item {item_count.item!r} for {backend.name}")
+            problems.append(f"task.start_inventory[{i}]: unknown item {shown(item_count.item)} for {backend.name}")
         if not 0 <= item_count.count <= MAX_ITEM_COUNT:
             problems.append(f"task.start_inventory[{i}]: count {item_count.count} must be in 0..{MAX_ITEM_COUNT}")
         start.append((item_count.item, item_count.count))
     if problems:
-        raise InvalidArgument("; ".join(problems))
+        raise InvalidArgument(join_problems(problems))
     return Task(name=spec.name or "open_ended", achievements=tuple(achievements), inventory=tuple(inventory),
                 start_inventory=tuple(start), terminate_on_success=spec.terminate_on_success)
 
@@ -95,20 +95,20 @@ def parse_reward_terms(terms: list[common_pb2.RewardTerm], backend: BackendSpec)
     parsed: list[RewardTerm] = []
     for i, term in enumerate(terms):
         if term.kind not in REWARD_KINDS:
-            problems.append(f"reward_terms[{i}]: unknown kind {term.kind!r}; known: {', '.join(REWARD_KINDS)}")
+            problems.append(f"reward_terms[{i}]: unknown kind {shown(term.kind)}; known: {', '.join(REWARD_KINDS)}")
             continue
         if not math.isfinite(term.weight):
             problems.append(f"reward_terms[{i}]: weight must be finite, got {term.weight}")
         if term.kind in _TARGETED:
             vocabulary = backend.achievements if term.kind == "achievement" else backend.items
             if term.target != "*" and term.target not in vocabulary:
-                problems.append(f"reward_terms[{i}]: unknown {term.kind} target {term.target!r} for "
+                problems.append(f"reward_terms[{i}]: unknown {term.kind} target {shown(term.target)} for "
                                 f"{backend.name} (use '*' for any)")
         elif term.target:
-            problems.append(f"reward_terms[{i}]: kind {term.kind!r} takes no target, got {term.target!r}")
+            problems.append(f"reward_terms[{i}]: kind {shown(term.kind)} takes no target, got {shown(term.target)}")
         parsed.append(RewardTerm(term.kind, term.target, float(term.weight)))
     if problems:
-        raise InvalidArgument("; ".join(problems))
+        raise InvalidArgument(join_problems(problems))
     return tuple(parsed)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import grpc
 
 from rlgpt.config import LearnerSettings
+from rlgpt.env_client import list_all_skills
 from rlgpt.errors import InvalidArgument, Unavailable, grpc_errors
 from rlgpt.grpc_client import create_channel
 from rlgpt.v1 import env_pb2, env_pb2_grpc, learner_pb2, learner_pb2_grpc
@@ -50,7 +51,7 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
     def _vocabulary(self, backend: str) -> EnvVocabulary:
         try:
             describe = self._env.Describe(env_pb2.DescribeRequest(backend=backend), timeout=30)
-            skills = self._env.ListSkills(env_pb2.ListSkillsRequest(backend=backend), timeout=30)
+            skills = list_all_skills(self._env, backend, timeout=30)
         except grpc.RpcError as exc:
             if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
                 raise InvalidArgument(f"backend {backend!r}: {exc.details()}") from None

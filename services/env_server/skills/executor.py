@@ -18,7 +18,7 @@ from typing import Any
 
 from rlgpt import metrics
 from rlgpt.config import EnvServerSettings
-from rlgpt.errors import AlreadyExists, InvalidArgument, NotFound, ResourceExhausted
+from rlgpt.errors import AlreadyExists, InvalidArgument, NotFound, ResourceExhausted, shown
 from services.env_server.skills.sandbox import SkillCheckError, check_source, compile_skill
 from services.env_server.skills.worker import _HEADER, MAX_MESSAGE
 
@@ -156,12 +156,15 @@ class SkillRegistry:
     def __init__(self, settings: EnvServerSettings):
         self._settings = settings
         self._skills: dict[str, SkillRecord] = {}
+        # Last version per name, kept across DeleteSkill: a re-registered skill never reuses a version,
+        # so its key cannot match code a sandbox worker loaded for the deleted one.
+        self._versions: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def check(self, name: str, code: str) -> str:
         """Validates name and code statically; returns the entry function name or raises InvalidArgument."""
         if not _NAME.match(name):
-            raise InvalidArgument(f"skill name {name!r} must match [a-z][a-z0-9_]{{0,63}}")
+            raise InvalidArgument(f"skill name {shown(name)} must match [a-z][a-z0-9_]{{0,63}}")
         size = len(code.encode("utf-8", errors="replace"))
         if size > self._settings.max_code_bytes:
             raise InvalidArgument(f"skill {name!r}: code is {size} bytes; the limit is "
@@ -179,23 +182,39 @@ class SkillRegistry:
             if old is not None and not replace:
                 raise AlreadyExists(f"skill {name!r} exists (version {old.version}); set replace=true to update it")
             if old is None and len(self._skills) >= self._settings.max_skills:
-                raise ResourceExhausted(f"the server holds {len(self._skills)} skills, its limit; remove or "
-                                        "replace skills, or raise RLGPT_ENV_MAX_SKILLS")
-            record = SkillRecord(name, description, code, backend, (old.version + 1) if old else 1)
+                raise ResourceExhausted(f"the server holds {len(self._skills)} skills, its limit; remove skills "
+                                        "(DeleteSkill), replace them (replace=true), or raise "
+                                        "RLGPT_ENV_MAX_SKILLS")
+            version = self._versions.get(name, 0) + 1
+            record = SkillRecord(name, description, code, backend, version)
             self._skills[name] = record
+            self._versions[name] = version
             return record
 
     def get(self, name: str) -> SkillRecord:
         with self._lock:
             record = self._skills.get(name)
         if record is None:
-            raise NotFound(f"no skill named {name!r}; register it first (RegisterSkill)")
+            raise NotFound(f"no skill named {shown(name)}; register it first (RegisterSkill)")
+        return record
+
+    def delete(self, name: str) -> SkillRecord:
+        """Removes a skill; sessions holding its record keep using it until they close."""
+        with self._lock:
+            record = self._skills.pop(name, None)
+        if record is None:
+            raise NotFound(f"no skill named {shown(name)}; ListSkills shows the registered ones")
         return record
 
     def all(self, backend: str = "") -> list[SkillRecord]:
         with self._lock:
             return sorted((r for r in self._skills.values() if not backend or r.backend == backend),
                           key=lambda r: r.name)
+
+    def page(self, backend: str, after: str, size: int) -> tuple[list[SkillRecord], bool]:
+        """Up to ``size`` skills named after ``after`` (name order), and whether more follow."""
+        chosen = [r for r in self.all(backend) if r.name > after]
+        return chosen[:size], len(chosen) > size
 
 
 class SkillExecutor:
