@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import logging
 import re
 from collections import Counter
@@ -22,6 +23,7 @@ from rlgpt.errors import RlgptError
 from rlgpt.llm.client import CallRecord
 from rlgpt.prompts import render_file
 from rlgpt.v1 import common_pb2, critic_pb2
+from rlgpt.world_rules import Requirement, achievement_items, achievement_rule, ways_to_get
 
 log = logging.getLogger(__name__)
 
@@ -35,21 +37,11 @@ MAX_ERROR_FINDINGS = 6
 TIMEOUT_TYPES = ("Timeout", "StepBudgetExceeded")
 DECISIONS = ("code", "rl", "")
 TARGET_NAMES = {critic_pb2.TARGET_UNSPECIFIED: "none", critic_pb2.TARGET_FAST: "fast",
-                critic_pb2.TARGET_SLOW: "slow"}
+                critic_pb2.TARGET_SLOW: "slow", critic_pb2.TARGET_KEEP: "keep"}
+_TARGETS = {"fast": critic_pb2.TARGET_FAST, "slow": critic_pb2.TARGET_SLOW, "keep": critic_pb2.TARGET_KEEP}
 _RUN = re.compile(r"^([A-Za-z_][\w]*) x(\d+)$")
-# Prerequisites a skill or trajectory names in words, e.g. "needs a wood_pickaxe", "requires table".
-_NEEDS = re.compile(r"\b(?:needs?|requires?|missing|without)\s+(?:an?\s+|the\s+)?"
-                    r"([a-z]+_(?:pickaxe|sword|table)|table|furnace)\b")
-# Tech tree: which pickaxe an achievement or item needs at least (Crafter names, MineDojo's where they differ).
-_PICKAXES = ("wood_pickaxe", "stone_pickaxe", "iron_pickaxe")
-_NEEDS_PICKAXE = {
-    **dict.fromkeys(("collect_stone", "stone", "cobblestone", "collect_coal", "coal", "place_stone",
-                     "place_furnace", "furnace", "make_stone_pickaxe", "stone_pickaxe", "make_stone_sword",
-                     "stone_sword"), "wood_pickaxe"),
-    **dict.fromkeys(("collect_iron", "iron", "iron_ore", "make_iron_pickaxe", "iron_pickaxe", "make_iron_sword",
-                     "iron_sword"), "stone_pickaxe"),
-    **dict.fromkeys(("collect_diamond", "diamond"), "iron_pickaxe"),
-}
+_SENTENCE_END = re.compile(r"[.!?](?=\s)")
+MAX_TOOL_DEPTH = 8
 
 
 class CompletesJSON(Protocol):
@@ -59,9 +51,26 @@ class CompletesJSON(Protocol):
                  validate: Any = None) -> tuple[Any, CallRecord]: ...
 
 
+def shorten(text: str, limit: int) -> str:
+    """``text`` if it fits in ``limit`` characters, else cut after its last whole sentence that fits (or, with
+    no sentence end in the second half, after the last whole word) and marked with " ..."; never mid-word."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    room = max(1, limit - 4)
+    head = text[: room + 1]
+    ends = [m.end() for m in _SENTENCE_END.finditer(head) if m.end() <= room]
+    if ends and ends[-1] >= room // 2:
+        cut = ends[-1]
+    else:
+        space = head.rfind(" ", 0, room + 1)
+        cut = space if space > 0 else room
+    return text[:cut].rstrip() + " ..."
+
+
 def _clip(value: Any) -> Any:
-    # Over-long prose is cut rather than rejected: a repair round trip costs more than it is worth.
-    return value[:MAX_TEXT] if isinstance(value, str) else value
+    # Over-long prose is shortened at a sentence end rather than rejected: a repair round trip costs more.
+    return shorten(value, MAX_TEXT) if isinstance(value, str) else value
 
 
 class CriticAnswer(BaseModel):
@@ -72,7 +81,8 @@ class CriticAnswer(BaseModel):
                                                             description="what went wrong or right")]
     suggestion: Annotated[str, BeforeValidator(_clip), Field(max_length=MAX_TEXT,
                                                              description="the one change to make next")]
-    target: Literal["fast", "slow"] = Field(description="fast: revise code/config; slow: revise the plan")
+    target: Literal["keep", "fast", "slow"] = Field(
+        description="keep: the sub-task passed, keep it; fast: revise code/config; slow: revise the plan")
 
 
 @dataclasses.dataclass
@@ -101,9 +111,9 @@ def _error_key(error: common_pb2.SkillError) -> tuple[str, int, str, str]:
 def _error_text(kind: str, key: tuple[str, int, str, str], count: int) -> str:
     type_, line, message, code_line = key
     where = f" line {line}" if line else ""
-    text = f"{kind} {type_}{where}: {message[:200]}"
+    text = f"{kind} {type_}{where}: {shorten(message, 200)}"
     if code_line:
-        text += f" (`{code_line[:120]}`)"
+        text += f" (`{shorten(code_line, 120)}`)"
     if count > 1:
         text += f" [x{count}]"
     return text
@@ -126,45 +136,84 @@ def _dead_loop(text: str, repeats: int) -> tuple[str, int] | None:
     return best
 
 
-def _required_pickaxes(conditions: list[common_pb2.Condition]) -> list[str]:
-    needed = []
-    for c in conditions:
-        name = c.achievement if c.WhichOneof("kind") == "achievement" else c.inventory.item
-        tool = _NEEDS_PICKAXE.get(name)
-        if tool and tool not in needed:
-            needed.append(tool)
-    return needed
+def _rule_for(rules: common_pb2.WorldRules, name: str) -> Requirement | None:
+    """The rule that unlocks an achievement, or the one way the rules give an item (None when several or none)."""
+    rule = achievement_rule(rules, name)
+    if rule is None:
+        ways = ways_to_get(rules, name)
+        rule = ways[0] if len(ways) == 1 else None
+    return rule
 
 
-def _has_pickaxe(needed: str, rollouts: list[common_pb2.EpisodeSummary]) -> bool:
-    good = set(_PICKAXES[_PICKAXES.index(needed):]) | {"diamond_pickaxe"}
-    if needed == "wood_pickaxe":
-        good.add("wooden_pickaxe")  # MineDojo's name
-    for r in rollouts:
-        if any(i.item in good and i.count > 0 for i in r.final_inventory):
-            return True
-        if any(a.removeprefix("make_") in good for a in r.achievements):
-            return True
-    return False
+def required_tools(rules: common_pb2.WorldRules, name: str, start: dict[str, int], depth: int = 0) -> list[str]:
+    """Items that must be held (not used up) to reach ``name`` (an achievement or an item), read from the rules:
+    the tools of the rule itself and of the rules that give the materials it uses which ``start`` lacks
+    (place_furnace uses stone; stone needs a wood_pickaxe)."""
+    rule = _rule_for(rules, name)
+    if rule is None or depth > MAX_TOOL_DEPTH:
+        return []
+    tools = list(rule.holds)
+    for item, count in rule.uses.items():
+        if start.get(item, 0) < count:
+            tools += required_tools(rules, item, start, depth + 1)
+    return list(dict.fromkeys(tools))
+
+
+def prerequisite_words(rules: common_pb2.WorldRules) -> tuple[str, ...]:
+    """Names a text can say it lacks ("needs a wood_pickaxe"): tools, made and placed things, nearby stations."""
+    words = [i.item for r in rules.collect for i in r.requires] + [r.item for r in rules.make]
+    words += [r.item for r in rules.place] + [m for r in (*rules.place, *rules.make) for m in r.nearby]
+    return tuple(sorted(set(words), key=lambda w: (-len(w), w)))
+
+
+@functools.lru_cache(maxsize=8)
+def _needs_pattern(words: tuple[str, ...]) -> re.Pattern[str] | None:
+    if not words:
+        return None
+    return re.compile(r"\b(?:needs?|requires?|missing|without)\s+(?:an?\s+|the\s+)?("
+                      + "|".join(re.escape(w) for w in words) + r")\b")
+
+
+def _obtained(rules: common_pb2.WorldRules, rollouts: list[common_pb2.EpisodeSummary],
+              start: dict[str, int]) -> set[str]:
+    """What some episode held or put into the world: start items, final inventories, and what the unlocked
+    achievements give or place (a placed table never shows in the inventory; its achievement does)."""
+    held = {item for item, count in start.items() if count > 0}
+    held |= {i.item for r in rollouts for i in r.final_inventory if i.count > 0}
+    placed = {rule.achievement: rule.item for rule in rules.place if rule.achievement}
+    for achievement in {a for r in rollouts for a in r.achievements}:
+        held |= set(achievement_items(rules, achievement))
+        if achievement in placed:
+            held.add(placed[achievement])
+    return held
 
 
 def _missing_prerequisites(request: critic_pb2.JudgeRequest, errors: list[common_pb2.SkillError],
                            success_rate: float) -> list[str]:
-    """Things the attempt needed but never had: named in errors/trajectories, or implied by the tech tree."""
+    """Things the attempt needed but never had: named in errors/trajectories, or required by the rules.
+
+    Every name and requirement comes from ``request.rules`` (the game's rules the planner passes on); without
+    rules no prerequisite is checked.
+    """
+    rules = request.rules
     rollouts = list(request.rollouts)
-    held = {i.item for r in rollouts for i in r.final_inventory if i.count > 0}
-    # Placed things (tables, furnaces) never show in the inventory; their achievements do.
-    held |= {a.split("_", 1)[1] for r in rollouts for a in r.achievements if a.startswith(("place_", "make_"))}
+    start = {i.item: i.count for i in request.start_inventory}
+    held = _obtained(rules, rollouts, start)
     found: dict[str, str] = {}
-    for text in [e.message for e in errors] + [r.text for r in rollouts]:
-        for match in _NEEDS.finditer(text.lower()):
-            item = match.group(1)
-            if item not in held and item not in found:
-                found[item] = f"named in text: {match.group(0)!r}"
+    pattern = _needs_pattern(prerequisite_words(rules))
+    if pattern is not None:
+        for text in [e.message for e in errors] + [r.text for r in rollouts]:
+            for match in pattern.finditer(text.lower()):
+                item = match.group(1)
+                if item not in held and item not in found:
+                    found[item] = f"named in text: {match.group(0)!r}"
     if rollouts and success_rate == 0:
-        for tool in _required_pickaxes(list(request.success)):
-            if tool not in found and not _has_pickaxe(tool, rollouts):
-                found[tool] = f"the success conditions need it and no episode ever held a {tool} or better"
+        for condition in request.success:
+            name = condition.achievement if condition.WhichOneof("kind") == "achievement" else condition.inventory.item
+            for tool in required_tools(rules, name, start):
+                if tool not in found and tool not in held:
+                    found[tool] = (f"the rules say {name} needs a {tool} held, and no episode ever held one (nor "
+                                   "started with one)")
     return [f"missing_prerequisite {item}: {why}" for item, why in found.items()]
 
 
@@ -193,8 +242,8 @@ def deterministic_checks(request: critic_pb2.JudgeRequest, settings: CriticSetti
 
     Target rule (first match wins):
 
-    1. success (rate >= threshold): ``TARGET_UNSPECIFIED``, nobody must act; the plan moves on.
-    2. a missing prerequisite (a "needs wood_pickaxe"-style text, or a tech-tree tool no episode
+    1. success (rate >= threshold): ``TARGET_KEEP``, decisive: the sub-task is kept; the plan moves on.
+    2. a missing prerequisite (a "needs wood_pickaxe"-style text, or a tool the rules require that no episode
        ever held while the rate is 0): ``TARGET_SLOW``, decisive: the plan lacks a step.
     3. code errors (exceptions, timeouts, refused code): ``TARGET_FAST``, decisive: fix the code.
     4. repeated failure: the curve is flat at a success rate of 0: ``TARGET_SLOW``, decisive: more
@@ -242,8 +291,9 @@ def deterministic_checks(request: critic_pb2.JudgeRequest, settings: CriticSetti
             findings.append(f"{kind}: {len(items) - MAX_ERROR_FINDINGS} more distinct errors left out")
     if exceptions:
         (type_, line, message, code_line), _ = exceptions[0]
-        where = f" at line {line}" + (f" (`{code_line[:80]}`)" if code_line else "") if line else ""
-        diagnosis.append(f"The code raised {type_}{where}: {message[:150]}.")
+        where = f" at line {line}" + (f" (`{shorten(code_line, 80)}`)" if code_line else "") if line else ""
+        said = shorten(message, 150)
+        diagnosis.append(f"The code raised {type_}{where}: {said}{'' if said.endswith('.') else '.'}")
         suggestion.append(f"Fix the {type_}{where}; guard the case that triggers it.")
     if timeouts:
         (type_, line, _message, _code_line), _ = timeouts[0]
@@ -291,7 +341,7 @@ def deterministic_checks(request: critic_pb2.JudgeRequest, settings: CriticSetti
 
     # The target rule (see the docstring).
     if success:
-        target, decisive = critic_pb2.TARGET_UNSPECIFIED, True
+        target, decisive = critic_pb2.TARGET_KEEP, True
         suggestion.insert(0, "No change needed; move on to the next sub-task.")
     elif missing:
         target, decisive = critic_pb2.TARGET_SLOW, True
@@ -339,11 +389,28 @@ def conditions_text(conditions: list[common_pb2.Condition]) -> str:
 
 
 def _truncate_middle(text: str, limit: int) -> str:
-    # Keep the head (what the agent did first) and the tail (how the episode ended).
+    """Whole lines of the head (what the agent did first) and of the tail (how the episode ended), within
+    ``limit`` characters; the lines left out in between are counted."""
     if len(text) <= limit:
         return text
-    head = limit * 2 // 3
-    return f"{text[:head]}\n  ...\n{text[-(limit - head):]}"
+    lines = text.splitlines()
+    head: list[str] = []
+    used = 0
+    for line in lines:
+        if used + len(line) + 1 > limit * 2 // 3:
+            break
+        head.append(line)
+        used += len(line) + 1
+    tail: list[str] = []
+    for line in reversed(lines[len(head):]):
+        if used + len(line) + 1 > limit:
+            break
+        tail.insert(0, line)
+        used += len(line) + 1
+    if not head and not tail:  # one line longer than the limit: its words
+        return shorten(text, limit)
+    left = len(lines) - len(head) - len(tail)
+    return "\n".join([*head, f"... ({left} lines left out) ...", *tail])
 
 
 def rollouts_text(rollouts: list[common_pb2.EpisodeSummary]) -> str:
@@ -367,13 +434,20 @@ def rollouts_text(rollouts: list[common_pb2.EpisodeSummary]) -> str:
 
 
 def code_text(code: str) -> str:
-    """The code with line numbers (errors cite them), truncated."""
+    """The code with line numbers (errors cite them); whole lines only, the rest counted."""
     if not code.strip():
         return "(none)"
-    numbered = "\n".join(f"{i:3d} | {line}" for i, line in enumerate(code.splitlines(), 1))
-    if len(numbered) > MAX_PROMPT_CODE:
-        numbered = numbered[:MAX_PROMPT_CODE] + "\n... (truncated)"
-    return numbered
+    lines = [f"{i:3d} | {line}" for i, line in enumerate(code.splitlines(), 1)]
+    shown: list[str] = []
+    used = 0
+    for line in lines:
+        if used + len(line) + 1 > MAX_PROMPT_CODE:
+            break
+        shown.append(line)
+        used += len(line) + 1
+    if len(shown) < len(lines):
+        shown.append(f"... ({len(lines) - len(shown)} more lines not shown)")
+    return "\n".join(shown)
 
 
 def curve_text(curve: list[critic_pb2.CurvePoint]) -> str:
@@ -398,7 +472,9 @@ class Judge:
             threshold=f"{self.settings.success_threshold:.2f}", success_rate=f"{findings.success_rate:.2f}",
             findings="\n".join(f"- {f}" for f in findings.findings) or "(none)",
             rollouts=rollouts_text(list(request.rollouts)), code=code_text(request.code),
-            curve=curve_text(list(request.curve)))
+            curve=curve_text(list(request.curve)), protocol=request.test_protocol.strip() or "(not given)",
+            start=", ".join(f"{i.count} {i.item}" for i in request.start_inventory if i.count) or "nothing",
+            rules=request.rules.text.strip() or "(not given)")
 
     def messages(self, request: critic_pb2.JudgeRequest, findings: Findings) -> list[dict[str, Any]]:
         """One user message; with ``attach_frames``, the PNG frames follow the text as image parts."""
@@ -430,7 +506,7 @@ class Judge:
                 answer, record = self.llm.complete("critic", self.messages(request, findings), CriticAnswer)
             except RlgptError as exc:  # LLMError, StructuredOutputError, Unavailable, an exhausted replay
                 log.warning("critic LLM failed, deterministic verdict for %s: %s", request.subtask, exc)
-                notes.append(f"llm_unavailable: {type(exc).__name__}: {str(exc)[:300]}")
+                notes.append(f"llm_unavailable: {type(exc).__name__}: {shorten(str(exc), 300)}")
             else:
                 self._merge(verdict, findings, answer, notes)
         verdict.findings.extend(findings.findings + notes)
@@ -444,9 +520,10 @@ class Judge:
             # The measured rate decides; the LLM's opinion is kept for the agents and the record.
             notes.append(f"llm_disagrees: the LLM judged success={answer.success}; measured success rate "
                          f"{findings.success_rate:.2f} vs threshold {self.settings.success_threshold:.2f}")
-        llm_target = critic_pb2.TARGET_FAST if answer.target == "fast" else critic_pb2.TARGET_SLOW
-        if findings.decisive:
-            if findings.target != critic_pb2.TARGET_UNSPECIFIED and llm_target != findings.target:
+        llm_target = _TARGETS[answer.target]
+        # "keep" only where the measured rate passed; the checks' target stands where their rule is decisive.
+        if findings.decisive or llm_target == critic_pb2.TARGET_KEEP:
+            if llm_target != findings.target:
                 notes.append(f"llm_target_overruled: the LLM chose {answer.target}; the checks' rule says "
                              f"{TARGET_NAMES[findings.target]}")
         else:

@@ -11,8 +11,17 @@ from fakes.fake_openai import FakeOpenAIServer, Reply
 from rlgpt.config import CriticSettings, LLMSettings
 from rlgpt.llm import LLMClient
 from rlgpt.llm.client import record_from_json, record_json
-from rlgpt.v1 import common_pb2, critic_pb2
-from services.critic.judge import PROMPT_DIR, CriticAnswer, Judge, deterministic_checks, render
+from rlgpt.v1 import common_pb2, critic_pb2, env_pb2
+from services.critic.judge import (
+    PROMPT_DIR,
+    CriticAnswer,
+    Judge,
+    deterministic_checks,
+    prerequisite_words,
+    render,
+    required_tools,
+    shorten,
+)
 
 SETTINGS = CriticSettings()
 LLM_SETTINGS = LLMSettings(max_retries=0, backoff_seconds=0.01, timeout_seconds=5, model="local")
@@ -44,7 +53,7 @@ def has(findings: list[str], prefix: str) -> str:
 
 def test_success_rate_against_the_threshold() -> None:
     ok = deterministic_checks(request(rollouts=[episode(True, achievements=["collect_wood"])] * 4 + [episode()]))
-    assert ok.success_rate == pytest.approx(0.8) and ok.success and ok.target == critic_pb2.TARGET_UNSPECIFIED
+    assert ok.success_rate == pytest.approx(0.8) and ok.success and ok.target == critic_pb2.TARGET_KEEP
     assert has(ok.findings, "success_rate") == "success_rate 0.80 >= threshold 0.80 (4/5 episodes)"
     low = deterministic_checks(request(rollouts=[episode(True), episode(), episode(), episode()]))
     assert low.success_rate == 0.25 and not low.success
@@ -108,18 +117,49 @@ def test_no_rollouts_at_all() -> None:
     assert found.target == critic_pb2.TARGET_FAST
 
 
-def test_missing_prerequisite_goes_to_the_slow_agent() -> None:
+@pytest.fixture(scope="module")
+def rules(env_server) -> common_pb2.WorldRules:
+    """The game's rules as a real env server serves them (the planner passes them on in JudgeRequest.rules)."""
+    return env_server.stub.Describe(env_pb2.DescribeRequest()).rules
+
+
+def test_missing_prerequisite_goes_to_the_slow_agent(rules) -> None:
     stone = [common_pb2.Condition(achievement="collect_stone")]
     no_pickaxe = episode(final_inventory=[common_pb2.ItemCount(item="wood", count=3)], achievements=["collect_wood"])
-    found = deterministic_checks(request(subtask="get_stone", success=stone, rollouts=[no_pickaxe] * 2))
+    found = deterministic_checks(request(subtask="get_stone", success=stone, rollouts=[no_pickaxe] * 2, rules=rules))
     assert has(found.findings, "missing_prerequisite wood_pickaxe")
     assert found.target == critic_pb2.TARGET_SLOW and "wood_pickaxe" in found.suggestion
     held = episode(final_inventory=[common_pb2.ItemCount(item="wood_pickaxe", count=1)])
-    assert deterministic_checks(request(success=stone, rollouts=[held])).target == critic_pb2.TARGET_FAST
+    assert deterministic_checks(request(success=stone, rollouts=[held], rules=rules)).target == critic_pb2.TARGET_FAST
+    made = episode(achievements=["make_wood_pickaxe"])  # made (and maybe lost) during the episode: it was held
+    assert deterministic_checks(request(success=stone, rollouts=[made], rules=rules)).target == critic_pb2.TARGET_FAST
     said = common_pb2.SkillError(type="RuntimeError", message="this needs a stone_pickaxe", line=2)
-    found = deterministic_checks(request(rollouts=[episode(error=said)]))
+    found = deterministic_checks(request(rollouts=[episode(error=said)], rules=rules))
     assert has(found.findings, "missing_prerequisite stone_pickaxe")
     assert found.target == critic_pb2.TARGET_SLOW  # before the exception's FAST
+
+
+def test_prerequisites_come_from_the_rules_in_the_request(rules) -> None:
+    furnace = [common_pb2.Condition(achievement="place_furnace")]
+    idle = episode(final_inventory=[common_pb2.ItemCount(item="wood", count=5)])
+    # The rules: a furnace uses stone, stone needs a wood_pickaxe held.
+    [place] = [r for r in rules.place if r.achievement == "place_furnace"]
+    [stone_rule] = [r for r in rules.collect if r.material == "stone"]
+    assert [u.item for u in place.uses] == ["stone"] and [h.item for h in stone_rule.requires] == ["wood_pickaxe"]
+    found = deterministic_checks(request(success=furnace, rollouts=[idle] * 2, rules=rules))
+    assert has(found.findings, "missing_prerequisite wood_pickaxe") and found.target == critic_pb2.TARGET_SLOW
+    # Started with the stone it uses: no pickaxe needed, so the failure is the code's.
+    enough = [common_pb2.ItemCount(item="stone", count=place.uses[0].count)]
+    found = deterministic_checks(request(success=furnace, rollouts=[idle] * 2, rules=rules, start_inventory=enough))
+    assert not [f for f in found.findings if f.startswith("missing_prerequisite")]
+    assert found.target == critic_pb2.TARGET_FAST
+    # Without rules nothing is assumed: no hand-typed tech tree.
+    bare = deterministic_checks(request(success=furnace, rollouts=[idle] * 2))
+    assert not [f for f in bare.findings if f.startswith("missing_prerequisite")]
+    # Names a text can lack are the rules' tools, made and placed things, nearby stations.
+    words = prerequisite_words(rules)
+    assert {"wood_pickaxe", "table", "furnace", "iron_sword"} <= set(words) and "tree" not in words
+    assert required_tools(rules, "make_iron_pickaxe", {}) == ["wood_pickaxe", "stone_pickaxe"]
 
 
 def llm(server: FakeOpenAIServer, tmp_path) -> LLMClient:
@@ -195,9 +235,38 @@ def test_the_llm_call_comes_back_as_a_record_without_its_images(tmp_path) -> Non
         record_from_json('{"agent": "critic"}')
 
 
+def test_keep_is_an_answer_only_where_the_attempt_passed(tmp_path) -> None:
+    passed = request(rollouts=[episode(True, achievements=["collect_wood"])] * 4)
+    failed = request(rollouts=[episode(True), episode(), episode(), episode()])  # 25%: not decisive
+    with FakeOpenAIServer([Reply.json({**ANSWER, "success": True, "target": "keep"}),
+                           Reply.json({**ANSWER, "success": True, "target": "keep"}),
+                           Reply.json({**ANSWER, "target": "fast"})]) as server:
+        judge = Judge(SETTINGS, llm(server, tmp_path))
+        kept = judge.judge(passed)
+        assert kept.success and kept.target == critic_pb2.TARGET_KEEP and not any(
+            f.startswith("llm_target_overruled") for f in kept.findings)
+        wrong = judge.judge(failed)  # "keep" for a failing attempt: the checks' target stands
+        assert not wrong.success and wrong.target == critic_pb2.TARGET_FAST
+        assert has(list(wrong.findings), "llm_target_overruled: the LLM chose keep")
+        revise = judge.judge(passed)  # a passed attempt is kept whatever the LLM says
+        assert revise.target == critic_pb2.TARGET_KEEP and has(list(revise.findings), "llm_target_overruled")
+    assert '"keep"' in json.dumps(CriticAnswer.model_json_schema())
+
+
+def test_long_prose_is_shortened_at_a_sentence_never_mid_word() -> None:
+    text = "The skill walks left. " * 40 + "Then it stops."
+    long = CriticAnswer.model_validate({**ANSWER, "diagnosis": text})
+    assert len(long.diagnosis) <= 600 and long.diagnosis.endswith("The skill walks left. ...")
+    assert shorten("one two three four five", 12) == "one two ..."
+    assert shorten("short", 12) == "short"
+    error = common_pb2.SkillError(type="ValueError", message="bad value " * 40, line=2)
+    found = deterministic_checks(request(rollouts=[episode(error=error)]))
+    assert "bad value bad value" in found.diagnosis and "bad valu." not in found.diagnosis
+
+
 def test_answer_schema_and_prompt() -> None:
     long = CriticAnswer.model_validate({**ANSWER, "diagnosis": "x" * 2000})
-    assert len(long.diagnosis) == 600  # clipped, not rejected
+    assert len(long.diagnosis) <= 600  # shortened, not rejected
     schema = json.dumps(CriticAnswer.model_json_schema())
     assert '"maxLength": 600' in schema and '"slow"' in schema
     assert "covers" in (PROMPT_DIR / "critic.txt").read_text().splitlines()[0]
