@@ -1,39 +1,87 @@
-"""Checks and compiles untrusted skill code; builds the guarded globals it runs with.
+"""Checks and compiles untrusted skill code (the static half of the sandbox).
 
-Layers, outermost first: a size limit, our own AST policy (one generator entry point, no imports,
+Layers, outermost first: a size limit, a nesting-depth limit checked without recursion (so nothing
+recursive below ever sees a deep tree), our own AST policy (one generator entry point, no imports,
 no dunders, no frame/code introspection, no exec/eval/open/globals), RestrictedPython's compiler
-(guards on attribute access, item access, iteration, writes), a loop-iteration budget injected into
-every loop, and, in the worker process (:mod:`.worker`), a memory limit plus a wall-clock limit
-enforced by killing the process.
+(guards on attribute access, item access, iteration, writes), and a loop-iteration budget injected
+into every loop. The runtime half (guarded builtins, hooks) is :mod:`.guards`; the worker process
+(:mod:`.worker`) adds memory, wall-clock and OS limits.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
-import math
-from collections.abc import Iterable, Iterator
+import textwrap
 from typing import Any
 
 from RestrictedPython import RestrictingNodeTransformer, compile_restricted_exec
-from RestrictedPython.Eval import default_guarded_getitem
-from RestrictedPython.Guards import full_write_guard, guarded_iter_unpack_sequence, safe_builtins
-from RestrictedPython.PrintCollector import PrintCollector
+from RestrictedPython.transformer import IOPERATOR_TO_STR, copy_locations
+
+from services.env_server.skills.guards import (  # noqa: F401 - re-exported for the worker and tests
+    FORBIDDEN_ATTR_PREFIXES,
+    FORBIDDEN_ATTRS,
+    FORBIDDEN_CALLS,
+    Budget,
+    StepBudgetExceeded,
+    forbidden_attr,
+    skill_globals,
+)
 
 SKILL_FILENAME = "<skill>"
 MAX_AST_NODES = 20000
+MAX_NESTING = 100
+"""Deepest syntax tree a skill may have; RestrictedPython's transformer and ``compile`` recurse per level."""
 
-FORBIDDEN_CALLS = frozenset({
-    "exec", "eval", "compile", "open", "globals", "locals", "vars", "getattr", "setattr", "delattr",
-    "__import__", "input", "breakpoint", "help", "dir", "memoryview", "type", "object", "super",
-    "classmethod", "staticmethod", "property", "exit", "quit", "id", "hash",
-})
-# Attributes that lead from a value to frames, code or globals (escape routes that need no dunder).
-_FORBIDDEN_ATTR_PREFIXES = ("gi_", "cr_", "ag_", "f_", "tb_", "co_", "func_", "im_")
-_FORBIDDEN_ATTRS = frozenset({"mro", "format", "format_map", "with_traceback"})
-_FORBIDDEN_STATEMENTS: tuple[type, ...] = (
-    ast.ClassDef, ast.AsyncFunctionDef, ast.Await, ast.AsyncFor, ast.AsyncWith, ast.Global, ast.Nonlocal, ast.With,
-    *((ast.TryStar,) if hasattr(ast, "TryStar") else ()))
+_LISTED_CALLS = " ".join(sorted(n for n in FORBIDDEN_CALLS if not n.startswith("_")))
+_LISTED_ATTRS = " ".join([p + "*" for p in FORBIDDEN_ATTR_PREFIXES] + sorted(FORBIDDEN_ATTRS))
+SANDBOX_RULES = textwrap.dedent(f"""\
+    Skill code rules (checked at registration; a refused line is named with what to write instead):
+    - Allowed: ordinary Python functions: if/elif/else, for and while (with else), break/continue,
+      try/except Exception as e/else/finally, raise, assert, del d[k], return, tuple unpacking
+      (x, y = agent.position; a, b = b, a; first, *rest = xs; for i, (x, y) in enumerate(cells)),
+      augmented assignment (n += 1; counts[k] -= 1; xs[i] *= 2), comprehensions and generator
+      expressions, nested functions, closures, lambdas, f(*args, **kw), slicing, chained comparisons,
+      ternaries, :=, f-strings and str.format ("{{0[x]}}" and "{{0.attr}}" fields are guarded like code),
+      helper functions and helper generators at the top level (yield from helper(agent)).
+    - Builtins: abs all any bool callable chr dict divmod enumerate filter float format frozenset int
+      isinstance iter len list map max min next ord pow print range repr reversed round set slice
+      sorted str sum tuple zip, the exceptions (Exception, ValueError, KeyError, StopIteration, ...),
+      and without import math.sqrt floor ceil fabs hypot atan2 sin cos log exp isfinite pi inf.
+      print output is dropped.
+    - Top level: only `def` statements and constant assignments (NAME = literal). The entry point is
+      the one top-level generator (or the one named `skill`) taking exactly one argument, `agent`.
+    - Not allowed: import (everything is on `agent`; `math` is predefined); class (use dicts or
+      tuples); global or nonlocal (keep shared state in a dict or list: state["n"] += 1); with;
+      async/await; except*; bare `except:` or `except BaseException` (catch Exception); names or
+      attributes starting with `_` (dunders included); the builtins
+      {_LISTED_CALLS};
+      attributes that reach frames or code ({_LISTED_ATTRS});
+      code nested more than {MAX_NESTING} levels deep (use intermediate variables).
+    - Limits between two yields: a loop-iteration budget and a wall-clock limit; also memory, and a
+      recursion depth of about 400 frames (chains of map/filter/zip/generators count as frames).
+    """)
+
+_FORBIDDEN_STATEMENTS: dict[type, str] = {
+    ast.ClassDef: "`class` is not allowed in skills; use dicts or tuples for records",
+    ast.AsyncFunctionDef: "async code is not allowed; a skill is a plain generator function",
+    ast.Await: "async code is not allowed; a skill is a plain generator function",
+    ast.AsyncFor: "async code is not allowed; a skill is a plain generator function",
+    ast.AsyncWith: "async code is not allowed; a skill is a plain generator function",
+    ast.Global: "`global` is not allowed; keep shared state in a dict or list (state['n'] += 1)",
+    ast.Nonlocal: "`nonlocal` is not allowed; keep shared state in a dict or list (state['n'] += 1)",
+    ast.With: "`with` is not allowed in skills; there is nothing to open or close",
+    **({ast.TryStar: "`except*` is not allowed; use `except Exception as e`"} if hasattr(ast, "TryStar") else {}),
+}
+_CALL_HINTS = {
+    "getattr": "write agent.name directly", "setattr": "use a dict for mutable records",
+    "delattr": "use a dict for mutable records", "eval": "write the code directly",
+    "exec": "write the code directly", "compile": "write the code directly", "open": "skills cannot use files",
+    "globals": "pass values as arguments", "locals": "pass values as arguments", "vars": "use a dict",
+    "type": "use isinstance(x, int)", "id": "compare with == or `is`", "hash": "use the value as a dict key",
+    "exit": "use `return` to end the skill", "quit": "use `return` to end the skill",
+    "input": "read everything from `agent`", "dir": "see the agent API text", "help": "see the agent API text",
+}
 
 
 class SkillCheckError(Exception):
@@ -52,13 +100,6 @@ class SkillCheckError(Exception):
         return f"{self.kind}: {where}{self.message}{shown}"
 
 
-class StepBudgetExceeded(BaseException):
-    """A skill looped more than its budget between two yields.
-
-    A BaseException so that a skill's own ``except Exception`` cannot swallow it.
-    """
-
-
 @dataclasses.dataclass(frozen=True)
 class CheckedSkill:
     """Source that passed the policy: its entry-point function name."""
@@ -70,10 +111,6 @@ class CheckedSkill:
 def source_line(source: str, line: int) -> str:
     lines = source.splitlines()
     return lines[line - 1].strip()[:200] if 0 < line <= len(lines) else ""
-
-
-def _forbidden_attr(name: str) -> bool:
-    return name.startswith("_") or name in _FORBIDDEN_ATTRS or name.startswith(_FORBIDDEN_ATTR_PREFIXES)
 
 
 def _is_generator(func: ast.FunctionDef) -> bool:
@@ -89,6 +126,51 @@ def _is_generator(func: ast.FunctionDef) -> bool:
     return False
 
 
+def _too_deep(tree: ast.AST) -> int | None:
+    """The line of the first node nested deeper than MAX_NESTING (0 if unknown), found without recursion."""
+    stack: list[tuple[ast.AST, int, int]] = [(tree, 0, 0)]
+    while stack:
+        node, depth, line = stack.pop()
+        line = getattr(node, "lineno", line)
+        if depth > MAX_NESTING:
+            return line
+        stack.extend((child, depth + 1, line) for child in ast.iter_child_nodes(node))
+    return None
+
+
+def _name_problem(name: str) -> str | None:
+    if name in FORBIDDEN_CALLS:
+        hint = _CALL_HINTS.get(name)
+        return f"the name `{name}` is not allowed in skills" + (f"; {hint}" if hint else "")
+    if name.startswith("_") and name != "_":
+        return f"names starting with `_` are reserved for the sandbox; rename `{name}` to `{name.lstrip('_')}_`"
+    return None
+
+
+def _policy_problem(node: ast.AST) -> str | None:
+    """What is wrong with one node, or None."""
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return "imports are not allowed; everything a skill needs is on `agent` (and `math` is predefined)"
+    if type(node) in _FORBIDDEN_STATEMENTS:
+        return _FORBIDDEN_STATEMENTS[type(node)]
+    if isinstance(node, ast.ExceptHandler):
+        if node.type is None or (isinstance(node.type, ast.Name) and node.type.id == "BaseException"):
+            return "bare `except:` / `except BaseException` is not allowed; write `except Exception:`"
+        return _name_problem(node.name) if node.name else None
+    if isinstance(node, ast.Name):
+        return _name_problem(node.id)
+    if isinstance(node, (ast.FunctionDef, ast.arg)):
+        return _name_problem(node.name if isinstance(node, ast.FunctionDef) else node.arg)
+    if isinstance(node, ast.Attribute) and forbidden_attr(node.attr):
+        if node.attr.startswith("_"):
+            return f"access to attribute `.{node.attr}` is not allowed: attributes starting with `_` are private"
+        return f"access to attribute `.{node.attr}` is not allowed: frames and code are not reachable from skills"
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("__") \
+            and node.value.endswith("__"):
+        return f"the string {node.value!r} looks like a dunder name; not allowed"
+    return None
+
+
 def check_source(source: str, max_bytes: int) -> CheckedSkill:
     """Applies the size limit and the AST policy; raises SkillCheckError naming the first bad line."""
     size = len(source.encode("utf-8", errors="replace"))
@@ -102,31 +184,28 @@ def check_source(source: str, max_bytes: int) -> CheckedSkill:
         line = exc.lineno or 0
         raise SkillCheckError("SyntaxError", f"{exc.msg}", line, source_line(source, line)) from None
     except (RecursionError, MemoryError, ValueError, OverflowError) as exc:
-        raise SkillCheckError("SyntaxError", f"code cannot be parsed: {type(exc).__name__} "
-                              "(nested too deeply?)") from None
+        raise SkillCheckError("SyntaxError", f"code cannot be parsed: {type(exc).__name__} (nested too deeply? "
+                              f"keep expressions under {MAX_NESTING} levels)") from None
 
     def violation(node: ast.AST, message: str) -> SkillCheckError:
         line = getattr(node, "lineno", 0)
         return SkillCheckError("PolicyViolation", message, line, source_line(source, line))
 
+    deep = _too_deep(tree)
+    if deep is not None:
+        raise SkillCheckError("PolicyViolation", f"code is nested more than {MAX_NESTING} levels deep; split the "
+                              "expression into steps with intermediate variables", deep, source_line(source, deep))
     for count, node in enumerate(ast.walk(tree), start=1):
         if count > MAX_AST_NODES:
-            raise SkillCheckError("PolicyViolation", f"code has more than {MAX_AST_NODES} syntax nodes")
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            raise violation(node, "imports are not allowed; everything a skill needs is on `agent`")
-        if isinstance(node, _FORBIDDEN_STATEMENTS):
-            raise violation(node, f"`{type(node).__name__}` statements are not allowed in skills")
-        if isinstance(node, ast.ExceptHandler) and (node.type is None or (
-                isinstance(node.type, ast.Name) and node.type.id == "BaseException")):
-            raise violation(node, "bare `except:` / `except BaseException` is not allowed; catch Exception")
-        if isinstance(node, ast.Name) and (node.id.startswith("__") or node.id in FORBIDDEN_CALLS):
-            raise violation(node, f"the name `{node.id}` is not allowed in skills")
-        if isinstance(node, ast.Attribute) and _forbidden_attr(node.attr):
-            raise violation(node, f"access to attribute `.{node.attr}` is not allowed in skills")
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("__") \
-                and node.value.endswith("__"):
-            raise violation(node, f"the string {node.value!r} looks like a dunder name; not allowed")
+            raise SkillCheckError("PolicyViolation", f"code has more than {MAX_AST_NODES} syntax nodes; "
+                                  "write a shorter skill")
+        problem = _policy_problem(node)
+        if problem:
+            raise violation(node, problem)
+    return CheckedSkill(source=source, entry=_entry_point(tree, violation, source))
 
+
+def _entry_point(tree: ast.Module, violation: Any, source: str) -> str:
     entries = []
     for stmt in tree.body:
         if isinstance(stmt, ast.FunctionDef):
@@ -137,12 +216,13 @@ def check_source(source: str, max_bytes: int) -> CheckedSkill:
                 ast.literal_eval(stmt.value)  # module level runs no code: literals only
             except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
                 raise violation(stmt, "top-level assignments must be literal constants "
-                                      "(numbers, strings, lists/dicts of them)") from None
+                                      "(numbers, strings, lists/dicts of them); compute values inside a "
+                                      "function") from None
         elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
             continue  # docstring
         else:
             raise violation(stmt, "only function definitions and constant assignments may stand at the "
-                                  "top level of a skill")
+                                  "top level of a skill; move this statement into a function")
     if not entries:
         raise SkillCheckError("PolicyViolation", "no generator function found: a skill is `def skill(agent):` "
                               "with at least one `yield \"<action>\"`", 1, source_line(source, 1))
@@ -156,32 +236,97 @@ def check_source(source: str, max_bytes: int) -> CheckedSkill:
     positional = args.posonlyargs + args.args
     if len(positional) - len(args.defaults) != 1 or args.vararg or args.kwonlyargs or args.kwarg:
         raise violation(entry, f"the skill `{entry.name}` must take exactly one argument, `agent`")
-    return CheckedSkill(source=source, entry=entry.name)
+    return entry.name
 
 
+def _load(name: str) -> ast.Name:
+    return ast.Name(name, ast.Load())
+
+
+def _call(func: str, *args: ast.expr) -> ast.Call:
+    return ast.Call(_load(func), list(args), [])
 
 
 class _BudgetedTransformer(RestrictingNodeTransformer):
-    """RestrictedPython's policy plus a ``_tick_(line)`` call at the top of every ``while`` body.
+    """RestrictedPython's policy, a ``_tick_(line)`` in every ``while`` body, and guarded augmented
+    assignment to items and attributes.
 
     ``for`` loops and comprehensions are already routed through ``_getiter_``, which counts too.
     """
 
     def visit_While(self, node: ast.While) -> ast.AST:
         node = self.node_contents_visit(node)
-        tick = ast.Expr(ast.Call(ast.Name("_tick_", ast.Load()), [ast.Constant(node.lineno)], []))
+        tick = ast.Expr(_call("_tick_", ast.Constant(node.lineno)))
         node.body.insert(0, ast.copy_location(tick, node))
         ast.fix_missing_locations(node)
         return node
 
+    def visit_YieldFrom(self, node: ast.YieldFrom) -> ast.AST:
+        """``yield from x`` -> ``yield from _getiter_(x)``: budgeted, and a chain of ``yield from`` generators no
+        longer closes its sub-generators recursively in C (which overflows the C stack when deep)."""
+        node = self.node_contents_visit(node)
+        node.value = ast.copy_location(_call("_getiter_", node.value), node.value)
+        ast.fix_missing_locations(node)
+        return node
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> Any:
+        """``obj[key] op= value`` -> ``t1 = obj; t2 = key; _write_(t1)[t2] = _inplacevar_(op, _getitem_(t1, t2),
+        value)``: the container and key are evaluated once, in Python's order, and every access is guarded
+        (``obj.attr op= value`` likewise with ``_getattr_``)."""
+        target = node.target
+        if isinstance(target, ast.Name):
+            return super().visit_AugAssign(node)
+        if isinstance(target, ast.Attribute) and forbidden_attr(target.attr):
+            self.error(node, f'"{target.attr}" is an invalid attribute name.')
+            return node
+        assert isinstance(target, (ast.Subscript, ast.Attribute))
+        statements: list[ast.stmt] = []
+
+        def temp(value: ast.expr) -> str:
+            name = self.gen_tmp_name()
+            statements.append(ast.Assign([ast.Name(name, ast.Store())], value))
+            return name
+
+        obj = temp(self.visit(target.value))
+        if isinstance(target, ast.Attribute):
+            current: ast.expr = _call("_getattr_", _load(obj), ast.Constant(target.attr))
+            store: ast.expr = ast.Attribute(_call("_write_", _load(obj)), target.attr, ast.Store())
+        else:
+            key = target.slice
+            if isinstance(key, ast.Slice):
+                parts = [temp(self.visit(p)) if p is not None else None for p in (key.lower, key.upper, key.step)]
+
+                def key_node() -> ast.expr:
+                    return ast.Slice(*(_load(p) if p else None for p in parts))
+            else:
+                key_name = temp(self.visit(key))
+
+                def key_node() -> ast.expr:
+                    return _load(key_name)
+            current = _call("_getitem_", _load(obj), key_node())
+            store = ast.Subscript(_call("_write_", _load(obj)), key_node(), ast.Store())
+        value = _call("_inplacevar_", ast.Constant(IOPERATOR_TO_STR[type(node.op)]), current, self.visit(node.value))
+        statements.append(ast.Assign([store], value))
+        for statement in statements:
+            copy_locations(statement, node)
+            ast.fix_missing_locations(statement)
+        return statements
+
 
 def compile_skill(checked: CheckedSkill) -> Any:
     """Compiles checked source with RestrictedPython; raises SkillCheckError on a refused construct."""
-    result = compile_restricted_exec(checked.source, SKILL_FILENAME, policy=_BudgetedTransformer)
+    try:
+        result = compile_restricted_exec(checked.source, SKILL_FILENAME, policy=_BudgetedTransformer)
+    except (RecursionError, MemoryError) as exc:
+        raise SkillCheckError("PolicyViolation", f"code cannot be compiled: {type(exc).__name__}; it is nested "
+                              "too deeply or too large") from None
     if result.errors:
         first = result.errors[0]
         line = _line_from_restricted_error(first)
-        raise SkillCheckError("PolicyViolation", "; ".join(result.errors), line, source_line(checked.source, line))
+        message = "; ".join(result.errors)
+        if 'starts with "_"' in message:
+            message += " (names starting with `_` are reserved for the sandbox)"
+        raise SkillCheckError("PolicyViolation", message, line, source_line(checked.source, line))
     return result.code
 
 
@@ -192,80 +337,3 @@ def _line_from_restricted_error(text: str) -> int:
         if digits.isdigit():
             return int(digits)
     return 0
-
-
-class Budget:
-    """Loop iterations a skill may run between two yields (reset by the worker at each resume)."""
-
-    def __init__(self, limit: int):
-        self.limit = limit
-        self.used = 0
-
-    def tick(self, line: int = 0) -> None:
-        self.used += 1
-        if self.used > self.limit:
-            where = f" (loop at line {line})" if line else ""
-            raise StepBudgetExceeded(f"more than {self.limit} loop iterations without yielding an action{where}")
-
-    def iterate(self, iterable: Iterable[Any]) -> Iterator[Any]:
-        for item in iter(iterable):
-            self.tick()
-            yield item
-
-
-def _safer_getattr(obj: Any, name: str, default: Any = None, *args: Any) -> Any:
-    if not isinstance(name, str) or _forbidden_attr(name):
-        raise AttributeError(f"access to attribute {name!r} is not allowed in skills")
-    if args:
-        raise TypeError("getattr takes at most three arguments")
-    return getattr(obj, name, default) if default is not None else getattr(obj, name)
-
-
-def _inplacevar(op: str, x: Any, y: Any) -> Any:
-    ops = {"+=": lambda: x + y, "-=": lambda: x - y, "*=": lambda: x * y, "/=": lambda: x / y,
-           "//=": lambda: x // y, "%=": lambda: x % y, "**=": lambda: x ** y, "|=": lambda: x | y,
-           "&=": lambda: x & y, "^=": lambda: x ^ y, "<<=": lambda: x << y, ">>=": lambda: x >> y}
-    if op not in ops:
-        raise SyntaxError(f"augmented assignment {op} is not supported")
-    return ops[op]()
-
-
-_EXTRA_BUILTINS = {
-    name: obj for name, obj in {
-        "min": min, "max": max, "sum": sum, "any": any, "all": all, "enumerate": enumerate, "zip": zip,
-        "sorted": sorted, "reversed": reversed, "list": list, "dict": dict, "set": set, "tuple": tuple,
-        "map": map, "filter": filter, "frozenset": frozenset, "iter": iter, "next": next,
-        "StopIteration": StopIteration,
-    }.items()
-}
-_SAFE_MATH = {name: getattr(math, name) for name in (
-    "sqrt", "floor", "ceil", "fabs", "hypot", "atan2", "sin", "cos", "pi", "inf", "isfinite", "log", "exp")}
-
-
-class _MathModule:
-    """The few math functions skills may use, as ``math.sqrt(...)`` (no module object is exposed)."""
-
-    def __init__(self) -> None:
-        for name, value in _SAFE_MATH.items():
-            setattr(self, name, value)
-
-
-def skill_globals(budget: Budget) -> dict[str, Any]:
-    """Fresh globals for one skill module: guarded builtins and RestrictedPython's hooks."""
-    builtins = {k: v for k, v in safe_builtins.items()
-                if k not in FORBIDDEN_CALLS and not k.startswith("__") and k != "BaseException"}
-    builtins.update(_EXTRA_BUILTINS)
-    return {
-        "__builtins__": builtins,
-        "__name__": "skill",
-        "__metaclass__": type,
-        "_getattr_": _safer_getattr,
-        "_getitem_": default_guarded_getitem,
-        "_getiter_": budget.iterate,
-        "_iter_unpack_sequence_": guarded_iter_unpack_sequence,
-        "_write_": full_write_guard,
-        "_inplacevar_": _inplacevar,
-        "_print_": PrintCollector,
-        "_tick_": budget.tick,
-        "math": _MathModule(),
-    }

@@ -29,16 +29,19 @@ def run_first(source: str, budget: int = 1000):
     ("def skill(agent):\n    g = globals()\n    yield 'noop'\n", "`globals`", 2),
     ("def skill(agent):\n    x = ().__class__\n    yield 'noop'\n", "__class__", 2),
     ("def skill(agent):\n    g = (i for i in [1])\n    yield g.gi_frame\n", "gi_frame", 3),
-    ("def skill(agent):\n    yield '{0.__class__}'.format(1)\n", "format", 2),
     ("def skill(agent):\n    yield getattr(agent, '__dict__')\n", "getattr", 2),
     ("def skill(agent):\n    try:\n        yield 'noop'\n    except:\n        pass\n", "bare", 4),
-    ("class A:\n    pass\ndef skill(agent):\n    yield 'noop'\n", "ClassDef", 1),
+    ("class A:\n    pass\ndef skill(agent):\n    yield 'noop'\n", "`class` is not allowed", 1),
     ("x = print('hi')\ndef skill(agent):\n    yield 'noop'\n", "literal constants", 1),
     ("def skill(agent):\n    return 'noop'\n", "no generator function", 1),
     ("def skill():\n    yield 'noop'\n", "exactly one argument", 1),
     ("def a(agent):\n    yield 1\ndef b(agent):\n    yield 2\n", "name the entry point", 3),
     ("def skill(agent)\n    yield 'noop'\n", "", 1),
     ("for i in range(3):\n    pass\ndef skill(agent):\n    yield 'noop'\n", "top level", 1),
+    ("def skill(agent):\n    _x = 1\n    yield 'noop'\n", "rename `_x` to `x_`", 2),
+    ("def skill(agent):\n    n = 0\n    def inc():\n        nonlocal n\n        n += 1\n    yield 'noop'\n",
+     "keep shared state in a dict", 4),
+    ("def skill(agent):\n    x = " + "-" * 150 + "1\n    yield 'noop'\n", "nested more than 100 levels", 2),
 ])
 def test_policy_violations_name_the_line(source: str, needle: str, line: int) -> None:
     with pytest.raises(SkillCheckError) as info:
@@ -86,3 +89,33 @@ def test_private_attributes_of_agent_are_unreachable_at_runtime() -> None:
     assert glb["_getattr_"](Agent(), "inventory") == "ok"
     with pytest.raises(AttributeError):
         glb["_getattr_"](Agent(), "_memory")
+
+
+def test_str_format_fields_go_through_the_attribute_guard() -> None:
+    assert run_first("def skill(agent):\n    yield '{0}-{k[a]}-{0.real}'.format(3, k={'a': 'x'})\n") == "3-x-3"
+    assert run_first("def skill(agent):\n    yield str.format('{}{}', 1, 2)\n") == "12"
+    for template in ("'{0.__class__}'", "'{0.gi_frame}'"):
+        with pytest.raises(AttributeError, match="not allowed"):
+            run_first(f"def skill(agent):\n    g = (i for i in [1])\n    yield {template}.format(g)\n")
+
+
+@pytest.mark.parametrize("expression", [
+    "(" * 300 + "1" + ")" * 300,
+    "1+(" * 500 + "1" + ")" * 500,
+    "[" * 150 + "1" + "]" * 150,
+    "f(" * 150 + "1" + ")" * 150,
+    "1+" * 3000 + "1",
+    "a" + ".b" * 3000,
+    "a" + "[0]" * 3000,
+    "not " * 3000 + "x",
+])
+def test_deep_nesting_is_refused_without_recursion_errors(expression: str) -> None:
+    with pytest.raises(SkillCheckError) as info:
+        compile_skill(check_source(f"def skill(agent):\n    x = {expression}\n    yield 'noop'\n", 10 ** 6))
+    assert info.value.kind in ("SyntaxError", "PolicyViolation")
+    assert "nest" in info.value.message or "parenthes" in info.value.message
+
+
+def test_nesting_just_under_the_limit_compiles() -> None:
+    source = "def skill(agent):\n    x = " + "[" * 90 + "1" + "]" * 90 + "\n    yield 'noop'\n"
+    compile_skill(check_source(source, LIMIT))
