@@ -161,12 +161,30 @@ class EnvServerSettings(Settings):
                                         "process is killed and replaced past it.", gt=0)
     skill_memory_mb: int = setting(1024, "Address-space limit of a skill worker process, MiB.", ge=128)
     skill_worker_start_seconds: float = setting(30.0, "Time a skill worker process gets to start.", gt=0)
+    skill_memory_total_mb: int = setting(
+        8192, "Memory budget of all skill worker processes of this server together, MiB: each worker reserves "
+        "skill_memory_mb; past the budget idle workers are stopped, and if none is idle the skill gets a "
+        "SandboxBusy error (RegisterSkill: RESOURCE_EXHAUSTED).", ge=128)
+    skill_isolation: bool = setting(True, "Best-effort OS isolation of skill workers: an empty network namespace, "
+                                    "an unprivileged uid when the server runs as root, no forks, files or core "
+                                    "dumps (what took effect is logged once).")
+    skill_worker_uid: int = setting(65534, "uid and gid a skill worker drops to when the server runs as root "
+                                    "(65534: nobody).", ge=1)
+    skill_probe_frames: int = setting(300, "Frames RegisterSkill runs a new skill for on each test world to "
+                                      "catch errors of later branches.", ge=1)
+    skill_probe_worlds: int = setting(3, "Test worlds (seeds 0..N-1) RegisterSkill runs a new skill on.", ge=1)
+    skill_probe_seconds: float = setting(10.0, "Wall-clock budget of RegisterSkill's test run; when it is spent, "
+                                         "the skill is judged on the frames it ran.", gt=0)
 
     def extra_problems(self) -> list[str]:
+        problems = []
         if self.default_skill_steps > self.max_skill_steps:
-            return [f"default_skill_steps={self.default_skill_steps}: must be <= max_skill_steps="
-                    f"{self.max_skill_steps}"]
-        return []
+            problems.append(f"default_skill_steps={self.default_skill_steps}: must be <= max_skill_steps="
+                            f"{self.max_skill_steps}")
+        if self.skill_memory_total_mb < self.skill_memory_mb:
+            problems.append(f"skill_memory_total_mb={self.skill_memory_total_mb}: must be >= skill_memory_mb="
+                            f"{self.skill_memory_mb} (room for at least one skill worker)")
+        return problems
 
 
 def load_together(*requests: tuple[type[Settings], Mapping[str, Any] | None]) -> list[Settings]:

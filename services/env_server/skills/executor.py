@@ -1,138 +1,26 @@
-"""Server side of the sandbox: a killable worker process per user of skills, and the skill registry."""
+"""Server side of the sandbox: the skill registry, and the executor that runs one user's skills in a worker.
+
+Worker processes themselves (start, requests, loss, memory budget) are :mod:`.pool`.
+"""
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import logging
-import os
 import re
-import select
-import signal
-import subprocess
-import sys
 import threading
-import time
-from pathlib import Path
 from typing import Any
 
 from rlgpt import metrics
 from rlgpt.config import EnvServerSettings
 from rlgpt.errors import AlreadyExists, InvalidArgument, NotFound, ResourceExhausted, shown
+from services.env_server.skills.pool import IDLE, SandboxBusy, SandboxProcess, WorkerFailure, budget_for
 from services.env_server.skills.sandbox import SkillCheckError, check_source, compile_skill
-from services.env_server.skills.worker import _HEADER, MAX_MESSAGE
+
+__all__ = ["SandboxBusy", "SandboxProcess", "SkillExecutor", "SkillRecord", "SkillRegistry", "WorkerFailure"]
 
 log = logging.getLogger(__name__)
-_PROJECT_ROOT = str(Path(__file__).resolve().parents[3])
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
-_SKILL_LINE = re.compile(r'File "<skill>", line (\d+)')
-
-
-class WorkerFailure(Exception):
-    """The worker died or was killed; ``kind`` is Timeout or WorkerCrashed, ``line`` best effort."""
-
-    def __init__(self, kind: str, message: str, line: int = 0):
-        super().__init__(message)
-        self.kind = kind
-        self.line = line
-
-
-class SandboxProcess:
-    """One worker process (``python -m services.env_server.skills.worker``) and its pipes."""
-
-    def __init__(self, settings: EnvServerSettings):
-        env = dict(os.environ)
-        env["PYTHONPATH"] = _PROJECT_ROOT + os.pathsep + env.get("PYTHONPATH", "")
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "services.env_server.skills.worker", str(settings.skill_memory_mb),
-             str(settings.skill_tick_budget)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=_PROJECT_ROOT,
-            start_new_session=True)
-        self._stderr: collections.deque[str] = collections.deque(maxlen=200)
-        self._stderr_thread = threading.Thread(target=self._drain_stderr, daemon=True, name="sandbox-stderr")
-        self._stderr_thread.start()
-        self.pid = self._proc.pid
-        self.request({"op": "ping"}, settings.skill_worker_start_seconds)
-
-    def _drain_stderr(self) -> None:
-        assert self._proc.stderr is not None
-        for raw in self._proc.stderr:
-            self._stderr.append(raw.decode(errors="replace").rstrip())
-
-    def alive(self) -> bool:
-        return self._proc.poll() is None
-
-    def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
-        """Sends one message and waits for the reply; kills the worker and raises WorkerFailure past ``timeout``."""
-        import json
-
-        assert self._proc.stdin is not None and self._proc.stdout is not None
-        payload = json.dumps(message, separators=(",", ":")).encode()
-        try:
-            self._proc.stdin.write(_HEADER.pack(len(payload)) + payload)
-            self._proc.stdin.flush()
-        except (BrokenPipeError, OSError) as exc:
-            raise self._crashed(f"cannot write to the sandbox worker: {exc}") from None
-        deadline = time.monotonic() + timeout
-        header = self._read_exact(_HEADER.size, deadline)
-        (size,) = _HEADER.unpack(header)
-        if size > MAX_MESSAGE:
-            self.kill()
-            raise WorkerFailure("WorkerCrashed", f"sandbox worker sent an oversized reply ({size} bytes)")
-        return json.loads(self._read_exact(size, deadline))
-
-    def _read_exact(self, size: int, deadline: float) -> bytes:
-        assert self._proc.stdout is not None
-        fd = self._proc.stdout.fileno()
-        chunks: list[bytes] = []
-        remaining = size
-        while remaining:
-            wait = deadline - time.monotonic()
-            ready, _, _ = select.select([fd], [], [], max(0.0, wait))
-            if not ready:
-                raise self._timed_out()
-            chunk = os.read(fd, remaining)
-            if not chunk:
-                raise self._crashed("the sandbox worker exited")
-            chunks.append(chunk)
-            remaining -= len(chunk)
-        return b"".join(chunks)
-
-    def _timed_out(self) -> WorkerFailure:
-        # Ask faulthandler for the stack first: it names the skill line even inside a long C call.
-        line = 0
-        try:
-            os.kill(self._proc.pid, signal.SIGUSR1)
-            time.sleep(0.2)
-            for text in reversed(self._stderr):
-                match = _SKILL_LINE.search(text)
-                if match:
-                    line = int(match.group(1))
-                    break
-        except ProcessLookupError:
-            pass
-        self.kill()
-        return WorkerFailure("Timeout", "the skill ran past its wall-clock limit without yielding; its sandbox "
-                             "worker was killed and replaced", line)
-
-    def _crashed(self, message: str) -> WorkerFailure:
-        self.kill()
-        tail = " | ".join(list(self._stderr)[-3:])
-        return WorkerFailure("WorkerCrashed", f"{message}{': ' + tail if tail else ''}")
-
-    def kill(self) -> None:
-        if self._proc.poll() is None:
-            self._proc.kill()
-        try:
-            self._proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            log.error("sandbox worker %d did not exit after SIGKILL", self._proc.pid)
-        for stream in (self._proc.stdin, self._proc.stdout):
-            if stream is not None:
-                try:
-                    stream.close()
-                except OSError:
-                    pass
 
 
 @dataclasses.dataclass(frozen=True)
@@ -220,20 +108,67 @@ class SkillRegistry:
 class SkillExecutor:
     """Runs skill generators of one user (a session, a RunSkill call) in its own sandbox worker.
 
-    The worker is started lazily and replaced after it is killed; generators live only within one
-    batched step, so a replacement loses nothing but the batch that caused it.
+    The worker is started lazily (reserving its memory in the server's budget) and replaced after it
+    is lost; generators live only within one batched step, so a replacement loses nothing but the
+    batch that was running. When a worker is lost, the slot it was running gets the cause (Timeout,
+    WorkerCrashed, with the skill line) and the other slots of the batch get ``Interrupted``.
+    Thread-safe: the budget may stop this executor's idle worker from another thread.
     """
 
     def __init__(self, settings: EnvServerSettings):
         self._settings = settings
+        self._budget = budget_for(settings)
+        self._lock = threading.RLock()
         self._process: SandboxProcess | None = None
         self._loaded: set[str] = set()
+        self._running: dict[int, str] = {}  # slot -> source of the skill whose generator lives in the worker
+        self._lost: dict[int, dict[str, Any]] = {}  # slot -> error, for generators lost with their worker
+
+    def release_if_idle(self) -> bool:
+        """Stops the worker when no generator lives in it (called by the memory budget); True when stopped."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            if self._running or self._process is None:
+                return False
+            log.info("stopping idle sandbox worker %d to make room in the memory budget", self._process.pid)
+            self._drop_process(kill=True)
+            return True
+        finally:
+            self._lock.release()
+
+    def _drop_process(self, kill: bool = False) -> None:
+        if kill and self._process is not None:
+            self._process.kill()
+        self._process = None
+        self._loaded = set()
+
+    def _notice_dead_worker(self) -> None:
+        """A worker that died since the last request (killed from outside): its generators are lost."""
+        if self._process is not None and not self._process.alive():
+            failure = self._process.crashed("the sandbox worker died between steps")
+            log.warning("sandbox worker %d: %s", self._process.pid, failure)
+            metrics.ENV_SKILL_WORKER_RESTARTS.inc()
+            self._drop_process()
+            self._lose_running(failure)
+
+    def _lose_running(self, failure: WorkerFailure) -> None:
+        for slot, source in self._running.items():
+            if failure.slot in (slot, IDLE):
+                self._lost[slot] = _failure_error(failure, source)
+            else:
+                self._lost[slot] = _interrupted(failure)
+        self._running.clear()
 
     def _worker(self) -> SandboxProcess:
-        if self._process is None or not self._process.alive():
-            if self._process is not None:
-                metrics.ENV_SKILL_WORKER_RESTARTS.inc()
-            self._process = SandboxProcess(self._settings)
+        self._notice_dead_worker()
+        if self._process is None:
+            lease = self._budget.reserve(self, self._settings.skill_memory_mb)  # raises SandboxBusy
+            try:
+                self._process = SandboxProcess(self._settings, lease)
+            except BaseException:
+                lease.release()
+                raise
             self._loaded = set()
         return self._process
 
@@ -241,51 +176,102 @@ class SkillExecutor:
         worker = self._worker()
         try:
             return worker.request(message, timeout or self._settings.skill_call_seconds)
-        except WorkerFailure:
-            self._process = None
-            self._loaded = set()
+        except WorkerFailure as failure:
+            self._drop_process()
             metrics.ENV_SKILL_WORKER_RESTARTS.inc()
+            self._lose_running(failure)
             raise
 
     def start(self, slot: int, skill: SkillRecord, backend: str, actions: list[str]) -> dict[str, Any] | None:
         """Starts the skill's generator in ``slot``; returns an error dict, or None on success."""
-        try:
-            if skill.key not in self._loaded:
-                reply = self._call({"op": "load", "key": skill.key, "source": skill.code,
-                                    "max_bytes": self._settings.max_code_bytes})
-                if "error" in reply:
-                    return reply["error"]
-                self._loaded.add(skill.key)
-            reply = self._call({"op": "start", "slot": slot, "key": skill.key, "backend": backend,
-                                "actions": actions})
-        except WorkerFailure as exc:
-            return _failure_error(exc, skill.code)
-        return reply.get("error")
+        with self._lock:
+            self._lost.pop(slot, None)
+            try:
+                if skill.key not in self._loaded:
+                    reply = self._call({"op": "load", "key": skill.key, "source": skill.code,
+                                        "max_bytes": self._settings.max_code_bytes})
+                    if "error" in reply:
+                        return reply["error"]
+                    self._loaded.add(skill.key)
+                reply = self._call({"op": "start", "slot": slot, "key": skill.key, "backend": backend,
+                                    "actions": actions})
+            except WorkerFailure as exc:
+                return _failure_error(exc, skill.code)
+            if "error" in reply:
+                return reply["error"]
+            self._running[slot] = skill.code
+            return None
 
     def advance(self, perceptions: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
         """Resumes every listed slot once; slot -> {"action"} | {"done"} | {"error"}."""
-        if not perceptions:
-            return {}
-        try:
-            reply = self._call({"op": "advance", "items": [[s, p] for s, p in perceptions.items()]})
-        except WorkerFailure as exc:
-            return {slot: {"error": _failure_error(exc, "")} for slot in perceptions}
-        return {int(slot): result for slot, result in reply["results"]}
+        with self._lock:
+            if not perceptions:
+                return {}
+            self._notice_dead_worker()
+            results = {slot: {"error": self._lost.pop(slot)} for slot in perceptions if slot in self._lost}
+            asked = [slot for slot in perceptions if slot not in results]
+            if not asked:
+                return results
+            try:
+                reply = self._call({"op": "advance", "items": [[s, perceptions[s]] for s in asked]})
+                answered = {int(slot): result for slot, result in reply["results"]}
+            except WorkerFailure as exc:
+                for slot in asked:
+                    results[slot] = {"error": self._lost.pop(slot, None) or _failure_error(exc, "")}
+                return results
+            except (KeyError, TypeError, ValueError):
+                failure = self._process.crashed("the sandbox worker sent a malformed reply") if self._process \
+                    else WorkerFailure("WorkerCrashed", "the sandbox worker sent a malformed reply")
+                self._drop_process()
+                self._lose_running(failure)
+                return {**results, **{slot: {"error": _failure_error(failure, "")} for slot in asked}}
+            for slot in asked:
+                result = answered.get(slot)
+                if not isinstance(result, dict):
+                    result = {"error": {"type": "WorkerCrashed", "message": "the sandbox worker gave no result",
+                                        "line": 0, "code_line": ""}}
+                if "action" not in result:
+                    self._running.pop(slot, None)
+                results[slot] = result
+            return results
 
     def stop(self, slots: list[int]) -> None:
-        if slots and self._process is not None and self._process.alive():
-            try:
-                self._call({"op": "stop", "slots": slots})
-            except WorkerFailure:
-                pass
+        with self._lock:
+            for slot in slots:
+                self._running.pop(slot, None)
+                self._lost.pop(slot, None)
+            if slots and self._process is not None and self._process.alive():
+                try:
+                    self._call({"op": "stop", "slots": slots})
+                except WorkerFailure:
+                    pass
+
+    # Read without the lock (one reference read): they must answer while a request is in flight.
+    @property
+    def isolation(self) -> dict[str, Any]:
+        """What OS isolation the current worker reported (empty before one has started)."""
+        process = self._process
+        return dict(process.isolation) if process is not None else {}
+
+    @property
+    def worker_pid(self) -> int | None:
+        process = self._process
+        return process.pid if process is not None else None
 
     def close(self) -> None:
-        if self._process is not None:
-            self._process.kill()
-            self._process = None
+        with self._lock:
+            self._drop_process(kill=True)
+            self._running.clear()
+            self._lost.clear()
 
 
 def _failure_error(exc: WorkerFailure, source: str) -> dict[str, Any]:
     lines = source.splitlines()
     code_line = lines[exc.line - 1].strip() if source and 0 < exc.line <= len(lines) else ""
     return {"type": exc.kind, "message": str(exc), "line": exc.line, "code_line": code_line}
+
+
+def _interrupted(culprit: WorkerFailure) -> dict[str, Any]:
+    what = "ran past its time limit" if culprit.kind == "Timeout" else "crashed its sandbox worker"
+    return {"type": "Interrupted", "message": f"stopped because another skill in the same batch (env {culprit.slot}) "
+            f"{what}; nothing is wrong with this skill, run it again", "line": 0, "code_line": ""}
