@@ -16,7 +16,6 @@ import grpc
 from rlgpt import metrics
 from rlgpt.config import EnvServerSettings
 from rlgpt.errors import (
-    DeadlineExceeded,
     FailedPrecondition,
     InvalidArgument,
     NotFound,
@@ -278,36 +277,12 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
 
     # --- skills -------------------------------------------------------------------------------------
     def _smoke_test(self, name: str, code: str, backend: Backend) -> None:
-        """Starts the skill on a probe world and resumes it once: it must yield a valid action."""
-        from services.env_server.skills.executor import SkillRecord
+        """Runs the candidate for a few hundred frames on a few test worlds (skills/probe.py): code errors,
+        NoYield and timeouts are refused before the skill is registered."""
+        from services.env_server.skills.probe import probe_skill
 
-        record = SkillRecord(name=name, description="", code=code, backend=backend.spec.name, version=0)
         with self._probe_lock:
-            if self._probe_executor is None:
-                self._probe_executor = SkillExecutor(self.settings)
-            env = self._probe_envs.get(backend.spec.name)
-            if env is None:
-                env = self._probe_envs[backend.spec.name] = backend.make_env()
-            env.reset(0)
-            executor = self._probe_executor
-            error = executor.start(0, record, backend.spec.name, list(backend.spec.actions))
-            result: dict[str, Any] = {"error": error} if error else executor.advance({0: env.perception()})[0]
-            executor.stop([0])
-            # The probe world is reused, so a loaded version-0 copy must not shadow the next candidate.
-            executor.close()
-            self._probe_executor = None
-        if "error" in result:
-            err = result["error"]
-            where = f" at line {err['line']}" if err.get("line") else ""
-            shown = f" [{err['code_line']}]" if err.get("code_line") else ""
-            message = (f"skill {name!r} failed its first step on a test world: {err['type']}{where}: "
-                       f"{err['message']}{shown}")
-            if err["type"] == "Timeout":
-                raise DeadlineExceeded(message)
-            raise InvalidArgument(message)
-        if "done" in result:
-            raise InvalidArgument(f"skill {name!r} returned without yielding any action on a test world (NoYield); "
-                                  "a skill must `yield \"<action>\"` at least once")
+            probe_skill(self.settings, name, code, backend, self._probe_envs)
 
     @grpc_errors
     def RegisterSkill(self, request: env_pb2.RegisterSkillRequest,

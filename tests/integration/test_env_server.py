@@ -219,15 +219,23 @@ def test_bad_skill_is_rejected_and_server_survives(env_server, case: str) -> Non
     assert_healthy(env_server)
 
 
+# RegisterSkill runs a skill on test worlds first, so these fail only in a branch the test worlds do not
+# reach: with the start inventory of RICH_TASK.
+RICH_TASK = common_pb2.TaskSpec(name="collect_wood", start_inventory=[common_pb2.ItemCount(item="wood", count=9)])
+IF_RICH = " if agent.inventory['wood'] >= 9 else 0"
+
+
 def test_skill_failing_mid_episode_reports_line_and_episode_goes_on(env_server) -> None:
-    code = ("def skill(agent):\n    yield 'noop'\n    yield 'noop'\n    x = [1][5]\n    yield 'noop'\n")
+    code = ("def skill(agent):\n    yield 'noop'\n    yield 'noop'\n    x = [1][5]" + IF_RICH + "\n    yield 'noop'\n")
     env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="fails_late", code=code, replace=True))
-    r = env_server.stub.RunSkill(env_pb2.RunSkillRequest(skill="fails_late", episodes=2, max_steps=50))
+    r = env_server.stub.RunSkill(env_pb2.RunSkillRequest(skill="fails_late", episodes=2, max_steps=50,
+                                                         task=RICH_TASK))
     for ep in r.episodes:
-        assert ep.error.type == "IndexError" and ep.error.line == 4 and ep.error.code_line == "x = [1][5]"
+        assert ep.error.type == "IndexError" and ep.error.line == 4 and ep.error.code_line == "x = [1][5]" + IF_RICH
         assert ep.steps == 2 and ep.end_reason == "error"
     s = env_server.stub.CreateSession(env_pb2.CreateSessionRequest(num_envs=1, skills=["fails_late"],
-                                                                   skill_max_steps=10, autoreset=True))
+                                                                   skill_max_steps=10, autoreset=True,
+                                                                   task=RICH_TASK))
     step = env_server.stub.Step(env_pb2.StepRequest(session_id=s.session_id, actions=[17]))
     assert step.infos[0].skill_error.type == "IndexError" and step.frames[0] == 2
     step = env_server.stub.Step(env_pb2.StepRequest(session_id=s.session_id, actions=[0]))
@@ -235,17 +243,19 @@ def test_skill_failing_mid_episode_reports_line_and_episode_goes_on(env_server) 
 
 
 def test_runaway_skill_at_runtime_is_killed_with_its_line(env_server) -> None:
-    code = ("def skill(agent):\n    yield 'noop'\n    n = 10 ** 10 ** 9\n    yield 'noop'\n")
+    code = ("def skill(agent):\n    yield 'noop'\n    n = 10 ** 10 ** 9" + IF_RICH + "\n    yield 'noop'\n")
     env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="slow_late", code=code, replace=True))
-    r = env_server.stub.RunSkill(env_pb2.RunSkillRequest(skill="slow_late", episodes=1, max_steps=20))
+    r = env_server.stub.RunSkill(env_pb2.RunSkillRequest(skill="slow_late", episodes=1, max_steps=20,
+                                                         task=RICH_TASK))
     assert r.episodes[0].error.type == "Timeout" and r.episodes[0].error.line == 3
     assert_healthy(env_server)
 
 
 def test_memory_bomb_is_contained(env_server) -> None:
-    code = ("def skill(agent):\n    yield 'noop'\n    x = [0] * (10 ** 10)\n    yield 'noop'\n")
+    code = ("def skill(agent):\n    yield 'noop'\n    x = [0] * (10 ** 10)" + IF_RICH + "\n    yield 'noop'\n")
     env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="mem_late", code=code, replace=True))
-    r = env_server.stub.RunSkill(env_pb2.RunSkillRequest(skill="mem_late", episodes=1, max_steps=20))
+    r = env_server.stub.RunSkill(env_pb2.RunSkillRequest(skill="mem_late", episodes=1, max_steps=20,
+                                                         task=RICH_TASK))
     assert r.episodes[0].error.type == "MemoryLimit"
     assert_healthy(env_server)
 
