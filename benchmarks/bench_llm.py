@@ -18,6 +18,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from benchmarks.bench_skills import start_items
 from benchmarks.common import machine_description, write_section
 from rlgpt.config import LLMSettings
 from rlgpt.grpc_client import create_channel
@@ -32,24 +33,22 @@ log = logging.getLogger("bench_llm")
 console = Console(stderr=True)
 
 
-def _item(item: str, count: int = 1) -> common_pb2.ItemCount:
-    return common_pb2.ItemCount(item=item, count=count)
-
-
-# (sub-task, description, success achievement, start inventory for its skill test)
-SUBTASKS: list[tuple[str, str, str, list[common_pb2.ItemCount]]] = [
-    ("collect_wood", "collect wood from a tree", "collect_wood", []),
-    ("place_table", "place a crafting table (needs wood)", "place_table", [_item("wood", 2)]),
-    ("make_wood_pickaxe", "make a wood pickaxe at a table", "make_wood_pickaxe", [_item("wood", 3)]),
-    ("make_wood_sword", "make a wood sword at a table", "make_wood_sword", [_item("wood", 3)]),
-    ("collect_sapling", "collect a sapling from grass", "collect_sapling", []),
-    ("place_plant", "plant a sapling on grass", "place_plant", [_item("sapling", 1)]),
-    ("make_stone_sword", "make a stone sword", "make_stone_sword", [_item("wood", 3), _item("stone", 1)]),
-    ("collect_stone", "mine stone with a wood pickaxe", "collect_stone", [_item("wood_pickaxe", 1)]),
-    ("place_stone", "place a stone block", "place_stone", [_item("stone", 1)]),
-    ("collect_coal", "mine coal with a wood pickaxe", "collect_coal", [_item("wood_pickaxe", 1)]),
-    ("make_stone_pickaxe", "make a stone pickaxe", "make_stone_pickaxe", [_item("wood", 3), _item("stone", 1)]),
-    ("place_furnace", "place a furnace near a table", "place_furnace", [_item("wood", 2), _item("stone", 2)]),
+# (sub-task, description, success achievement); the start inventory of each skill test comes from the game's
+# rules (bench_skills.start_items: what the achievement's rule uses and holds, and what placing what it needs
+# nearby uses), never typed here.
+SUBTASKS: list[tuple[str, str, str]] = [
+    ("collect_wood", "collect wood from a tree", "collect_wood"),
+    ("place_table", "place a crafting table", "place_table"),
+    ("make_wood_pickaxe", "make a wood pickaxe", "make_wood_pickaxe"),
+    ("make_wood_sword", "make a wood sword", "make_wood_sword"),
+    ("collect_sapling", "collect a sapling from grass", "collect_sapling"),
+    ("place_plant", "plant a sapling", "place_plant"),
+    ("make_stone_sword", "make a stone sword", "make_stone_sword"),
+    ("collect_stone", "mine stone", "collect_stone"),
+    ("place_stone", "place a stone block", "place_stone"),
+    ("collect_coal", "mine coal", "collect_coal"),
+    ("make_stone_pickaxe", "make a stone pickaxe", "make_stone_pickaxe"),
+    ("place_furnace", "place a furnace", "place_furnace"),
 ]
 
 
@@ -67,7 +66,9 @@ def measure_model(model: str, env_target: str, work: Path, episodes: int, steps:
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*columns, console=console) as progress:
             bar = progress.add_task(f"{model}", total=len(SUBTASKS))
-            for name, description, achievement, start in SUBTASKS:
+            for name, description, achievement in SUBTASKS:
+                start = [common_pb2.ItemCount(item=k, count=v)
+                         for k, v in start_items(describe.rules, achievement).items()]
                 row: dict[str, Any] = {"subtask": name}
                 try:
                     _plan, record = slow.plan(common_pb2.TaskSpec(name=achievement, description=description))

@@ -9,18 +9,20 @@ import time
 from typing import Any, Protocol
 
 import grpc
-from google.protobuf import json_format
 from pydantic import BaseModel
 
 from rlgpt import metrics
 from rlgpt.llm.client import CallRecord, StructuredOutputError
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2, planner_pb2
-from services.planner.prompts import render
+from services.planner.prompts import EvalProtocol, render
 from services.planner.schemas import (
+    MAX_SUBTASKS,
     SkillAnswer,
     complete_action_space,
+    plan_answer,
     plan_schema,
     plan_to_proto,
+    rl_config_answer,
     rl_config_to_proto,
     rl_schema,
 )
@@ -60,9 +62,45 @@ class MeteredLLM:
             metrics.PLANNER_LLM_SECONDS.labels(agent).observe(time.perf_counter() - start)
 
 
+MAX_OFFERED_SKILLS = 16
+"""Library skills offered to an agent (listed in its prompt and allowed by its schema: the same set)."""
+MAX_SHOWN_CODE = 2
+"""Library skills whose code the fast agent sees (the most relevant to its sub-task)."""
+MAX_SHOWN_CODE_CHARS = 2500
+"""A library skill's code is shown whole or not at all (cut code cannot be copied)."""
+# What each reward kind does: the contract of RewardTerm (proto/rlgpt/v1/common.proto). Only the kinds the env
+# server lists in Describe are shown; a kind it lists that is not described here is shown by name.
+REWARD_KIND_DOC = {
+    "success": "weight once, on the frame the success condition first holds (no target)",
+    "achievement": "weight each time the target achievement (or any, \"*\") is unlocked",
+    "inventory_gain": "weight per unit of the target item (or any, \"*\") gained; losses are not penalised",
+    "step": "weight on every frame (a small negative weight is a time penalty; no target)",
+    "health": "weight times the change of health on the frame (no target)",
+    "death": "weight on the frame the player dies (no target)",
+    "native": "weight times the game's own reward (no target)",
+}
+
+
 def describe_env(describe: env_pb2.DescribeResponse) -> str:
     return (f"backend {describe.backend}; actions: {', '.join(describe.actions)}\n"
             f"achievements: {', '.join(describe.achievements)}\nitems: {', '.join(describe.items)}")
+
+
+def rules_text(describe: env_pb2.DescribeResponse) -> str:
+    return describe.rules.text.strip() or "(the env server serves no rules for this backend)"
+
+
+def skill_api_text(describe: env_pb2.DescribeResponse) -> str:
+    """The skill API as Describe serves it; the rules appended when the server's text lacks them."""
+    api = describe.skill_api.strip()
+    if describe.rules.text and describe.rules.text.strip() not in api:
+        api += "\n\nThe world's rules (generated from the game itself):\n" + describe.rules.text.strip()
+    return api
+
+
+def reward_kinds_text(describe: env_pb2.DescribeResponse) -> str:
+    return "\n".join(f"- {kind}: {REWARD_KIND_DOC[kind]}" if kind in REWARD_KIND_DOC else f"- {kind}"
+                      for kind in describe.reward_kinds) or "(none listed)"
 
 
 def conditions_text(conditions: list[common_pb2.Condition]) -> str:
@@ -75,30 +113,63 @@ def conditions_text(conditions: list[common_pb2.Condition]) -> str:
     return " and ".join(parts) or "none"
 
 
-def library_text(skills: list[LibrarySkill]) -> str:
+def offered_skills(library: SkillLibrary, query: str, limit: int = MAX_OFFERED_SKILLS) -> list[LibrarySkill]:
+    """The library skills an agent is offered, by name: every skill that passed its tests, or, past ``limit``,
+    the ``limit`` most relevant to ``query`` (then the most successful). Prompt and schema use this one list."""
+    working = [s for s in library.all() if s.success_rate > 0]
+    if len(working) > limit:
+        chosen = {s.name: s for s in library.retrieve(query, k=limit) if s.success_rate > 0}
+        for s in sorted(working, key=lambda s: (-s.success_rate, s.name)):
+            if len(chosen) >= limit:
+                break
+            chosen.setdefault(s.name, s)
+        working = list(chosen.values())
+    return sorted(working, key=lambda s: s.name)
+
+
+def library_text(skills: list[LibrarySkill], code_of: tuple[str, ...] = ()) -> str:
+    """One line per skill (name, description, tested success rate); the code of the skills in ``code_of``."""
     if not skills:
-        return "(empty)"
-    return "\n".join(f"- {s.name}: {s.description} (success {s.success_rate:.0%})" for s in skills)
+        return "(empty: no coded skill has passed its tests yet)"
+    lines = []
+    for s in skills:
+        lines.append(f"- {s.name}: {s.description} (tested success {s.success_rate:.0%})")
+        if s.name in code_of:
+            if len(s.code) <= MAX_SHOWN_CODE_CHARS:
+                lines.append("  code:\n" + "\n".join(f"    {line}" for line in s.code.rstrip().splitlines()))
+            else:
+                lines.append(f"  (code of {len(s.code)} characters, too long to show)")
+    return "\n".join(lines)
 
 
 class SlowAgent:
     """Decomposes a task into sub-tasks and decides code or RL for each."""
 
-    def __init__(self, llm: CompletesJSON, describe: env_pb2.DescribeResponse, library: SkillLibrary):
+    def __init__(self, llm: CompletesJSON, describe: env_pb2.DescribeResponse, library: SkillLibrary,
+                 protocol: EvalProtocol | None = None):
         self.llm = llm
         self.describe = describe
         self.library = library
+        self.protocol = (protocol or EvalProtocol()).with_rules(describe.rules)
 
-    def plan(self, task: common_pb2.TaskSpec, *, iteration: int = 0, previous: planner_pb2.Plan | None = None,
-             feedback: str = "") -> tuple[planner_pb2.Plan, CallRecord]:
+    def prompt(self, task: common_pb2.TaskSpec, previous: planner_pb2.Plan | None = None,
+               feedback: str = "") -> tuple[str, type[BaseModel]]:
+        """The prompt and the answer schema; both offer the same library skills."""
         task_text = task.description or task.name
         if task.success:
             task_text += f" (success: {conditions_text(list(task.success))})"
-        relevant = self.library.retrieve(task_text, k=8)
-        schema = plan_schema(self.describe, tuple(s.name for s in self.library.all()))
-        prompt = render("slow_agent", env=describe_env(self.describe), library=library_text(relevant),
-                        previous_plan=json_format.MessageToJson(previous) if previous else "(none)",
+        skills = offered_skills(self.library, task_text)
+        schema = plan_schema(self.describe, tuple(s.name for s in skills))
+        prompt = render("slow_agent", env=describe_env(self.describe), rules=rules_text(self.describe),
+                        protocol=self.protocol.plan_test(), max_subtasks=str(MAX_SUBTASKS),
+                        library=library_text(skills),
+                        previous_plan=json.dumps(plan_answer(previous)) if previous else "(none)",
                         feedback=feedback or "(none)", task=task_text)
+        return prompt, schema
+
+    def plan(self, task: common_pb2.TaskSpec, *, iteration: int = 0, previous: planner_pb2.Plan | None = None,
+             feedback: str = "") -> tuple[planner_pb2.Plan, CallRecord]:
+        prompt, schema = self.prompt(task, previous, feedback)
         answer, record = self.llm.complete("slow", [{"role": "user", "content": prompt}], schema, iteration=iteration)
         return plan_to_proto(answer, iteration), record
 
@@ -119,14 +190,50 @@ class FastAgent:
     """Writes skills (tested on the env server) and RL configs (checked by the learner)."""
 
     def __init__(self, llm: CompletesJSON, env: env_pb2_grpc.EnvServiceStub, describe: env_pb2.DescribeResponse,
-                 library: SkillLibrary, *, test_episodes: int = 4, test_steps: int = 300, seed: int = 0):
+                 library: SkillLibrary, *, test_episodes: int = 4, test_steps: int = 300, seed: int = 0,
+                 protocol: EvalProtocol | None = None):
+        """``protocol``: the run's budgets (the loops pass theirs); without it, one from test_episodes/steps."""
         self.llm = llm
         self.env = env
         self.describe = describe
         self.library = library
-        self.test_episodes = test_episodes
-        self.test_steps = test_steps
+        self.protocol = (protocol or EvalProtocol(test_episodes=test_episodes, test_steps=test_steps)).with_rules(
+            describe.rules)
+        self.test_episodes = self.protocol.test_episodes
+        self.test_steps = self.protocol.test_steps
         self.seed = seed
+
+    def skill_prompt(self, subtask: planner_pb2.SubTask, *, previous_code: str = "", error: str = "",
+                     feedback: str = "", start_inventory: list[common_pb2.ItemCount] | None = None) -> str:
+        query = f"{subtask.name} {subtask.description} {conditions_text(list(subtask.success))}"
+        skills = offered_skills(self.library, query)
+        relevant = tuple(s.name for s in self.library.retrieve(query, k=MAX_SHOWN_CODE)
+                         if s.name in {o.name for o in skills})
+        return render("fast_agent_code", skill_api=skill_api_text(self.describe),
+                      subtask=f"{subtask.name}: {subtask.description}",
+                      success=conditions_text(list(subtask.success)),
+                      protocol=self.protocol.code_test(list(start_inventory or [])),
+                      library=library_text(skills, code_of=relevant), previous_code=previous_code or "(none)",
+                      error=error or "(none)", feedback=feedback or "(none)")
+
+    def rl_prompt(self, subtask: planner_pb2.SubTask, *, env_frames: int,
+                  previous: learner_pb2.RLConfig | None = None, feedback: str = "",
+                  start_inventory: list[common_pb2.ItemCount] | None = None) -> tuple[str, type[BaseModel]]:
+        """The prompt and the answer schema; both offer the same library skills."""
+        query = f"{subtask.name} {subtask.description} {conditions_text(list(subtask.success))}"
+        skills = offered_skills(self.library, query)
+        names = tuple(s.name for s in skills)
+        suggested = [name for name in subtask.skills if name in names]
+        prompt = render("fast_agent_rl", actions=", ".join(self.describe.actions),
+                        skills=library_text(skills), suggested=", ".join(suggested) or "(none)",
+                        reward_kinds=reward_kinds_text(self.describe),
+                        subtask=f"{subtask.name}: {subtask.description}",
+                        success=conditions_text(list(subtask.success)),
+                        protocol=self.protocol.rl_test(list(start_inventory or []), env_frames),
+                        rules=rules_text(self.describe),
+                        previous_config=json.dumps(rl_config_answer(previous)) if previous else "(none)",
+                        feedback=feedback or "(none)")
+        return prompt, rl_schema(self.describe, names)
 
     def write_skill(self, subtask: planner_pb2.SubTask, *, iteration: int = 0, candidates: int = 1,
                     previous_code: str = "", error: str = "", feedback: str = "",
@@ -135,10 +242,8 @@ class FastAgent:
 
         ``start_inventory``: what earlier sub-tasks of the chain produce, given at the start of each test.
         """
-        prompt = render("fast_agent_code", skill_api=self.describe.skill_api,
-                        subtask=f"{subtask.name}: {subtask.description}",
-                        success=conditions_text(list(subtask.success)), previous_code=previous_code or "(none)",
-                        error=error or "(none)", feedback=feedback or "(none)")
+        prompt = self.skill_prompt(subtask, previous_code=previous_code, error=error, feedback=feedback,
+                                   start_inventory=start_inventory)
         results = []
         for index in range(candidates):
             try:
@@ -185,18 +290,17 @@ class FastAgent:
         return candidate
 
     def write_rl_config(self, subtask: planner_pb2.SubTask, *, env_frames: int, iteration: int = 0,
-                        previous: learner_pb2.RLConfig | None = None, feedback: str = ""
+                        previous: learner_pb2.RLConfig | None = None, feedback: str = "",
+                        start_inventory: list[common_pb2.ItemCount] | None = None
                         ) -> tuple[learner_pb2.RLConfig, CallRecord]:
-        skills = tuple(s.name for s in self.library.all())
-        prompt = render("fast_agent_rl", actions=", ".join(self.describe.actions),
-                        skills=", ".join(skills) or "(none)", subtask=f"{subtask.name}: {subtask.description}",
-                        success=conditions_text(list(subtask.success)),
-                        previous_config=json_format.MessageToJson(previous) if previous else "(none)",
-                        feedback=feedback or "(none)")
-        answer, record = self.llm.complete("fast", [{"role": "user", "content": prompt}],
-                                           rl_schema(self.describe, skills), iteration=iteration)
+        """``previous``: the config the last attempt trained (shown to the model in its answer form)."""
+        prompt, schema = self.rl_prompt(subtask, env_frames=env_frames, previous=previous, feedback=feedback,
+                                        start_inventory=start_inventory)
+        answer, record = self.llm.complete("fast", [{"role": "user", "content": prompt}], schema,
+                                           iteration=iteration)
         config = rl_config_to_proto(answer, subtask, env_frames, self.seed)
-        added = complete_action_space(config, list(self.describe.actions))
+        config.task.start_inventory.extend(start_inventory or [])
+        added = complete_action_space(config, list(self.describe.actions), self.describe.rules)
         if added:
             log.info("RL config of %s: added the actions its success condition needs: %s", subtask.name, added)
         return config, record

@@ -28,6 +28,7 @@ import time
 from typing import Any
 
 import grpc
+from google.protobuf import json_format
 
 from rlgpt import metrics
 from rlgpt.config import PlannerSettings
@@ -43,7 +44,9 @@ from rlgpt.v1 import (
     learner_pb2_grpc,
     planner_pb2,
 )
+from rlgpt.world_rules import achievement_items
 from services.planner.agents import CompletesJSON, FastAgent, SlowAgent
+from services.planner.prompts import EvalProtocol, shorten
 from services.planner.runs import Run
 from services.planner.skill_library import SkillLibrary
 from services.planner.state import RunState, SubTaskState
@@ -51,6 +54,7 @@ from services.planner.state import RunState, SubTaskState
 log = logging.getLogger(__name__)
 DEFAULT_OUTER, DEFAULT_INNER, DEFAULT_EVAL = 2, 2, 8
 FINAL_EPISODE_FRAMES = 1000
+SUMMARY_FEEDBACK_CHARS = 400
 _DEF = re.compile(r"^def\s+(\w+)\s*\(", re.MULTILINE)
 
 
@@ -67,17 +71,23 @@ class StopRequested(Exception):
     """StopRun was called; the run saves its state and ends resumable."""
 
 
-def implied_items(conditions: list[common_pb2.Condition], items: set[str]) -> dict[str, int]:
-    """What holding a sub-task's success conditions leaves in the inventory (for the next sub-task's tests)."""
+def implied_items(conditions: list[common_pb2.Condition], rules: common_pb2.WorldRules,
+                  items: set[str]) -> dict[str, int]:
+    """What holding a sub-task's success conditions leaves in the inventory (for the next sub-task's tests).
+
+    An inventory condition leaves its count; an achievement leaves what the rule that unlocks it gives
+    (``rlgpt.world_rules.achievement_items``: collect_wood -> 1 wood, make_wood_pickaxe -> 1 wood_pickaxe); placing
+    leaves nothing. Only inventory items count (status values such as drink are not given).
+    """
     found: dict[str, int] = {}
     for c in conditions:
         if c.WhichOneof("kind") == "inventory":
-            found[c.inventory.item] = max(found.get(c.inventory.item, 0), c.inventory.count)
+            gained = {c.inventory.item: c.inventory.count}
         else:
-            for prefix in ("collect_", "make_"):
-                item = c.achievement.removeprefix(prefix)
-                if c.achievement.startswith(prefix) and item in items:
-                    found[item] = max(found.get(item, 0), 1)
+            gained = achievement_items(rules, c.achievement)
+        for item, count in gained.items():
+            if item in items:
+                found[item] = max(found.get(item, 0), count)
     return found
 
 
@@ -113,9 +123,12 @@ class TwoLoops:
         self.total_frames = budgets.total_env_frames
         self.max_tokens = budgets.max_tokens
         self.library = library
-        self.slow = SlowAgent(llm, describe, library) if llm is not None else None
-        self.fast = (FastAgent(llm, stubs.env, describe, library, test_episodes=settings.test_episodes,
-                               test_steps=settings.test_steps, seed=request.seed) if llm is not None else None)
+        self.protocol = EvalProtocol(test_episodes=settings.test_episodes, test_steps=settings.test_steps,
+                                     env_frames=self.frames_per_training, eval_episodes=self.eval_episodes,
+                                     final_frames=FINAL_EPISODE_FRAMES).with_rules(describe.rules)
+        self.slow = SlowAgent(llm, describe, library, self.protocol) if llm is not None else None
+        self.fast = (FastAgent(llm, stubs.env, describe, library, seed=request.seed, protocol=self.protocol)
+                     if llm is not None else None)
         self.items = set(describe.items)
         (run.dir / "attempts").mkdir(exist_ok=True)
 
@@ -240,8 +253,9 @@ class TwoLoops:
         except StructuredOutputError as exc:
             # No usable plan: fall back to the whole task as one sub-task rather than ending the run.
             log.warning("slow agent: %s; using the whole task as one sub-task", exc)
+            why = shorten(str(exc), 300)
             plan = planner_pb2.Plan(subtasks=[self._task_subtask()], iteration=self.state.outer_iteration,
-                                    rationale=f"fallback, the slow agent's answer was unusable: {str(exc)[:300]}")
+                                    rationale=f"fallback, the slow agent's answer was unusable: {why}")
             return plan
         self.run.llm_call(record)
         return self._ending_in_goal(plan)
@@ -268,8 +282,9 @@ class TwoLoops:
         lines = []
         for st in plan.subtasks:
             s = self.state.subtasks[st.name]
+            feedback = shorten(s.feedback, SUMMARY_FEEDBACK_CHARS)  # whole sentences, never cut mid-word
             lines.append(f"- {st.name} ({s.decision}): {s.status}, success {s.success_rate:.0%}"
-                         f"{'; ' + s.feedback[:300] if s.feedback else ''}")
+                         f"{'; ' + feedback if feedback else ''}")
         return "\n".join(lines)
 
     def _start_inventory(self, plan: planner_pb2.Plan, subtask: planner_pb2.SubTask) -> list[common_pb2.ItemCount]:
@@ -277,7 +292,7 @@ class TwoLoops:
         for earlier in plan.subtasks:
             if earlier.name == subtask.name:
                 break
-            for item, count in implied_items(list(earlier.success), self.items).items():
+            for item, count in implied_items(list(earlier.success), self.describe.rules, self.items).items():
                 given[item] = max(given.get(item, 0), count)
         return [common_pb2.ItemCount(item=k, count=v) for k, v in sorted(given.items())]
 
@@ -301,8 +316,8 @@ class TwoLoops:
             state.feedback = f"{verdict.diagnosis} {verdict.suggestion}".strip()
             self.run.emit(st.name, verdict=verdict)
             self._save()
-            if verdict.success:
-                state.status = "done"
+            if verdict.success or verdict.target == critic_pb2.TARGET_KEEP:
+                state.status = "done"  # a passed sub-task is kept
                 self._save()
                 return
             if verdict.target == critic_pb2.TARGET_SLOW:
@@ -343,7 +358,7 @@ class TwoLoops:
         if best.success_rate <= 0:
             state.code_failures += 1
         return self._judge(st, "code", list(best.episodes), code=state.skill_code,
-                           errors=[best.error] if best.error else [])
+                           errors=[best.error] if best.error else [], start=start)
 
     def _attempt_rl(self, st: planner_pb2.SubTask, state: SubTaskState, start: list[common_pb2.ItemCount],
                     plan: planner_pb2.Plan) -> critic_pb2.Verdict | None:
@@ -355,9 +370,11 @@ class TwoLoops:
         frames = training_frames(self.frames_per_training, self._frames_left(), sum(
             1 for name in later if self.state.subtasks[name].decision == "rl"
             and self.state.subtasks[name].status != "done"))
+        previous = json_format.ParseDict(state.rl_config, learner_pb2.RLConfig()) if state.rl_config else None
         try:
             config, record = self.fast.write_rl_config(st, env_frames=frames, iteration=self.state.outer_iteration,
-                                                       feedback=state.feedback)
+                                                       previous=previous, feedback=state.feedback,
+                                                       start_inventory=start)
         except StructuredOutputError as exc:
             # An unusable answer is a failed attempt with feedback, not the end of the run.
             state.feedback = str(exc)
@@ -367,6 +384,8 @@ class TwoLoops:
         self.run.llm_call(record, st.name)
         # Skills of the earlier sub-tasks that work join the action space (RL-GPT's key mechanism).
         working = [s.name for s in self.library.all() if s.success_rate > 0]
+        # The library skills the plan suggested for this sub-task join too (the slow agent was told they would).
+        config.skills.extend(name for name in st.skills if name in working and name not in config.skills)
         for name in (s.name for s in plan.subtasks):
             if name == st.name:
                 break
@@ -378,10 +397,11 @@ class TwoLoops:
             config.skill_max_steps = 32
         del config.task.start_inventory[:]
         config.task.start_inventory.extend(start)
-        return self._train(st, state, config)
+        state.rl_config = json_format.MessageToDict(config, preserving_proto_field_name=True)
+        return self._train(st, state, config, start)
 
-    def _train(self, st: planner_pb2.SubTask, state: SubTaskState,
-               config: learner_pb2.RLConfig) -> critic_pb2.Verdict | None:
+    def _train(self, st: planner_pb2.SubTask, state: SubTaskState, config: learner_pb2.RLConfig,
+               start: list[common_pb2.ItemCount] | None = None) -> critic_pb2.Verdict | None:
         assert self.stubs.learner is not None
         config.num_workers = config.num_workers or 2
         self.run.emit(st.name, config=config)
@@ -424,22 +444,26 @@ class TwoLoops:
             "job_id": job_id, "curve": curve, "evaluation_success_rate": evaluation.success_rate})
         points = [critic_pb2.CurvePoint(env_frames=int(p["env_frames"]), success_rate=p["success_rate"],
                                         mean_return=p["mean_return"]) for p in curve]
-        return self._judge(st, "rl", list(evaluation.episodes), curve=_increasing(points))
+        return self._judge(st, "rl", list(evaluation.episodes), curve=_increasing(points), start=start,
+                           env_frames=config.env_frames)
 
     def _judge(self, st: planner_pb2.SubTask, decision: str, rollouts: list[common_pb2.EpisodeSummary], *,
                code: str = "", errors: list[common_pb2.SkillError] | None = None,
-               curve: list[critic_pb2.CurvePoint] | None = None) -> critic_pb2.Verdict:
+               curve: list[critic_pb2.CurvePoint] | None = None, start: list[common_pb2.ItemCount] | None = None,
+               env_frames: int | None = None) -> critic_pb2.Verdict:
         rate = sum(e.success for e in rollouts) / len(rollouts) if rollouts else 0.0
         if self.stubs.critic is None or self.agents != "slow-fast-critic":
             # Without a critic the agents only see the measured rate and the first error.
             error = errors[0] if errors else None
             return critic_pb2.Verdict(
-                success=rate >= 0.5, success_rate=rate, target=critic_pb2.TARGET_FAST,
+                success=rate >= 0.5, success_rate=rate,
+                target=critic_pb2.TARGET_KEEP if rate >= 0.5 else critic_pb2.TARGET_FAST,
                 diagnosis=f"success rate {rate:.0%}" + (f"; error {error.type}: {error.message}" if error else ""))
         response = self.stubs.critic.Judge(critic_pb2.JudgeRequest(
             subtask=st.name, description=st.description, success=list(st.success), rollouts=rollouts[:64],
-            code=code[:60000], errors=(errors or [])[:64], curve=(curve or [])[-2000:], decision=decision),
-            timeout=600)
+            code=code[:60000], errors=(errors or [])[:64], curve=(curve or [])[-2000:], decision=decision,
+            rules=self.describe.rules, start_inventory=start or [],
+            test_protocol=self.protocol.judge_text(decision, list(start or []), env_frames)), timeout=600)
         if response.llm_record:
             try:
                 self.run.llm_call(record_from_json(response.llm_record), st.name)

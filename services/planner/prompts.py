@@ -1,13 +1,115 @@
-"""The planner's prompts, one text file per prompt under ``prompts/``."""
+"""The planner's prompts, one text file per prompt under ``prompts/``, and the texts they share.
+
+Game facts never appear here: they come from ``Describe`` (``describe.rules``, the env server's). What is
+here is the planner's own: how it tests the agents' answers (its budgets) and how it shortens long text.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from pathlib import Path
 
 from rlgpt.prompts import render_file
+from rlgpt.v1 import common_pb2
 
 PROMPT_DIR = Path(__file__).parent / "prompts"
+_SENTENCE_END = re.compile(r"[.!?](?=\s)")
 
 
 def render(name: str, **fields: str) -> str:
     return render_file(PROMPT_DIR / f"{name}.txt", **fields)
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` if it fits in ``limit`` characters, else cut after its last whole sentence that fits (or, with
+    no sentence end in the second half, after the last whole word) and marked with " ..."; never mid-word."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    room = max(1, limit - 4)
+    head = text[: room + 1]
+    ends = [m.end() for m in _SENTENCE_END.finditer(head) if m.end() <= room]
+    if ends and ends[-1] >= room // 2:
+        cut = ends[-1]
+    else:
+        space = head.rfind(" ", 0, room + 1)
+        cut = space if space > 0 else room
+    return text[:cut].rstrip() + " ..."
+
+
+def inventory_text(items: list[common_pb2.ItemCount] | dict[str, int]) -> str:
+    pairs = items.items() if isinstance(items, dict) else ((i.item, i.count) for i in items)
+    return ", ".join(f"{count} {item}" for item, count in pairs if count) or "nothing"
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalProtocol:
+    """How the planner tests what the agents write (its own budgets), in the words every prompt uses.
+
+    ``test_*``: a coded skill's test (RunSkill); ``env_frames``: one RL training; ``eval_episodes``: the
+    evaluation of a trained policy and of the whole task at the end; ``final_frames``: the whole task's episodes
+    when its sub-tasks are all coded. ``placed``: what the rules say can be placed (Describe's rules), named
+    where the texts say placed things do not carry over into a test's new world.
+    """
+
+    test_episodes: int = 4
+    test_steps: int = 300
+    env_frames: int = 20000
+    eval_episodes: int = 8
+    final_frames: int = 1000
+    placed: tuple[str, ...] = ()
+
+    def with_rules(self, rules: common_pb2.WorldRules) -> EvalProtocol:
+        return dataclasses.replace(self, placed=tuple(rule.item for rule in rules.place))
+
+    def _placed(self) -> str:
+        return f"nothing placed by an earlier sub-task ({', '.join(self.placed)})" if self.placed else \
+            "nothing placed by an earlier sub-task"
+
+    def code_test(self, start: list[common_pb2.ItemCount]) -> str:
+        return (
+            f"The skill is tested on {self.test_episodes} episodes. Each episode is a fresh, newly generated world "
+            "(every episode has its own seed; the same worlds for every attempt at this sub-task, other worlds in "
+            f"the final evaluation), so {self._placed()} is in it. The player starts holding: "
+            f"{inventory_text(start)} (status values at their start values, see the rules). The skill runs once "
+            f"per episode, one frame (game step) per yielded action, for at most {self.test_steps} frames; the "
+            f"episode ends when the skill returns, when the player dies, or at {self.test_steps} frames. An "
+            "episode is a success when the success condition holds at any frame of it; a skill that returns "
+            "before then has failed that episode. The attempt is judged by its success rate over the episodes, "
+            "and every frame counts toward the run's frame budget. At the end of the run the skills of the plan "
+            "also run one after another in one world (each continuing where the previous one stopped).")
+
+    def rl_test(self, start: list[common_pb2.ItemCount], env_frames: int | None = None) -> str:
+        frames = env_frames or self.env_frames
+        return (
+            f"The policy trains for {frames} frames in total (a frame is one game step; every frame of every "
+            "episode counts, a macro action counts each frame it runs), in episodes of `episode_length` frames "
+            f"(your choice). Every episode is a fresh, newly generated world with its own seed, so {self._placed()} "
+            f"is in it; the player starts holding: {inventory_text(start)} (status values at their start values, "
+            "see the rules). An episode ends when the player dies or after `episode_length` frames; reaching the "
+            "success condition does not end it (the \"success\" reward is paid once). Then the policy is "
+            f"evaluated on {self.eval_episodes} episodes in other new worlds (seeds never used in training), with "
+            "the same start and length; an episode is a success when the success condition holds at any frame of "
+            "it. The sub-task is judged by that success rate.")
+
+    def plan_test(self) -> str:
+        return (
+            "Each sub-task is tested on its own, in fresh, newly generated worlds. Its test episodes start with, "
+            "for each item, the largest amount that the success conditions of the sub-tasks before it leave (an "
+            "achievement that gives an item leaves the amount the rules give; an inventory condition leaves its "
+            "count; placing leaves nothing in the inventory; what those sub-tasks used up is not subtracted). "
+            f"N{self._placed()[1:]} is in a new world: a "
+            "sub-task that needs a placed thing nearby must place it itself, so the sub-tasks before it must leave "
+            "the items placing it uses. A frame is one game step (one action). "
+            f"A coded sub-task is tested on {self.test_episodes} episodes of at most {self.test_steps} frames; an "
+            f"RL sub-task trains for up to {self.env_frames} frames and is evaluated on {self.eval_episodes} "
+            "episodes. A sub-task that fails is revised by the fast agent, then by you. At the end the whole task "
+            f"is evaluated on {self.eval_episodes} new worlds, starting with an empty inventory: when every "
+            f"sub-task is coded, their skills run in plan order in one world for up to {self.final_frames} frames; "
+            "otherwise the policy of the last RL sub-task runs (for its own episode length), with the earlier "
+            "sub-tasks' coded skills as actions.")
+
+    def judge_text(self, decision: str, start: list[common_pb2.ItemCount], env_frames: int | None = None) -> str:
+        """What the critic reads: the same words the agent that wrote the attempt read."""
+        return self.rl_test(start, env_frames) if decision == "rl" else self.code_test(start)

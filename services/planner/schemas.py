@@ -8,16 +8,19 @@ rejects invalid ones from servers without it.
 from __future__ import annotations
 
 import enum
+import re
 from functools import lru_cache
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, Field, create_model, model_validator
 
 from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
+from rlgpt.world_rules import achievement_rule, ways_to_get
 
 MAX_SUBTASKS = 12
 NAME_PATTERN = r"^[a-z][a-z0-9_]{0,47}$"
-REWARD_KINDS = ("success", "achievement", "inventory_gain", "step", "health", "death", "native")
+# The RewardTerm kinds that take a target (the contract of common.proto's RewardTerm); the kinds themselves
+# come from Describe (describe.reward_kinds).
 _TARGETED = ("achievement", "inventory_gain")
 
 
@@ -47,6 +50,13 @@ def _enum(name: str, values: tuple[str, ...]) -> Any:
     return Literal[values]  # type: ignore[valid-type]
 
 
+def _skills_field(skills: tuple[str, ...]) -> tuple[Any, Any]:
+    """A list of library skill names; with no skill offered, an empty list (never free text)."""
+    if not skills:
+        return list[str], Field(default_factory=list, max_length=0)
+    return list[_enum("Skill", skills)], Field(default_factory=list, max_length=6)
+
+
 @lru_cache(maxsize=32)
 def _plan_models(achievements: tuple[str, ...], items: tuple[str, ...], skills: tuple[str, ...]) -> tuple[Any, Any]:
     achievement_enum = _enum("Achievement", achievements)
@@ -65,14 +75,13 @@ def _plan_models(achievements: tuple[str, ...], items: tuple[str, ...], skills: 
                 raise ValueError("a condition names exactly one of `achievement` or `item` (with `count`)")
             return self
 
-    skill_type: Any = _enum("Skill", skills) if skills else str
     subtask = create_model(
         "SubTask",
         name=(str, Field(pattern=NAME_PATTERN)),
         description=(str, Field(max_length=400)),
         success=(list[Condition], Field(min_length=1, max_length=4)),
         decision=(Literal["code", "rl"], ...),
-        skills=(list[skill_type], Field(default_factory=list, max_length=6)),
+        skills=_skills_field(skills),
     )
     plan = create_model(
         "Plan",
@@ -87,18 +96,18 @@ def plan_schema(describe: env_pb2.DescribeResponse, skills: tuple[str, ...]) -> 
 
 
 @lru_cache(maxsize=32)
-def _rl_model(actions: tuple[str, ...], skills: tuple[str, ...], targets: tuple[str, ...]) -> type[BaseModel]:
-    skill_type: Any = _enum("Skill", skills) if skills else str
+def _rl_model(actions: tuple[str, ...], skills: tuple[str, ...], targets: tuple[str, ...],
+              kinds: tuple[str, ...]) -> type[BaseModel]:
     term = create_model(
         "RewardTerm",
-        kind=(_enum("RewardKind", REWARD_KINDS), ...),
+        kind=(_enum("RewardKind", kinds) if kinds else str, ...),
         target=(_enum("Target", ("", "*", *targets)), ""),
         weight=(_clamped(float, -10, 10), ...),
     )
     return create_model(
         "RLConfig",
         primitive_actions=(list[_enum("Action", actions)], Field(min_length=1, max_length=len(actions))),
-        skills=(list[skill_type], Field(default_factory=list, max_length=6)),
+        skills=_skills_field(skills),
         skill_max_steps=(_clamped(int, 1, 200), ...),
         reward_terms=(list[term], Field(min_length=1, max_length=8)),
         episode_length=(_clamped(int, 50, 5000), ...),
@@ -107,7 +116,7 @@ def _rl_model(actions: tuple[str, ...], skills: tuple[str, ...], targets: tuple[
 
 def rl_schema(describe: env_pb2.DescribeResponse, skills: tuple[str, ...]) -> type[BaseModel]:
     targets = tuple(dict.fromkeys((*describe.achievements, *describe.items)))
-    return _rl_model(tuple(describe.actions), tuple(sorted(skills)), targets)
+    return _rl_model(tuple(describe.actions), tuple(sorted(skills)), targets, tuple(describe.reward_kinds))
 
 
 def _value(x: Any) -> Any:
@@ -145,29 +154,80 @@ def rl_config_to_proto(answer: BaseModel, subtask: planner_pb2.SubTask, env_fram
         episode_length=answer.episode_length, env_frames=env_frames, seed=seed)
 
 
+def condition_answer(condition: common_pb2.Condition) -> dict[str, Any]:
+    if condition.WhichOneof("kind") == "inventory":
+        return {"item": condition.inventory.item, "count": condition.inventory.count}
+    return {"achievement": condition.achievement}
+
+
+def plan_answer(plan: planner_pb2.Plan) -> dict[str, Any]:
+    """A plan in the slow agent's own answer form (the inverse of :func:`plan_to_proto`)."""
+    return {"rationale": plan.rationale, "subtasks": [
+        {"name": st.name, "description": st.description, "success": [condition_answer(c) for c in st.success],
+         "decision": "rl" if st.decision == planner_pb2.DECISION_RL else "code", "skills": list(st.skills)}
+        for st in plan.subtasks]}
+
+
+def rl_config_answer(config: learner_pb2.RLConfig) -> dict[str, Any]:
+    """An RL config in the fast agent's own answer form (the fields its schema has)."""
+    return {"primitive_actions": list(config.primitive_actions), "skills": list(config.skills),
+            "skill_max_steps": config.skill_max_steps,
+            "reward_terms": [{"kind": t.kind, "target": t.target, "weight": round(t.weight, 4)}
+                             for t in config.reward_terms],
+            "episode_length": config.episode_length}
+
+
 _MOVES = ("move_left", "move_right", "move_up", "move_down")
-_INTERACTIONS = ("collect_", "eat_", "defeat_")
+_QUOTED = re.compile(r'"([a-z_]+)"')
 
 
-def complete_action_space(config: learner_pb2.RLConfig, actions: list[str]) -> list[str]:
+def _interact_action(rules: common_pb2.WorldRules) -> str | None:
+    """The action the rules collect with (Crafter: "do"), when they use one for every material."""
+    actions = {rule.action for rule in rules.collect if rule.action}
+    return actions.pop() if len(actions) == 1 else None
+
+
+def actions_for(condition: common_pb2.Condition, rules: common_pb2.WorldRules, actions: list[str]) -> list[str]:
+    """The primitive actions that reach ``condition``, read from the rules.
+
+    An item: the actions of the rules that give it (collect, make) or place it. An achievement: the action of
+    the rule that unlocks it. Achievements no rule covers (in Crafter: creatures, eating a plant, waking up;
+    the game's data has no recipe for them) fall back, in order, to: the achievement itself when it is an action
+    name; the actions the rules' facts quote in the sentence naming the achievement ("sleep" for wake_up, "do"
+    for eat_cow); the action the rules collect with (hitting a creature uses it too). Nothing else is assumed.
+    """
+    if condition.WhichOneof("kind") == "inventory":
+        item = condition.inventory.item
+        found = [w.action for w in ways_to_get(rules, item)] + [r.action for r in rules.place if r.item == item]
+    else:
+        achievement = condition.achievement
+        rule = achievement_rule(rules, achievement)
+        if rule is not None:
+            found = [rule.action]
+        elif achievement in actions:
+            found = [achievement]
+        else:
+            named = re.compile(rf"\b{re.escape(achievement)}\b")
+            found = [a for fact in rules.facts if named.search(fact) for a in _QUOTED.findall(fact) if a in actions]
+    if not found and (interact := _interact_action(rules)):
+        found = [interact]
+    return [a for a in dict.fromkeys(found) if a in actions]
+
+
+def complete_action_space(config: learner_pb2.RLConfig, actions: list[str],
+                          rules: common_pb2.WorldRules) -> list[str]:
     """Adds the primitive actions without which the config's own success condition cannot be reached.
 
     Weak models leave out the one action a sub-task needs (``make_wood_pickaxe`` without the
-    ``make_wood_pickaxe`` action) or every move; training such a space wastes its whole budget. An achievement
-    that is an action name needs that action; collect/eat/defeat achievements and items need ``do``; an item
-    made or placed needs its make_/place_ action; the agent must be able to move. Returns what was added.
+    ``make_wood_pickaxe`` action) or every move; training such a space wastes its whole budget. Each success
+    condition gets the actions :func:`actions_for` reads from the rules; the agent must be able to move.
+    Returns what was added.
     """
     if not config.primitive_actions:
         return []  # empty means all actions
     needed: list[str] = [a for a in _MOVES if a in actions]
     for condition in config.task.success:
-        if condition.HasField("inventory"):
-            item = condition.inventory.item
-            needed += [a for a in (f"make_{item}", f"place_{item}") if a in actions] or ["do"]
-        elif condition.achievement in actions:
-            needed.append(condition.achievement)
-        elif condition.achievement.startswith(_INTERACTIONS):
-            needed.append("do")
+        needed += actions_for(condition, rules, actions)
     added = [a for a in dict.fromkeys(needed) if a in actions and a not in config.primitive_actions]
     config.primitive_actions.extend(added)
     return added

@@ -33,6 +33,8 @@ class SubTaskState:
     ``frames``), success_rate, mean_return, job_id, iteration."""
     tests: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     """Every attempt: iteration, kind (code/rl), success_rate, frames, error."""
+    rl_config: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """The RL config the last attempt trained (``RLConfig`` as a dict), shown to the fast agent when it revises."""
 
 
 @dataclasses.dataclass

@@ -8,11 +8,13 @@ import grpc
 import pytest
 from fakes.fake_openai import FakeOpenAIServer, Reply
 
-from rlgpt.config import LLMSettings, PlannerSettings
+from rlgpt.config import CriticSettings, LLMSettings, PlannerSettings
 from rlgpt.grpc_client import create_channel
 from rlgpt.grpc_server import ServiceBinding, create_server, stop_server
 from rlgpt.llm import LLMClient
-from rlgpt.v1 import common_pb2, planner_pb2, planner_pb2_grpc
+from rlgpt.v1 import common_pb2, critic_pb2, critic_pb2_grpc, env_pb2, planner_pb2, planner_pb2_grpc
+from services.critic.servicer import SERVICE_NAME as CRITIC_SERVICE
+from services.critic.servicer import CriticServicer
 from services.env_server.skills.reference import COLLECT_WOOD
 from services.planner.servicer import SERVICE_NAME, PlannerServicer
 
@@ -34,12 +36,13 @@ def by_schema(body: dict) -> Reply:
 
 @pytest.fixture
 def planner(env_server, tmp_path):
-    def start(script):
+    def start(script, critic: str = ""):
         fake = FakeOpenAIServer(script).__enter__()
         llm = LLMClient(LLMSettings(max_retries=1, backoff_seconds=0.01, timeout_seconds=5, model="local"),
                         base_url=fake.base_url, record_dir=tmp_path / "llm")
         settings = PlannerSettings(env_server=env_server.target, run_dir=str(tmp_path / "runs"),
-                                   library_path=str(tmp_path / "library.json"), test_episodes=2, test_steps=150)
+                                   library_path=str(tmp_path / "library.json"), test_episodes=2, test_steps=150,
+                                   critic=critic)
         servicer = PlannerServicer(settings, llm)
         server, port = create_server("127.0.0.1:0", [
             ServiceBinding(SERVICE_NAME, planner_pb2_grpc.add_PlannerServiceServicer_to_server, servicer)])
@@ -171,3 +174,35 @@ def test_bad_requests(planner) -> None:
         with pytest.raises(grpc.RpcError) as info:
             call()
         assert info.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_the_critic_gets_the_rules_and_the_test_protocol_and_keeps_a_passed_subtask(planner, env_server,
+                                                                                    tmp_path) -> None:
+    keep = {"success": True, "diagnosis": "Every episode chopped a tree.", "suggestion": "No change needed.",
+            "target": "keep"}
+
+    def reply(body: dict) -> Reply:
+        name = body["response_format"]["json_schema"]["name"]
+        return Reply.json({"Plan": CODE_PLAN, "SkillAnswer": SKILL, "CriticAnswer": keep}[name])
+
+    fake_critic_llm = FakeOpenAIServer([reply]).__enter__()
+    critic_llm = LLMClient(LLMSettings(max_retries=0, timeout_seconds=5, model="local"),
+                           base_url=fake_critic_llm.base_url, record_dir=tmp_path / "critic-llm")
+    server, port = create_server("127.0.0.1:0", [ServiceBinding(
+        CRITIC_SERVICE, critic_pb2_grpc.add_CriticServiceServicer_to_server,
+        CriticServicer(CriticSettings(success_threshold=0.5), critic_llm))])
+    try:
+        stub = planner([reply], critic=f"127.0.0.1:{port}")
+        run = stub.StartRun(planner_pb2.StartRunRequest(task=common_pb2.TaskSpec(name="collect_wood"), seed=2))
+        events = list(stub.WatchRun(planner_pb2.WatchRunRequest(run_id=run.run_id), timeout=300))
+    finally:
+        stop_server(server, 1)
+        fake_critic_llm.__exit__(None)
+    verdict = next(e.verdict for e in events if e.WhichOneof("payload") == "verdict")
+    assert verdict.success and verdict.target == critic_pb2.TARGET_KEEP
+    prompt = next(r["messages"][0]["content"] for r in fake_critic_llm.requests
+                  if r["response_format"]["json_schema"]["name"] == "CriticAnswer")
+    rules = env_server.stub.Describe(env_pb2.DescribeRequest()).rules
+    assert rules.text.strip() in prompt  # the planner passed the served rules on
+    assert "How the attempt was tested:\nThe skill is tested on 2 episodes" in prompt
+    assert "at most 150 frames" in prompt and "Items every test episode started with: nothing" in prompt

@@ -13,7 +13,7 @@ from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
 from services.env_server.skills.reference import COLLECT_WOOD
 from services.planner.agents import FastAgent, SlowAgent
 from services.planner.prompts import PROMPT_DIR, render
-from services.planner.schemas import complete_action_space
+from services.planner.schemas import actions_for, complete_action_space
 from services.planner.skill_library import LibrarySkill, SkillLibrary
 
 SETTINGS = LLMSettings(max_retries=1, backoff_seconds=0.01, timeout_seconds=5, model="local")
@@ -100,8 +100,10 @@ def test_candidates_keep_the_best(describe, library, env_server, tmp_path) -> No
     with FakeOpenAIServer([Reply.json(idle), Reply.json(broken), Reply.json(GOOD_SKILL)]) as server:
         results = fast_agent(server, describe, library, env_server, tmp_path).write_skill(WOOD_SUBTASK, candidates=3)
     assert results[0].index == 2 and results[0].success_rate > 0
-    assert results[-1].success_rate == 0
-    assert any(c.error is not None and c.error.type == "ZeroDivisionError" and c.error.line == 3 for c in results)
+    assert min(c.success_rate for c in results) <= 0
+    # The crash comes back with its line: from the test episodes, or from the env server refusing it at registration.
+    assert any(c.error is not None and ((c.error.type == "ZeroDivisionError" and c.error.line == 3)
+                                        or ("ZeroDivisionError at line 3" in c.error.message)) for c in results)
 
 
 def test_fast_agent_rl_config(describe, library, env_server, tmp_path) -> None:
@@ -128,10 +130,25 @@ def test_rl_action_space_gets_what_its_success_condition_needs(describe, library
     wood = learner_pb2.RLConfig(primitive_actions=["move_left"], task=common_pb2.TaskSpec(success=[
         common_pb2.Condition(inventory=common_pb2.ItemCount(item="wood", count=2)),
         common_pb2.Condition(inventory=common_pb2.ItemCount(item="table", count=1))]))
-    assert complete_action_space(wood, list(describe.actions)) == ["move_right", "move_up", "move_down", "do",
-                                                                   "place_table"]
+    actions, rules = list(describe.actions), describe.rules
+    assert complete_action_space(wood, actions, rules) == ["move_right", "move_up", "move_down", "do", "place_table"]
     everything = learner_pb2.RLConfig(task=wood.task)  # empty: all actions already
-    assert complete_action_space(everything, list(describe.actions)) == [] and not everything.primitive_actions
+    assert complete_action_space(everything, actions, rules) == [] and not everything.primitive_actions
+
+
+@pytest.mark.parametrize(("condition", "needed"), [
+    (common_pb2.Condition(achievement="place_furnace"), ["place_furnace"]),  # a place rule
+    (common_pb2.Condition(achievement="collect_drink"), ["do"]),  # a collect rule
+    (common_pb2.Condition(inventory=common_pb2.ItemCount(item="stone_pickaxe", count=1)), ["make_stone_pickaxe"]),
+    # No rule unlocks these: the actions the rules' facts quote beside them, else the collecting action.
+    (common_pb2.Condition(achievement="wake_up"), ["sleep"]),
+    (common_pb2.Condition(achievement="eat_cow"), ["do"]),
+    (common_pb2.Condition(achievement="defeat_zombie"), ["do"]),
+])
+def test_the_actions_a_condition_needs_come_from_the_rules(describe, condition, needed) -> None:
+    assert actions_for(condition, describe.rules, list(describe.actions)) == needed
+    assert actions_for(condition, common_pb2.WorldRules(), list(describe.actions)) == \
+        ([condition.achievement] if condition.achievement in describe.actions else [])  # no rules: no guess
 
 
 def test_library_retrieval_and_prompts_name_their_example_tasks(tmp_path) -> None:
