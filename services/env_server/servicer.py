@@ -28,6 +28,7 @@ from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc
 from rlgpt.validation import Problems
 from services.env_server.backends.base import Backend, BackendSpec, backend_names, backend_spec, get_backend
 from services.env_server.session import SKILL_PREFIX, Action, Session, SessionManager, StepOutcome
+from services.env_server.skill_doc import skill_api_text
 from services.env_server.skills.executor import SkillExecutor, SkillRegistry
 from services.env_server.tasks import REWARD_KINDS, parse_reward_terms, parse_task
 
@@ -133,10 +134,12 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
         if spec is None:
             return env_pb2.DescribeResponse(backend=request.backend, available=False, unavailable_reason=reason,
                                             limits=self._limits())
+        rules = spec.rules() if spec.rules is not None and not reason else None
         return env_pb2.DescribeResponse(
             backend=spec.name, actions=list(spec.actions), observation=observation_fields(spec),
             achievements=list(spec.achievements), items=list(spec.items), reward_kinds=list(REWARD_KINDS),
-            skill_api=spec.skill_api, limits=self._limits(), available=not reason, unavailable_reason=reason)
+            skill_api=skill_api_text(spec, rules), limits=self._limits(), available=not reason,
+            unavailable_reason=reason, rules=rules)
 
     # --- sessions -----------------------------------------------------------------------------------
     def _check_range(self, field: str, value: int, low: int, high: int, problems: list[str]) -> None:
