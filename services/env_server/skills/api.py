@@ -7,8 +7,63 @@ refuses such names at compile time), and every public value is a fresh copy of p
 
 from __future__ import annotations
 
-from collections import deque
+import textwrap
 from typing import Any
+
+from services.env_server.skills.navigation import (
+    CREATURES,
+    MOVES,
+    STEPS,
+    WALKABLE,
+    Cell,
+    MapMemory,
+    adjacent,
+)
+
+# Name -> one-line truthful description of every public agent attribute, in the order to show. The skill
+# API text renders it (render_agent_doc); a test checks it names exactly CrafterAgent's public attributes.
+AGENT_API_DOC: dict[str, str] = {
+    "agent.position": "(x, y) of the player. The world is 64 x 64 cells: x is the column 0..63 and grows to the "
+                      "right, y is the row 0..63 and grows downward (move_up is y - 1); episodes start at (32, 32)",
+    "agent.facing": "(dx, dy) the player faces: (-1, 0) left, (1, 0) right, (0, -1) up, (0, 1) down",
+    "agent.inventory": "dict item -> count: sapling, wood, stone, coal, iron, diamond, wood_pickaxe, "
+                       "stone_pickaxe, iron_pickaxe, wood_sword, stone_sword, iron_sword",
+    "agent.health, agent.food, agent.drink, agent.energy": "0..9 each",
+    "agent.sleeping, agent.daylight": "bool; 0.0 (night) .. 1.0 (day)",
+    "agent.achievements": "sorted list of the achievements unlocked so far this episode, e.g. "
+                          "['collect_wood', 'place_table']",
+    "agent.view": "7 rows x 9 columns of cell names around the player, view[row][column]; the player is at "
+                  "view[3][4], so view[3 + dy][4 + dx] is the cell (x + dx, y + dy). Names: water grass stone path "
+                  "sand tree lava coal iron diamond table furnace, creatures and objects cow zombie skeleton arrow "
+                  "plant fence player, and out_of_map for cells beyond the map edge",
+    "agent.facing_cell()": "name of the cell the player faces now, from the current view (out_of_map at the edge)",
+    "agent.look(direction)": "name of the cell next to the player in direction 'left', 'right', 'up' or 'down', "
+                             "from the current view",
+    "agent.is_free(direction)": "True if that neighbouring cell is grass, sand or path with no creature or object "
+                                "on it, i.e. a move that way steps onto it (lava would too, and kills: never free)",
+    "agent.face(direction)": "the move action toward direction: it turns the player that way and, when that cell "
+                             "is free, also steps onto it; toward a blocked cell it only turns",
+    "agent.sees(name)": "True if name is in the current view",
+    "agent.at(x, y)": "name last seen at (x, y) (the memory of the map, kept for this skill run); 'out_of_map' "
+                      "outside 0..63; None if never seen",
+    "agent.nearest(name)": "(x, y) of the remembered cell holding name with the fewest |dx| + |dy| (obstacles "
+                           "ignored; ties: smaller y, then smaller x), or None",
+    "agent.path_to(x, y)": "list of move actions over remembered free cells that ends next to (x, y) facing it "
+                           "([] when already facing it; if (x, y) is itself free, the last move steps onto it), or "
+                           "None when no path over seen cells is known",
+    "agent.step_to(name)": "next move toward the remembered name with the shortest known path, ending next to it "
+                           "and facing it; None when already facing one. It keeps that target until it is reached, "
+                           "gone or clearly farther than another; a creature in the only way is bumped (which only "
+                           "turns: it waits) rather than given up on. When no name is remembered or reachable it "
+                           "returns explore()",
+    "agent.explore()": "a move toward the nearest reachable free cell that borders cells never seen inside the map; "
+                       "it keeps that goal until the area is seen. Walled in, it digs its way out: it faces and "
+                       "returns 'do' on cells that 'do' turns into free ground with the tools held (e.g. stone "
+                       "with a wood_pickaxe); 'noop' when nothing reachable is left unseen",
+    "agent.steps": "frames this skill has run so far",
+    "agent.actions": "tuple of every action name",
+}
+
 
 CRAFTER_SKILL_API = '''\
 A skill is a Python generator function that takes `agent` and yields Crafter action names, one per
@@ -29,33 +84,21 @@ stone_pickaxe, diamond an iron_pickaxe; on water drinks; on a cow (hit repeatedl
 place_table needs wood (and a free faced cell); make_* needs a table nearby (iron tools also a
 furnace); place_furnace needs stone and a table nearby.
 
-Coordinates are (x, y); x grows to the right, y grows downward ("move_up" is y - 1).
-agent.position         -> (x, y) of the player
-agent.facing           -> (dx, dy) direction the player faces, e.g. (0, 1) is down
-agent.inventory        -> dict item -> count: sapling, wood, stone, coal, iron, diamond,
-                          wood_pickaxe, stone_pickaxe, iron_pickaxe, wood_sword, stone_sword, iron_sword
-agent.health, agent.food, agent.drink, agent.energy -> 0..9
-agent.sleeping, agent.daylight -> bool, 0.0 (night) .. 1.0 (day)
-agent.view             -> 7 rows x 9 columns of names around the player (player at row 3, column 4).
-                          Names: water grass stone path sand tree lava coal iron diamond table
-                          furnace, and creatures/objects cow zombie skeleton arrow plant player
-agent.facing_cell()    -> name of the cell the player faces
-agent.sees(name)       -> True if `name` is in the current view
-agent.at(x, y)         -> name last seen at (x, y), or None if never seen (the memory of the map)
-agent.nearest(name)    -> (x, y) of the nearest cell ever seen holding `name`, or None
-agent.step_to(name)    -> next move action to stand next to the nearest seen `name` and face it;
-                          None when already facing it; a move that explores when none is seen or reachable
-agent.path_to(x, y)    -> list of move actions that end facing cell (x, y), or None if no known path
-agent.face(direction)  -> the action that faces "left", "right", "up" or "down"
-agent.explore()        -> a move action toward the nearest unseen area
-agent.steps            -> frames this skill has run so far
 '''
 
-_MOVES = {(-1, 0): "move_left", (1, 0): "move_right", (0, -1): "move_up", (0, 1): "move_down"}
+
+def render_agent_doc(doc: dict[str, str], width: int = 104) -> str:
+    """AGENT_API_DOC as prompt text: one "name -> description" entry per attribute, wrapped."""
+    lines = []
+    for name, text in doc.items():
+        lines.append(textwrap.fill(f"{name} -> {text}", width, subsequent_indent="    "))
+    return "\n".join(lines) + "\n"
+
+
+CRAFTER_SKILL_API += render_agent_doc(AGENT_API_DOC)
+
 _DIRECTIONS = {"left": (-1, 0), "right": (1, 0), "up": (0, -1), "down": (0, 1)}
-_WALKABLE = frozenset({"grass", "sand", "path"})
-_MOVING = frozenset({"cow", "zombie", "skeleton", "arrow"})  # creatures move: remembered cells stay walkable
-_BFS_LIMIT = 4096
+_DEFAULT_AREA = (64, 64)
 
 
 class CrafterAgent:
@@ -63,18 +106,17 @@ class CrafterAgent:
 
     def __init__(self, actions: list[str]):
         self._actions = tuple(actions)
-        self._memory: dict[tuple[int, int], str] = {}
+        self._map = MapMemory()
         self._state: dict[str, Any] = {}
         self._steps = 0
+        self._targets: dict[str, Cell] = {}  # step_to's committed target per name
+        self._frontier: Cell | None = None  # explore's committed goal
 
     def _update(self, perception: dict[str, Any], steps: int) -> None:
         self._state = perception
         self._steps = steps
-        x0, y0 = perception["view_origin"]
-        for dy, row in enumerate(perception["view"]):
-            for dx, name in enumerate(row):
-                if name != "unknown":
-                    self._memory[(x0 + dx, y0 + dy)] = name
+        area = perception.get("area", _DEFAULT_AREA)
+        self._map.update(perception["view"], tuple(perception["view_origin"]), (int(area[0]), int(area[1])))
 
     # --- plain perception -------------------------------------------------------------------------
     @property
@@ -118,6 +160,10 @@ class CrafterAgent:
         return self._state["daylight"]
 
     @property
+    def achievements(self) -> list[str]:
+        return sorted(self._state.get("achievements", ()))
+
+    @property
     def view(self) -> list[list[str]]:
         return [list(row) for row in self._state["view"]]
 
@@ -125,96 +171,126 @@ class CrafterAgent:
     def steps(self) -> int:
         return self._steps
 
-    # --- helpers ----------------------------------------------------------------------------------
+    # --- the current view -------------------------------------------------------------------------
+    def _in_view(self, cell: Cell) -> str | None:
+        x0, y0 = self._state["view_origin"]
+        view = self._state["view"]
+        row, column = cell[1] - y0, cell[0] - x0
+        if 0 <= row < len(view) and 0 <= column < len(view[row]):
+            return view[row][column]
+        return None
+
+    @staticmethod
+    def _direction(direction: str) -> Cell:
+        if direction not in _DIRECTIONS:
+            raise ValueError(f"direction must be one of {sorted(_DIRECTIONS)}, got {direction!r}")
+        return _DIRECTIONS[direction]
+
     def facing_cell(self) -> str | None:
         (x, y), (dx, dy) = self.position, self.facing
-        return self._memory.get((x + dx, y + dy))
+        return self._in_view((x + dx, y + dy))
+
+    def look(self, direction: str) -> str | None:
+        (x, y), (dx, dy) = self.position, self._direction(direction)
+        return self._in_view((x + dx, y + dy))
+
+    def is_free(self, direction: str) -> bool:
+        return self.look(direction) in WALKABLE
+
+    def face(self, direction: str) -> str:
+        return MOVES[self._direction(direction)]
 
     def sees(self, name: str) -> bool:
         return any(name in row for row in self._state["view"])
 
+    # --- the memory of the map --------------------------------------------------------------------
     def at(self, x: int, y: int) -> str | None:
-        return self._memory.get((int(x), int(y)))
+        return self._map.name((int(x), int(y)))
 
     def nearest(self, name: str) -> tuple[int, int] | None:
         px, py = self.position
-        best, best_distance = None, None
-        for (x, y), seen in self._memory.items():
-            if seen == name:
-                distance = abs(x - px) + abs(y - py)
-                if best_distance is None or distance < best_distance:
-                    best, best_distance = (x, y), distance
-        return best
-
-    def face(self, direction: str) -> str:
-        if direction not in _DIRECTIONS:
-            raise ValueError(f"direction must be one of {sorted(_DIRECTIONS)}, got {direction!r}")
-        return _MOVES[_DIRECTIONS[direction]]
-
-    def _walkable(self, cell: tuple[int, int]) -> bool:
-        name = self._memory.get(cell)
-        if name in _WALKABLE:
-            return True
-        if name in _MOVING:  # a creature in view blocks the cell; one remembered elsewhere has moved on
-            x0, y0 = self._state["view_origin"]
-            in_view = 0 <= cell[0] - x0 < 9 and 0 <= cell[1] - y0 < 7
-            return not in_view
-        return False
+        best = min(((abs(x - px) + abs(y - py), y, x) for x, y in self._map.where.get(name, ())), default=None)
+        return None if best is None else (best[2], best[1])
 
     def path_to(self, x: int, y: int) -> list[str] | None:
         """Moves that end next to (x, y) and facing it (breadth-first over remembered walkable cells)."""
         target = (int(x), int(y))
-        start = self.position
-        goals = {(target[0] - dx, target[1] - dy): (dx, dy) for dx, dy in _MOVES}
-        previous: dict[tuple[int, int], tuple[tuple[int, int], tuple[int, int]] | None] = {start: None}
-        queue = deque([start])
-        while queue and len(previous) < _BFS_LIMIT:
-            cell = queue.popleft()
-            if cell in goals:
-                moves = [_MOVES[goals[cell]]] if (cell != start or self.facing != goals[cell]) else []
-                while previous[cell] is not None:
-                    parent, step = previous[cell]
-                    moves.append(_MOVES[step])
-                    cell = parent
-                moves.reverse()
-                return moves
-            for dx, dy in _MOVES:
-                nxt = (cell[0] + dx, cell[1] + dy)
-                if nxt not in previous and self._walkable(nxt):
-                    previous[nxt] = (cell, (dx, dy))
-                    queue.append(nxt)
-        return None
+        found = self._map.route(self.position, self.facing, lambda cell: adjacent(cell, target))
+        return None if found is None else self._moves(found, target)
+
+    def _moves(self, found: tuple[Cell, list[Cell]], target: Cell) -> list[str]:
+        cell, steps = found
+        moves = [MOVES[step] for step in steps]
+        face = (target[0] - cell[0], target[1] - cell[1])
+        if steps or self.facing != face:
+            moves.append(MOVES[face])
+        return moves
 
     def step_to(self, name: str) -> str | None:
-        (px, py), (fx, fy) = self.position, self.facing
-        if self._memory.get((px + fx, py + fy)) == name:
+        if self.facing_cell() == name:
+            self._targets.pop(name, None)
             return None
-        candidates = sorted((abs(x - px) + abs(y - py), (x, y)) for (x, y), seen in self._memory.items()
-                            if seen == name)
-        for _distance, (x, y) in candidates[:8]:
-            path = self.path_to(x, y)
-            if path:
-                return path[0]
+        targets = self._map.where.get(name)
+        committed = self._targets.get(name)
+        if committed is not None and (not targets or committed not in targets):
+            committed = None  # gone (chopped, eaten, walked off) since it was chosen
+        if targets:
+            def is_goal(cell: Cell) -> bool:
+                return any((cell[0] + dx, cell[1] + dy) in targets for dx, dy in STEPS)
+
+            def next_to_committed(cell: Cell) -> bool:
+                return committed is not None and adjacent(cell, committed)
+
+            # Creatures move, so only a search for a still thing can be known to fail until the map changes.
+            found = self._map.route(self.position, self.facing, is_goal,
+                                    next_to_committed if committed is not None else None,
+                                    cache=None if name in CREATURES or name == "arrow" else ("step_to", name))
+            if found is not None:
+                cell = found[0]
+                if committed is None or not adjacent(cell, committed):
+                    committed = min((t for t in targets if adjacent(cell, t)), key=lambda t: (t[1], t[0]))
+                self._targets[name] = committed
+                moves = self._moves(found, committed)
+                return moves[0] if moves else None
+        self._targets.pop(name, None)
         return self.explore()
 
+    # --- exploration ------------------------------------------------------------------------------
+    def _diggable(self) -> frozenset[str]:
+        """Names of cells "do" turns into walkable ones with the items held now (from the game's rules)."""
+        inventory = self._state["inventory"]
+        return frozenset(name for name, needs in self._state.get("diggable", {}).items()
+                         if all(inventory.get(item, 0) >= count for item, count in needs.items()))
+
     def explore(self) -> str:
-        """A move toward the nearest remembered walkable cell that borders unseen cells."""
-        start = self.position
-        previous: dict[tuple[int, int], tuple[int, int] | None] = {start: None}
-        first_move: dict[tuple[int, int], tuple[int, int]] = {}
-        queue = deque([start])
-        while queue and len(previous) < _BFS_LIMIT:
-            cell = queue.popleft()
-            if cell != start and any((cell[0] + dx, cell[1] + dy) not in self._memory for dx, dy in _MOVES):
-                return _MOVES[first_move[cell]]
-            for dx, dy in _MOVES:
-                nxt = (cell[0] + dx, cell[1] + dy)
-                if nxt not in previous and self._walkable(nxt):
-                    previous[nxt] = cell
-                    first_move[nxt] = first_move.get(cell, (dx, dy))
-                    queue.append(nxt)
-        # Nothing reachable is unexplored: turn, cycling through directions so the view changes.
-        return list(_MOVES.values())[self._steps % 4]
+        """A move toward the nearest frontier (committed until it is seen), digging when walled in."""
+        start, memory = self.position, self._map
+        if self._frontier is not None and self._frontier not in memory.frontier:
+            self._frontier = None
+        committed = self._frontier
+
+        def is_goal(cell: Cell) -> bool:
+            return cell in memory.frontier and cell != start
+
+        found = memory.route(start, self.facing, is_goal,
+                             (lambda cell: cell == committed) if committed is not None else None, cache="explore")
+        diggable = frozenset() if found is not None else self._diggable()
+        if diggable:  # walled in: dig through what the held tools allow
+            found = memory.route(start, self.facing, is_goal, dig=lambda cell: memory.names.get(cell) in diggable,
+                                 cache=("dig", diggable))
+        if found is None or not found[1]:
+            self._frontier = None
+            return "noop"  # everything reachable has been seen: waiting is all a move could do
+        self._frontier = found[0]
+        first = found[1][0]
+        nxt = (start[0] + first[0], start[1] + first[1])
+        if not memory.free(nxt, creatures_block=False) and self.facing == first:
+            return "do"  # facing a diggable cell on the way: dig it
+        return MOVES[first]
+
+    # --- world rules --------------------------------------------------------------------------------
+    # Recipe helpers (what an item needs, whether it can be made here now) belong here, answered from
+    # the game's rules (services/env_server/skills/recipes.py), never typed in.
 
 
 AGENT_CLASSES: dict[str, type] = {"crafter": CrafterAgent}

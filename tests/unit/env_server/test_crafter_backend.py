@@ -39,3 +39,42 @@ def test_death_is_detected_with_a_cause() -> None:
     env._env._player.health = 0  # test hook: kill the player directly
     step = env.step(0)
     assert step.dead and env.death_cause() != ""
+
+
+def put_player(env, pos: tuple[int, int]) -> None:
+    """Test hook: moves the player through crafter's World.move, which keeps the object map right."""
+    env._env._world.move(env._player, pos)
+
+
+def test_perception_at_the_map_edge_reads_out_of_map_and_lists_achievements() -> None:
+    env = CrafterBackend().make_env()
+    env.reset(0)
+    put_player(env, (0, 33))  # seed 0: grass on the left edge
+    perception = env.perception()
+    assert perception["area"] == [64, 64] and perception["view_origin"] == [-4, 30]
+    assert all(row[:4] == ["out_of_map"] * 4 for row in perception["view"])  # x = -4..-1, never wrapped
+    assert perception["view"][3][4] == "player" and perception["view"][3][5] != "out_of_map"
+    assert perception["achievements"] == []
+    env._player.achievements["collect_wood"] = 1
+    assert env.perception()["achievements"] == ["collect_wood"]
+    assert perception["diggable"]["stone"] == {"wood_pickaxe": 1}
+
+
+def test_death_cause_and_nearby_text_at_the_map_edge() -> None:
+    from crafter import objects
+
+    env = CrafterBackend().make_env()
+    env.reset(0)
+    put_player(env, (0, 33))
+    world = env._env._world
+    for obj in world.objects:  # keep the scene to what the test puts there
+        if obj is not env._player:
+            world.remove(obj)
+    world.add(objects.Zombie(world, (1, 33), env._player))
+    assert "zombie" in env.nearby_text() and "the map edge (left)" in env.nearby_text()
+    env._player.health = 0
+    # crafter's own World.nearby slices from x - 2 = -2 here and finds nothing: the cause read "unknown".
+    assert world.nearby((0, 33), 2) == ((), set())
+    assert env.death_cause() == "attacked by zombie"
+    env._player.inventory["drink"] = 0
+    assert env.death_cause() == "attacked by zombie and no drink"
