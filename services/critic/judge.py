@@ -39,7 +39,8 @@ DECISIONS = ("code", "rl", "")
 TARGET_NAMES = {critic_pb2.TARGET_UNSPECIFIED: "none", critic_pb2.TARGET_FAST: "fast",
                 critic_pb2.TARGET_SLOW: "slow", critic_pb2.TARGET_KEEP: "keep"}
 _TARGETS = {"fast": critic_pb2.TARGET_FAST, "slow": critic_pb2.TARGET_SLOW, "keep": critic_pb2.TARGET_KEEP}
-_RUN = re.compile(r"^([A-Za-z_][\w]*) x(\d+)$")
+# A run line of the trajectory text: "do x30", "move_left/move_right x40 at (0, 33), map edge" (a stuck run).
+_RUN = re.compile(r"^([A-Za-z_]\w*(?:/[A-Za-z_]\w*)?) x(\d+)(?: at .*)?$")
 _SENTENCE_END = re.compile(r"[.!?](?=\s)")
 MAX_TOOL_DEPTH = 8
 

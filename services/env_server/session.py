@@ -20,6 +20,7 @@ from rlgpt.errors import FailedPrecondition, InvalidArgument, NotFound, Resource
 from services.env_server.backends.base import Backend, BackendEnv, RawStep
 from services.env_server.skills.executor import SkillExecutor, SkillRecord
 from services.env_server.tasks import RewardTerm, Task, step_reward
+from services.env_server.trajectory import TrajectoryRecorder, watch_names
 
 log = logging.getLogger(__name__)
 SKILL_PREFIX = "skill:"
@@ -47,10 +48,8 @@ class Episode:
     end_reason: str = ""
     death_cause: str = ""
     error: dict[str, Any] | None = None
-    trajectory: list[str] | None = None
-    """Compact event log, kept only by recording sessions (RunSkill)."""
-    last_action: str = ""
-    action_run: int = 0
+    trajectory: TrajectoryRecorder | None = None
+    """Compact event log, kept only by recording sessions (RunSkill, evaluation)."""
 
 
 @dataclasses.dataclass
@@ -138,9 +137,9 @@ class Session:
                 slot.env.give(item, count)
             slot.image, slot.vector = slot.env.observe()
         slot.episode = Episode(inventory=slot.env.inventory(), health=slot.env.health(),
-                               trajectory=[] if self.record else None)
-        if self.record:
-            slot.episode.trajectory.append(f"start: near {slot.env.nearby_text()}")
+                               trajectory=self._recorder() if self.record else None)
+        if slot.episode.trajectory is not None:
+            slot.episode.trajectory.start(slot.env.perception(), slot.env.nearby_text())
         slot.needs_reset = False
 
     def reset(self, indices: list[int], seed: int = 0) -> list[int]:
@@ -216,8 +215,8 @@ class Session:
         episode.episode_return += reward
         episode.unlocked.extend(new)
         episode.success = episode.success or just_succeeded
-        if self.record:
-            self._record(episode, name, new, gained, inventory)
+        if episode.trajectory is not None:
+            self._record(slot.env, episode, name, new, gained, inventory)
         episode.inventory, episode.health = inventory, health
         out.rewards[i] += reward
         out.frames[i] += 1
@@ -236,28 +235,17 @@ class Session:
             out.truncated[i] = True
         return bool(out.terminated[i] or out.truncated[i])
 
-    def _record(self, episode: Episode, action: str, new: list[str], gained: dict[str, int],
-                inventory: dict[str, int]) -> None:
-        log_ = episode.trajectory
-        assert log_ is not None
-        if action == episode.last_action:
-            episode.action_run += 1
-        else:
-            self._flush_run(episode)
-            episode.last_action, episode.action_run = action, 1
-        lost = {k: episode.inventory.get(k, 0) - v for k, v in inventory.items() if v < episode.inventory.get(k, 0)}
-        if gained or lost or new:
-            self._flush_run(episode)
-            episode.last_action, episode.action_run = "", 0
-            changes = [f"+{v} {k}" for k, v in gained.items()] + [f"-{v} {k}" for k, v in lost.items()]
-            changes += [f"achievement {a}" for a in new]
-            log_.append(f"step {episode.steps}: " + ", ".join(changes))
+    def _recorder(self) -> TrajectoryRecorder:
+        """A trajectory recorder that watches for what the task needs (from the world's rules)."""
+        rules = self.backend.spec.rules() if self.backend.spec.rules is not None else None
+        return TrajectoryRecorder(watch_names(rules, self.task.achievements, [item for item, _ in self.task.inventory]))
 
     @staticmethod
-    def _flush_run(episode: Episode) -> None:
-        if episode.trajectory is not None and episode.action_run:
-            times = f" x{episode.action_run}" if episode.action_run > 1 else ""
-            episode.trajectory.append(f"{episode.last_action}{times}")
+    def _record(env: BackendEnv, episode: Episode, action: str, new: list[str], gained: dict[str, int],
+                inventory: dict[str, int]) -> None:
+        assert episode.trajectory is not None
+        lost = {k: episode.inventory.get(k, 0) - v for k, v in inventory.items() if v < episode.inventory.get(k, 0)}
+        episode.trajectory.frame(episode.steps, action, env.perception(), gained, lost, new)
 
     def _executor_for_skills(self) -> SkillExecutor:
         if self._executor is None:
@@ -320,22 +308,20 @@ class Session:
         """What env ``i``'s current episode did, for RunSkill and the critic."""
         slot = self.slots[i]
         episode = slot.episode
-        self._flush_run(episode)
-        episode.action_run = 0
         reason = episode.end_reason or ("error" if episode.error else "skill_finished")
         if episode.success and reason in ("skill_finished", "time_limit"):
             reason = "success"
-        lines = list(episode.trajectory or [])
-        lines.append(f"end: {reason} at step {episode.steps}, near {slot.env.nearby_text()}")
+        closing = [f"end: {reason} at step {episode.steps}, near {slot.env.nearby_text()}"]
         if episode.death_cause:
-            lines.append(f"death: {episode.death_cause}")
+            closing.append(f"death: {episode.death_cause}")
         if episode.error:
-            lines.append(f"error: {episode.error['type']} line {episode.error.get('line', 0)}: "
-                         f"{episode.error['message']}")
+            closing.append(f"error: {episode.error['type']} line {episode.error.get('line', 0)}: "
+                           f"{episode.error['message']}")
+        text = episode.trajectory.text(closing) if episode.trajectory is not None else "\n".join(closing)
         return {
             "success": episode.success, "steps": episode.steps, "episode_return": episode.episode_return,
             "error": episode.error, "achievements": list(episode.unlocked), "death_cause": episode.death_cause,
-            "text": "\n".join(lines)[:8000], "end_reason": reason,
+            "text": text[:8000], "end_reason": reason,
             "final_inventory": {k: v for k, v in episode.inventory.items() if v},
         }
 

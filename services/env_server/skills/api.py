@@ -222,7 +222,7 @@ class CrafterAgent:
         cell, steps = found
         moves = [MOVES[step] for step in steps]
         face = (target[0] - cell[0], target[1] - cell[1])
-        if steps or self.facing != face:
+        if (steps[-1] if steps else self.facing) != face:  # a move also turns the player its way
             moves.append(MOVES[face])
         return moves
 

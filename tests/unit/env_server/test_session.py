@@ -38,3 +38,23 @@ def test_open_ended_task_truncates_and_autoresets() -> None:
     assert out.truncated.tolist() == [True, True] and not out.terminated.any()
     assert out.infos[0]["was_reset"] and session.slots[0].episode.steps == 0
     assert out.infos[0]["success"] is False
+
+
+def test_a_recording_session_summarises_each_episode_and_starts_a_fresh_record() -> None:
+    backend = CrafterBackend()
+    actions = [Action(name=n, primitive=i) for i, n in enumerate(backend.spec.actions)]
+    task = Task(name="open", achievements=(), inventory=(), start_inventory=(), terminate_on_success=False)
+    session = Session(session_id="t", backend=backend, task=task, reward_terms=(RewardTerm("native", "", 1.0),),
+                      seed=0, num_envs=1, episode_length=3, actions=actions, skill_max_steps=4, autoreset=True,
+                      settings=EnvServerSettings(), record=True)
+    for _ in range(2):
+        out = session.step([0])
+    assert "episode_summary" not in out.infos[0]
+    out = session.step([0])
+    summary = out.infos[0]["episode_summary"]
+    assert summary["text"].splitlines() == ["start: at (32, 32), near nothing notable; cow seen at (36, 32)",
+                                            "noop x3", "end: time_limit at step 3, near nothing notable"]
+    assert out.infos[0]["was_reset"] and session.slots[0].episode.steps == 0
+    assert session.summary(0)["text"].startswith("start: at (32, 32)")  # the next episode's own record
+    assert make(Task(name="t", achievements=(), inventory=(), start_inventory=(), terminate_on_success=False),
+                autoreset=False).slots[0].episode.trajectory is None  # only recording sessions keep one

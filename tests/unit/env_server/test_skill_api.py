@@ -91,11 +91,11 @@ def test_nearest_and_path_to_avoid_water() -> None:
     assert agent.nearest("tree") == (8, 1)
     path = agent.path_to(8, 1)
     x, y = 4, 3
-    for move in path[:-1]:
+    for move in path:  # every move steps onto grass, and a move also turns the player its way
         x, y = x + MOVES[move][0], y + MOVES[move][1]
         assert agent.at(x, y) == "grass"
     dx, dy = MOVES[path[-1]]
-    assert (x + dx, y + dy) == (8, 1)  # the last move faces the tree
+    assert (x + dx, y + dy) == (8, 1) and len(path) == 5  # the shortest way ends facing the tree: no extra turn
     assert agent.step_to("tree") == path[0]
 
 

@@ -1,0 +1,187 @@
+"""The trajectory text of recording sessions (EpisodeSummary.text), on real Crafter worlds.
+
+Seed 0's world has grass along the left map edge at (0, 29..48), water at (0..2, 24) and (3, 24) is grass.
+"""
+
+import re
+
+from crafter import objects
+
+from rlgpt.config import EnvServerSettings
+from services.critic.judge import _dead_loop
+from services.env_server.backends.crafter import CrafterBackend
+from services.env_server.session import Action, Session
+from services.env_server.skills.executor import SkillRecord
+from services.env_server.tasks import RewardTerm, Task
+from services.env_server.trajectory import TrajectoryRecorder
+
+OPEN = Task(name="open", achievements=(), inventory=(), start_inventory=(), terminate_on_success=False)
+
+
+def make(task: Task = OPEN, length: int = 1000, skill: str = "", skill_max_steps: int = 4) -> Session:
+    backend = CrafterBackend()
+    actions = [Action(name=n, primitive=i) for i, n in enumerate(backend.spec.actions)]
+    if skill:
+        actions.append(Action(name="skill:t", skill=SkillRecord(name="t", description="", code=skill,
+                                                                 backend="crafter", version=1)))
+    return Session(session_id="t", backend=backend, task=task, reward_terms=(RewardTerm("native", "", 1.0),),
+                   seed=0, num_envs=1, episode_length=length, actions=actions, skill_max_steps=skill_max_steps,
+                   autoreset=False, settings=EnvServerSettings(), record=True)
+
+
+def scene(session: Session, pos: tuple[int, int], facing=(0, 1), creatures: bool = False) -> None:
+    """Test hook: moves the player (crafter's World.move keeps the object map right), optionally alone."""
+    env = session.slots[0].env
+    world = env._env._world
+    if not creatures:
+        for obj in world.objects:
+            if obj is not env._player:
+                world.remove(obj)
+    world.move(env._player, pos)
+    env._player.facing = facing
+    record_from_here(session)
+
+
+def record_from_here(session: Session) -> None:
+    """Restarts the episode's record from the scene a test built, as if the episode had started there."""
+    env, episode = session.slots[0].env, session.slots[0].episode
+    episode.inventory, episode.health = env.inventory(), env.health()
+    episode.trajectory = session._recorder()
+    episode.trajectory.start(env.perception(), env.nearby_text())
+
+
+def play(session: Session, *names: str, times: int = 1) -> None:
+    index = {a.name: i for i, a in enumerate(session.actions)}
+    for _ in range(times):
+        for name in names:
+            session.step([index[name]])
+
+
+def text(session: Session) -> str:
+    return session.summary(0)["text"]
+
+
+def test_swinging_at_the_map_edge_is_one_line_the_critic_reads() -> None:
+    session = make()
+    scene(session, (0, 33))
+    play(session, "move_left", "move_right", times=20)
+    lines = text(session).splitlines()
+    swings = [re.match(r"^move_left/move_right x(\d+) at \(0, 33\), map edge$", line) for line in lines]
+    # One line, or a few when a creature wandering into view (a line of its own) cuts the run.
+    assert sum(int(m.group(1)) for m in swings if m) == 40, lines
+    assert _dead_loop("\n".join(lines), 20)[0] == "move_left/move_right"
+
+
+def test_a_stuck_run_says_where_and_what_blocks_it() -> None:
+    session = make()
+    scene(session, (3, 24), facing=(0, 1))
+    play(session, "move_left", times=12)  # water on the left: each move only turns the player
+    play(session, "move_up", "move_down", times=1)
+    lines = text(session).splitlines()
+    assert lines[0] == "start: at (3, 24), near tree, water"
+    assert "move_left x12 at (3, 24), facing water" in lines, lines
+    assert "move_up" in lines and "move_down" in lines  # two alternating frames are no pattern yet
+
+
+def test_needs_and_health_changes_come_with_their_cause() -> None:
+    session = make()
+    scene(session, (3, 24), facing=(-1, 0))  # facing water
+    play(session, "noop", times=40)
+    lines = text(session).splitlines()
+    assert "noop x40 at (3, 24)" in lines, lines  # slow drifts do not cut an action run ...
+    drift = lines[lines.index("noop x40 at (3, 24)") + 1]  # ... they follow it, merged
+    assert re.match(r"^steps 21-\d+: drink 9->8 \(thirst\); food 9->8 \(hunger\); energy 9->8 \(fatigue\)$", drift)
+
+    session = make()
+    scene(session, (3, 24), facing=(-1, 0))
+    session.slots[0].env._player.inventory["drink"] = 2
+    record_from_here(session)
+    play(session, "do")
+    assert "step 1 at (3, 24): achievement collect_drink; drink 2->3 (drank water)" in text(session).splitlines()
+
+
+def test_a_zombie_is_met_hits_and_kills_at_the_map_edge() -> None:
+    session = make()
+    scene(session, (0, 33), facing=(1, 0))
+    world = session.slots[0].env._env._world
+    player = session.slots[0].env._player
+    world.add(objects.Zombie(world, (2, 33), player))
+    player.health = 3
+    record_from_here(session)
+    index = {a.name: i for i, a in enumerate(session.actions)}
+    for _ in range(60):
+        out = session.step([index["noop"]])
+        if out.terminated[0]:
+            break
+    summary = out.infos[0]["episode_summary"]
+    lines = summary["text"].splitlines()
+    assert summary["death_cause"] == "attacked by zombie"  # was "unknown": crafter's nearby() at x - 2 < 0
+    assert lines[0] == "start: at (0, 33), near stone, tree, zombie, the map edge (left); zombie seen at (2, 33)"
+    assert any(re.match(r"^step \d+ at \(0, 33\): health 3->1 \(zombie adjacent\)$", line) for line in lines), lines
+    assert re.match(r"^step \d+ at \(0, 33\): health 1->0 \(zombie adjacent\)$", lines[-3]), lines
+    assert lines[-2].startswith("end: death at step") and "zombie, the map edge (left)" in lines[-2]
+    assert lines[-1] == "death: attacked by zombie"
+
+
+def test_the_task_targets_are_watched() -> None:
+    task = Task(name="t", achievements=("make_wood_pickaxe",), inventory=(), start_inventory=(),
+                terminate_on_success=True)
+    session = make(task)
+    lines = text(session).splitlines()
+    start = r"^start: at \(32, 32\), near .*; tree seen at \(\d+, \d+\), reachable in \d+ moves"
+    assert re.match(start, lines[0]), lines
+    assert "target table: never seen" in lines
+    assert any(re.match(r"^target tree: first seen at step 0 at \(\d+, \d+\), nearest now", line) for line in lines)
+    world = session.slots[0].env._env._world
+    world[(34, 32)] = "table"  # in view two cells right of the player
+    play(session, "noop")
+    lines = text(session).splitlines()
+    assert "step 1 at (32, 32): table seen at (34, 32), reachable in 1 move" in lines, lines
+
+
+def test_text_is_bounded_and_keeps_the_start_and_the_end() -> None:
+    session = make(length=2000)
+    scene(session, (0, 33))
+    world = session.slots[0].env._env._world
+    for _ in range(90):
+        play(session, "noop", "move_left", "do")  # no pattern of period 1 or 2: a line a frame
+        for zombie in [o for o in world.objects if isinstance(o, objects.Zombie)]:
+            world.remove(zombie)  # test hook: the night's zombies would end the episode early
+    summary = session.summary(0)
+    lines = summary["text"].splitlines()
+    assert len(summary["text"]) <= 8000 and len(lines) <= 200
+    assert lines[0].startswith("start: at (0, 33), near") and lines[-1].startswith("end: skill_finished at step 270")
+    omitted = [line for line in lines if re.match(r"^\.\.\. \(\d+ lines omitted\) \.\.\.$", line)]
+    assert len(omitted) == 1 and int(re.findall(r"\d+", omitted[0])[0]) >= 80
+
+
+def test_recorder_bound_drops_the_middle_for_long_lines() -> None:
+    recorder = TrajectoryRecorder(head_lines=10, tail_lines=10, max_chars=300)
+    recorder.start({"position": [1, 1]}, "nothing notable")
+    for step in range(1, 60):
+        recorder.frame(step, "noop" if step % 3 else "do", {"position": [1, 1]}, {"wood": 1} if step % 3 == 0 else {},
+                       {}, [])
+    out = recorder.text(["end: time_limit at step 59, near nothing notable"])
+    assert len(out) <= 300 and out.startswith("start: at (1, 1), near nothing notable")
+    assert out.endswith("end: time_limit at step 59, near nothing notable") and "lines omitted" in out
+
+
+SEEK_TABLE = '''
+def skill(agent):
+    while agent.facing_cell() != "table":
+        yield agent.step_to("table")
+'''
+
+
+def test_a_skill_that_seeks_a_table_from_the_map_edge() -> None:
+    task = Task(name="t", achievements=("make_wood_pickaxe",), inventory=(), start_inventory=(),
+                terminate_on_success=True)
+    session = make(task, skill=SEEK_TABLE, skill_max_steps=400)
+    scene(session, (0, 33), creatures=True)
+    session.slots[0].env._env._world[(22, 40)] = "table"
+    out = session.step([len(session.actions) - 1])
+    assert out.infos[0].get("skill_finished"), out.infos[0]
+    lines = text(session).splitlines()
+    assert any(re.search(r"table seen at \(22, 40\), reachable in \d+ moves", line) for line in lines), lines
+    assert any(re.match(r"^step \d+ at \(\d+, \d+\)$", line) for line in lines)  # where the player went
+    assert not [line for line in lines if re.match(r"^move_(left|right)/move_(left|right) x", line)], lines
