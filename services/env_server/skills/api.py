@@ -215,7 +215,7 @@ class CrafterAgent:
     def path_to(self, x: int, y: int) -> list[str] | None:
         """Moves that end next to (x, y) and facing it (breadth-first over remembered walkable cells)."""
         target = (int(x), int(y))
-        found = self._map.route(self.position, self.facing, lambda cell: adjacent(cell, target))
+        found = self._map.route(self.position, self.facing, {_next(target, step) for step in STEPS})
         return None if found is None else self._moves(found, target)
 
     def _moves(self, found: tuple[Cell, list[Cell]], target: Cell) -> list[str]:
@@ -235,15 +235,10 @@ class CrafterAgent:
         if committed is not None and (not targets or committed not in targets):
             committed = None  # gone (chopped, eaten, walked off) since it was chosen
         if targets:
-            def is_goal(cell: Cell) -> bool:
-                return any((cell[0] + dx, cell[1] + dy) in targets for dx, dy in STEPS)
-
-            def next_to_committed(cell: Cell) -> bool:
-                return committed is not None and adjacent(cell, committed)
-
+            goals = {_next(target, step) for target in targets for step in STEPS}
+            near_committed = frozenset(_next(committed, step) for step in STEPS) if committed else frozenset()
             # Creatures move, so only a search for a still thing can be known to fail until the map changes.
-            found = self._map.route(self.position, self.facing, is_goal,
-                                    next_to_committed if committed is not None else None,
+            found = self._map.route(self.position, self.facing, goals, near_committed,
                                     cache=None if name in CREATURES or name == "arrow" else ("step_to", name))
             if found is not None:
                 cell = found[0]
@@ -267,24 +262,18 @@ class CrafterAgent:
         start, memory = self.position, self._map
         if self._frontier is not None and self._frontier not in memory.frontier:
             self._frontier = None
-        committed = self._frontier
-
-        def is_goal(cell: Cell) -> bool:
-            return cell in memory.frontier and cell != start
-
-        found = memory.route(start, self.facing, is_goal,
-                             (lambda cell: cell == committed) if committed is not None else None, cache="explore")
+        goals = memory.frontier - {start}
+        committed = frozenset({self._frontier}) if self._frontier is not None else frozenset()
+        found = memory.route(start, self.facing, goals, committed, cache="explore")
         diggable = frozenset() if found is not None else self._diggable()
         if diggable:  # walled in: dig through what the held tools allow
-            found = memory.route(start, self.facing, is_goal, dig=lambda cell: memory.names.get(cell) in diggable,
-                                 cache=("dig", diggable))
+            found = memory.route(start, self.facing, goals, dig=diggable, cache=("dig", diggable))
         if found is None or not found[1]:
             self._frontier = None
             return "noop"  # everything reachable has been seen: waiting is all a move could do
         self._frontier = found[0]
         first = found[1][0]
-        nxt = (start[0] + first[0], start[1] + first[1])
-        if not memory.free(nxt, creatures_block=False) and self.facing == first:
+        if not memory.free(_next(start, first), creatures_block=False) and self.facing == first:
             return "do"  # facing a diggable cell on the way: dig it
         return MOVES[first]
 
@@ -302,3 +291,7 @@ def make_agent(backend: str, actions: list[str]) -> Any:
         from services.env_server.skills.minedojo_api import MineDojoAgent  # optional backend
         return MineDojoAgent(actions)
     return AGENT_CLASSES[backend](actions)
+
+
+def _next(cell: Cell, step: Cell) -> Cell:
+    return cell[0] + step[0], cell[1] + step[1]

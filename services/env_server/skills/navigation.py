@@ -7,7 +7,7 @@ never see this module; they reach it only through the agent's public methods.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 Cell = tuple[int, int]
 # Neighbour order is fixed, so equal-distance ties always resolve the same way.
@@ -20,66 +20,48 @@ OUT_OF_MAP = "out_of_map"
 COMMIT_SLACK = 4  # steps a committed goal may be farther than the nearest before a route switches
 
 
-class Search:
-    """Breadth-first search from ``start`` over cells ``passable`` accepts; visits cells nearest first."""
+def find(start: Cell, passable: Callable[[Cell], bool], goals: set[Cell] | frozenset[Cell],
+         preferred: set[Cell] | frozenset[Cell] = frozenset(), slack: int = 0, first: Cell | None = None,
+         limit: int = SEARCH_LIMIT) -> tuple[tuple[Cell, list[Cell]] | None, dict[Cell, Cell | None]]:
+    """Breadth-first search for the nearest goal: ((goal, unit steps to it) or None, the cells visited).
 
-    def __init__(self, start: Cell, passable: Callable[[Cell], bool], first: Cell | None = None,
-                 limit: int = SEARCH_LIMIT):
-        self.start = start
-        self.parent: dict[Cell, Cell | None] = {start: None}
-        self.distance: dict[Cell, int] = {start: 0}
-        self._passable = passable
-        self._limit = limit
-        # Expanding ``first`` (the way the player faces) first breaks ties toward going straight on.
-        self._steps = STEPS if first not in STEPS else (first, *(s for s in STEPS if s != first))
-
-    def visit(self) -> Iterator[Cell]:
-        """Cells in order of path length (the start first)."""
-        queue = deque([self.start])
-        parent, distance, passable, steps = self.parent, self.distance, self._passable, self._steps
-        while queue:
-            cell = queue.popleft()
-            yield cell
-            x, y = cell
-            for dx, dy in steps:
-                nxt = (x + dx, y + dy)
-                if nxt not in parent and len(parent) < self._limit and passable(nxt):
-                    parent[nxt] = cell
-                    distance[nxt] = distance[cell] + 1
-                    queue.append(nxt)
-
-    def steps_to(self, cell: Cell) -> list[Cell]:
-        """Unit steps (dx, dy) from the start to a visited ``cell``."""
-        steps: list[Cell] = []
-        parent = self.parent[cell]
-        while parent is not None:
-            steps.append((cell[0] - parent[0], cell[1] - parent[1]))
-            cell, parent = parent, self.parent[parent]
-        steps.reverse()
-        return steps
-
-
-def find(search: Search, is_goal: Callable[[Cell], bool], preferred: Callable[[Cell], bool] | None = None,
-         slack: int = 0) -> tuple[Cell, list[Cell]] | None:
-    """The nearest goal cell and the steps to it, or None when no goal is reachable.
-
-    With ``preferred``, a preferred goal (one the caller committed to) wins over a nearer goal when it
-    is at most ``slack`` steps farther (and at most twice as far), so the caller does not switch goals
-    over a tie but still takes a goal right next to it.
+    A ``preferred`` goal (one the caller committed to) wins over a nearer goal when it is at most
+    ``slack`` steps farther (and at most twice as far), so the caller does not switch goals over a tie
+    but still takes a goal right next to it. Expanding ``first`` (the way the player faces) first
+    breaks ties toward going straight on.
     """
+    steps = STEPS if first not in STEPS else (first, *(s for s in STEPS if s != first))
+    parent: dict[Cell, Cell | None] = {start: None}
+    distance = {start: 0}
+    queue = deque([start])
     nearest: Cell | None = None
-    for cell in search.visit():
-        if nearest is not None:
-            near = search.distance[nearest]
-            if search.distance[cell] > near + min(slack, near):
-                break
-        if not is_goal(cell):
-            continue
-        if preferred is None or preferred(cell):
-            return cell, search.steps_to(cell)
-        if nearest is None:
-            nearest = cell
-    return None if nearest is None else (nearest, search.steps_to(nearest))
+    while queue:
+        cell = queue.popleft()
+        if nearest is not None and distance[cell] > distance[nearest] + min(slack, distance[nearest]):
+            break
+        if cell in goals:
+            if not preferred or cell in preferred:
+                return (cell, _steps_to(parent, cell)), parent
+            if nearest is None:
+                nearest = cell
+        x, y = cell
+        for dx, dy in steps:
+            nxt = (x + dx, y + dy)
+            if nxt not in parent and len(parent) < limit and passable(nxt):
+                parent[nxt] = cell
+                distance[nxt] = distance[cell] + 1
+                queue.append(nxt)
+    return (None if nearest is None else (nearest, _steps_to(parent, nearest))), parent
+
+
+def _steps_to(parent: dict[Cell, Cell | None], cell: Cell) -> list[Cell]:
+    steps: list[Cell] = []
+    previous = parent[cell]
+    while previous is not None:
+        steps.append((cell[0] - previous[0], cell[1] - previous[1]))
+        cell, previous = previous, parent[previous]
+    steps.reverse()
+    return steps
 
 
 class MapMemory:
@@ -91,7 +73,7 @@ class MapMemory:
         self.frontier: set[Cell] = set()  # remembered cells next to a never-seen cell inside the map
         self.creatures_in_view: set[Cell] = set()
         self.area: Cell = (64, 64)
-        self.version = 0  # bumps whenever what blocks movement changes (creatures moving aside)
+        self.changed: list[Cell] = []  # cells whose meaning for movement changed (or got seen), in order
         self._ground: dict[Cell, str] = {}  # last non-creature name per cell: what an arrow flies over
         self._dead_ends: dict[object, tuple[int, set[Cell]]] = {}
 
@@ -115,11 +97,11 @@ class MapMemory:
                     continue
                 if old is None:
                     new.append(cell)
-                    self.version += 1
+                    self.changed.append(cell)
                 else:
                     self.where[old].discard(cell)
                     if self._kind(cell, old) != self._kind(cell, name):
-                        self.version += 1
+                        self.changed.append(cell)
                 self.names[cell] = name
                 self.where.setdefault(name, set()).add(cell)
         for cell in new:
@@ -135,8 +117,9 @@ class MapMemory:
         """What a name means for movement: creatures stand on free ground; an arrow flies over any."""
         if name in WALKABLE or name in CREATURES:
             return "free"
-        if name == "arrow":
-            return "free" if self._ground.get(cell) in WALKABLE else "arrow"
+        if name == "arrow":  # an arrow flies over free ground, water or lava: what matters is below it
+            ground = self._ground.get(cell, "arrow")
+            return "free" if ground in WALKABLE else ground
         return name
 
     # --- reading ----------------------------------------------------------------------------------
@@ -159,10 +142,25 @@ class MapMemory:
         return not (creatures_block and cell in self.creatures_in_view)
 
     # --- routes -----------------------------------------------------------------------------------
-    def route(self, start: Cell, facing: Cell, is_goal: Callable[[Cell], bool],
-              committed: Callable[[Cell], bool] | None = None, dig: Callable[[Cell], bool] | None = None,
+    def passable(self, creatures_block: bool, dig: frozenset[str] = frozenset()) -> Callable[[Cell], bool]:
+        """Whether a route may enter a cell: free ground, a creature's cell unless creatures block (only
+        those in view do: one remembered elsewhere has moved on), or a cell of a ``dig`` name."""
+        names, ground, in_view = self.names, self._ground, self.creatures_in_view
+
+        def ok(cell: Cell) -> bool:
+            name = names.get(cell)
+            if name in WALKABLE:
+                return True
+            if name in CREATURES or (name == "arrow" and ground.get(cell) in WALKABLE):
+                return not (creatures_block and cell in in_view)
+            return name in dig
+        return ok
+
+    def route(self, start: Cell, facing: Cell, goals: set[Cell] | frozenset[Cell],
+              committed: set[Cell] | frozenset[Cell] = frozenset(), dig: frozenset[str] = frozenset(),
               cache: object = None) -> tuple[Cell, list[Cell]] | None:
-        """Steps to the nearest goal over free cells, else letting creatures count as passable (they move).
+        """(goal, steps) to the nearest of ``goals`` around creatures in view, else through them (they move
+        on: the move only bumps and waits), or None when no goal can be reached at all.
 
         A ``committed`` goal (chosen on an earlier frame) is kept over a nearer one unless it is clearly
         farther, also while a creature stands in its way: switching over ties, or over a creature that
@@ -172,28 +170,33 @@ class MapMemory:
         """
         if cache is not None:
             dead_end = self._dead_ends.get(cache)
-            if dead_end is not None and dead_end[0] == self.version and start in dead_end[1]:
+            if dead_end is not None and start in dead_end[1] and self._still_closed(cache, *dead_end):
                 return None
+        through, visited = find(start, self.passable(False, dig), goals, committed, COMMIT_SLACK, facing)
+        if through is None:
+            if cache is not None:
+                self._dead_ends[cache] = (len(self.changed), set(visited))
+            return None
+        if not self.creatures_in_view:
+            return through
+        around, _ = find(start, self.passable(True, dig), goals, committed, COMMIT_SLACK, facing)
+        if around is None:
+            return through
+        if committed and around[0] not in committed and through[0] in committed and \
+                len(through[1]) <= len(around[1]) + min(COMMIT_SLACK, len(around[1])):
+            return through
+        return around
 
-        def passable(creatures_block: bool) -> Callable[[Cell], bool]:
-            def ok(cell: Cell) -> bool:
-                return self.free(cell, creatures_block) or (dig is not None and dig(cell))
-            return ok
 
-        found = search = None
-        for creatures_block in (True, False) if self.creatures_in_view else (False,):
-            search = Search(start, passable(creatures_block), facing)
-            found = find(search, is_goal, committed, COMMIT_SLACK)
-            if found is not None:
-                break
-        if committed is not None and (found is None or not committed(found[0])):
-            kept = find(Search(start, passable(False), facing), lambda c: is_goal(c) and committed(c))
-            if kept is not None and (found is None or len(kept[1]) <= len(found[1]) + min(COMMIT_SLACK,
-                                                                                          len(found[1]))):
-                found = kept
-        if found is None and cache is not None and search is not None:
-            self._dead_ends[cache] = (self.version, set(search.parent))
-        return found
+    def _still_closed(self, cache: object, seen: int, region: set[Cell]) -> bool:
+        """Whether a region a search found no goal in is still closed: no cell in it or next to it has
+        changed since (a goal or a way out can only appear there)."""
+        for x, y in self.changed[seen:]:
+            if any((x + dx, y + dy) in region for dx, dy in ((0, 0), *STEPS)):
+                del self._dead_ends[cache]
+                return False
+        self._dead_ends[cache] = (len(self.changed), region)
+        return True
 
 
 def adjacent(a: Cell, b: Cell) -> bool:

@@ -195,6 +195,18 @@ def test_explore_digs_out_when_walled_in_and_waits_when_it_cannot() -> None:
     assert agent.explore() == "noop"  # stone needs a pickaxe the player does not hold, and trees are not listed
 
 
+def test_a_walled_in_player_notices_when_a_wall_opens() -> None:
+    rows = ["w" * 13] * 4 + ["wwwwwggwwwwww"] + ["w" * 13] * 4 + ["g" * 13] * 6
+    grid = Grid(rows, (5, 4), area=(13, 15))
+    agent = CrafterAgent(ACTIONS)
+    for step in range(3):  # the failed search is remembered: later frames answer without searching again
+        agent._update(grid.perceive(), step)
+        assert agent.explore() == "noop" and agent.step_to("diamond") == "noop"
+    grid.cells[(6, 5)] = grid.cells[(6, 6)] = grid.cells[(6, 7)] = "sand"  # a way out toward the unseen rows
+    agent._update(grid.perceive(), 3)
+    assert agent.explore() == "move_right"
+
+
 def test_every_public_agent_name_is_documented() -> None:
     public = {n for n in dir(CrafterAgent) if not n.startswith("_")}
     documented = {name for key in AGENT_API_DOC for name in re.findall(r"agent\.(\w+)", key)}
