@@ -20,7 +20,8 @@ from rlgpt.errors import FailedPrecondition, InvalidArgument, NotFound, Resource
 from services.env_server.backends.base import Backend, BackendEnv, RawStep
 from services.env_server.skills.executor import SkillExecutor, SkillRecord
 from services.env_server.tasks import RewardTerm, Task, step_reward
-from services.env_server.trajectory import TrajectoryRecorder, watch_names
+from services.env_server.trajectory import TrajectoryRecorder
+from services.env_server.trajectory_reading import watch_names
 
 log = logging.getLogger(__name__)
 SKILL_PREFIX = "skill:"

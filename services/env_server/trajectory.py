@@ -17,14 +17,25 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from rlgpt.v1 import common_pb2
 from services.env_server.skills.api import CrafterAgent
 from services.env_server.skills.navigation import OUT_OF_MAP
+from services.env_server.trajectory_reading import (
+    MOVE_STEPS,
+    cell_text,
+    distance,
+    facing_name,
+    moved_into,
+    near,
+    nearest_in_view,
+    on_border,
+    position_of,
+    status_of,
+    step_text,
+)
 
 Cell = tuple[int, int]
 CREATURES = ("cow", "zombie", "skeleton")
 _NEEDS_CAUSE = {"food": "hunger", "drink": "thirst", "energy": "fatigue"}
-_MOVE_STEPS = {"move_left": (-1, 0), "move_right": (1, 0), "move_up": (0, -1), "move_down": (0, 1)}
 _LOW = 2  # a need falling to this or below gets a line of its own at once
 _STUCK_RUN = 6  # a run this long that stays within two cells says where and why
 _PERIOD2_MIN = 4  # alternating actions compress from this many frames
@@ -70,19 +81,19 @@ class TrajectoryRecorder:
     # --- input ------------------------------------------------------------------------------------
     def start(self, perception: dict[str, Any], nearby: str) -> None:
         self._previous = perception
-        position = _position(perception)
+        position = position_of(perception)
         self._reported = position
         if "view" in perception:
-            self._map = CrafterAgent(["noop", *_MOVE_STEPS])
+            self._map = CrafterAgent(["noop", *MOVE_STEPS])
             self._map._update(perception, 0)
-        where = f"at {_cell_text(position)}, " if position is not None else ""
+        where = f"at {cell_text(position)}, " if position is not None else ""
         self._emit(f"start: {where}" + "; ".join([f"near {nearby}", *self._sightings(perception, position)]))
 
     def frame(self, step: int, action: str, perception: dict[str, Any], gained: dict[str, int],
               lost: dict[str, int], new: list[str]) -> None:
         """Records one frame: ``action`` was taken and led to ``perception`` (after the frame)."""
         previous, self._previous = self._previous, perception
-        position = _position(perception)
+        position = position_of(perception)
         if self._map is not None:
             self._map._update(perception, step)
         parts = [f"+{v} {k}" for k, v in gained.items()] + [f"-{v} {k}" for k, v in lost.items()]
@@ -92,12 +103,12 @@ class TrajectoryRecorder:
         self._add_action(action, position, perception)
         if parts:
             self._flush()
-            self._emit(f"{_step_text(step, position)}: " + "; ".join(parts))
+            self._emit(f"{step_text(step, position)}: " + "; ".join(parts))
         elif step >= self._next_position:
             self._next_position = step + self.position_every
-            if position is not None and (self._reported is None or _distance(position, self._reported) >= 2):
+            if position is not None and (self._reported is None or distance(position, self._reported) >= 2):
                 self._flush()
-                self._emit(_step_text(step, position))
+                self._emit(step_text(step, position))
                 self._reported = position
         if parts and position is not None:
             self._reported = position
@@ -105,19 +116,20 @@ class TrajectoryRecorder:
     # --- output -----------------------------------------------------------------------------------
     def watch_lines(self) -> list[str]:
         """One line per watched name: where it was first seen and whether a path to it is known now."""
+        if self._map is None:
+            return []  # this backend's perception has no map view: sightings cannot be told
         out = []
         for name in self.watch:
             if name not in self._seen:
                 out.append(f"target {name}: never seen")
                 continue
             step, cell = self._seen[name]
-            line = f"target {name}: first seen at step {step} at {_cell_text(cell)}"
-            if self._map is not None:
-                nearest = self._map.nearest(name)
-                if nearest is None:
-                    line += ", gone from the map since"
-                else:
-                    line += f", nearest now {_cell_text(nearest)}, {self._reach(nearest)}"
+            line = f"target {name}: first seen at step {step} at {cell_text(cell)}"
+            nearest = self._map.nearest(name)
+            if nearest is None:
+                line += ", gone from the map since"
+            else:
+                line += f", nearest now {cell_text(nearest)}, {self._reach(nearest)}"
             out.append(line)
         return out
 
@@ -174,7 +186,7 @@ class TrajectoryRecorder:
         name = "/".join(run.pattern)
         line = name if run.count == 1 else f"{name} x{run.count}"
         if run.count >= _STUCK_RUN and run.positions and len(run.positions) <= 2:
-            line += f" at {_cell_text(run.edge or run.positions[0])}"
+            line += f" at {cell_text(run.edge or run.positions[0])}"
             if len(run.pattern) == 1 and run.facing and run.pattern[0] not in ("noop", "sleep"):
                 line += ", map edge" if run.facing == OUT_OF_MAP else f", facing {run.facing}"
             elif run.edge:
@@ -200,12 +212,12 @@ class TrajectoryRecorder:
             self._run = run = _Run((action,), 1, [])
         if position is not None and len(run.positions) < 3 and position not in run.positions:
             run.positions.append(position)
-        facing = run.facing = _facing_name(perception)
-        if run.edge is None and position is not None and (facing == OUT_OF_MAP or _on_border(position, perception)):
+        facing = run.facing = facing_name(perception)
+        if run.edge is None and position is not None and (facing == OUT_OF_MAP or on_border(position, perception)):
             run.edge = position
 
     def _status_changes(self, step: int, action: str, before: dict[str, Any], after: dict[str, Any]) -> list[str]:
-        old, new = _status(before), _status(after)
+        old, new = status_of(before), status_of(after)
         parts = []
         for stat, value in new.items():
             was = old.get(stat, value)
@@ -224,20 +236,20 @@ class TrajectoryRecorder:
     def _cause(stat: str, was: int, value: int, action: str, before: dict[str, Any],
                after: dict[str, Any]) -> tuple[str, bool]:
         """(cause, passive): a passive change is a slow drift, merged instead of breaking action runs."""
-        needs = _status(after)
+        needs = status_of(after)
         if stat in ("health", "life"):
             if value > was:
                 return "regeneration", True
             # Crafter's damage sizes tell causes apart: a missing need costs 1, a zombie or an arrow 2 or more.
             drop, causes = was - value, []
-            if _moved_into(action, before) == "lava" and value <= 0:
+            if moved_into(action, before) == "lava" and value <= 0:
                 causes.append("walked into lava")
             elif drop >= 2 or value <= 0 or stat == "life":  # at 0 the last hit may have been cut short
-                if _near(before, "zombie", 1) or _near(after, "zombie", 1):
+                if near(before, "zombie", 1) or near(after, "zombie", 1):
                     causes.append("zombie adjacent" + (" while sleeping" if before.get("sleeping") else ""))
-                if _near(before, "arrow", 2) or _near(after, "arrow", 1):
+                if near(before, "arrow", 2) or near(after, "arrow", 1):
                     causes.append("arrow")
-                elif not causes and _near(after, "skeleton", 5):
+                elif not causes and near(after, "skeleton", 5):
                     causes.append("skeleton arrow")
             starving = [f"no {need}" for need in _NEEDS_CAUSE if needs.get(need, 1) <= 0]
             if starving and (drop % 2 == 1 or not causes):
@@ -251,7 +263,7 @@ class TrajectoryRecorder:
             return ("sleeping", True) if before.get("sleeping") or after.get("sleeping") else ("rested", False)
         if stat == "drink":
             return "drank water", False
-        eaten = _facing_name(before) if action == "do" else ""
+        eaten = facing_name(before) if action == "do" else ""
         return (f"ate {eaten}" if eaten in ("cow", "plant") else "ate"), False
 
     def _sightings(self, perception: dict[str, Any], position: Cell | None, step: int = 0) -> list[str]:
@@ -261,11 +273,11 @@ class TrajectoryRecorder:
         for name in [*self.watch, *(c for c in CREATURES if c not in self.watch)]:
             if name in self._seen:
                 continue
-            cell = _nearest_in_view(perception, name, position)
+            cell = nearest_in_view(perception, name, position)
             if cell is None:
                 continue
             self._seen[name] = (step, cell)
-            text = f"{name} seen at {_cell_text(cell)}"
+            text = f"{name} seen at {cell_text(cell)}"
             if name in self.watch and self._map is not None:
                 text += f", {self._reach(cell)}"
             parts.append(text)
@@ -277,125 +289,3 @@ class TrajectoryRecorder:
         if path is None:
             return "no path over seen cells"
         return "reached" if not path else f"reachable in {len(path)} move{'s' if len(path) > 1 else ''}"
-
-
-def _position(perception: dict[str, Any]) -> Cell | None:
-    position = perception.get("position")
-    if not position:
-        return None
-    if len(position) == 3:  # MineDojo (x, y, z): the ground plane is x, z
-        return round(position[0]), round(position[2])
-    return int(position[0]), int(position[1])
-
-
-def _status(perception: dict[str, Any]) -> dict[str, int]:
-    if "status" in perception:
-        return {k: int(v) for k, v in perception["status"].items()}
-    return {k: round(perception[k]) for k in ("life", "food") if isinstance(perception.get(k), (int, float))}
-
-
-def _cells(perception: dict[str, Any]) -> Iterable[tuple[Cell, str]]:
-    x0, y0 = perception["view_origin"]
-    for dy, row in enumerate(perception["view"]):
-        for dx, name in enumerate(row):
-            yield (x0 + dx, y0 + dy), name
-
-
-def _nearest_in_view(perception: dict[str, Any], name: str, position: Cell) -> Cell | None:
-    cells = [cell for cell, seen in _cells(perception) if seen == name]
-    return min(cells, key=lambda c: (_distance(c, position), c[1], c[0])) if cells else None
-
-
-def _near(perception: dict[str, Any], name: str, distance: int) -> bool:
-    position = _position(perception)
-    if "view" not in perception or position is None:
-        return False
-    return any(seen == name and _distance(cell, position) <= distance for cell, seen in _cells(perception))
-
-
-def _cell_at(perception: dict[str, Any], cell: Cell) -> str:
-    if "view" not in perception:
-        return ""
-    x0, y0 = perception["view_origin"]
-    view = perception["view"]
-    row, column = cell[1] - y0, cell[0] - x0
-    return view[row][column] if 0 <= row < len(view) and 0 <= column < len(view[row]) else ""
-
-
-def _facing_name(perception: dict[str, Any]) -> str:
-    position, facing = _position(perception), perception.get("facing")
-    if position is None or not facing or len(facing) != 2:
-        return ""
-    return _cell_at(perception, (position[0] + int(facing[0]), position[1] + int(facing[1])))
-
-
-def _moved_into(action: str, before: dict[str, Any]) -> str:
-    position = _position(before)
-    if action not in _MOVE_STEPS or position is None:
-        return ""
-    dx, dy = _MOVE_STEPS[action]
-    return _cell_at(before, (position[0] + dx, position[1] + dy))
-
-
-def _on_border(position: Cell, perception: dict[str, Any]) -> bool:
-    area = perception.get("area")
-    if not area:
-        return False
-    return position[0] in (0, area[0] - 1) or position[1] in (0, area[1] - 1)
-
-
-def _distance(a: Cell, b: Cell) -> int:
-    return abs(a[0] - b[0]) + abs(a[1] - b[1])
-
-
-def _cell_text(cell: Cell | None) -> str:
-    return "(?)" if cell is None else f"({cell[0]}, {cell[1]})"
-
-
-def _step_text(step: int, position: Cell | None) -> str:
-    return f"step {step}" if position is None else f"step {step} at {_cell_text(position)}"
-
-
-# Achievements about creatures: the rules cover materials and items, not who to meet.
-_CREATURE_ACHIEVEMENTS = {"eat_cow": "cow", "eat_plant": "plant", "defeat_zombie": "zombie",
-                          "defeat_skeleton": "skeleton"}
-
-
-def watch_names(rules: common_pb2.WorldRules | None, achievements: Iterable[str], items: Iterable[str]) -> list[str]:
-    """What a task needs the player to find, from the world's rules: the materials its items are collected
-    from, the stations making them needs nearby, and the creatures its achievements are about. Walkable
-    materials (grass: everywhere) are left out."""
-    names: list[str] = []
-    if rules is None:
-        return [_CREATURE_ACHIEVEMENTS[a] for a in achievements if a in _CREATURE_ACHIEVEMENTS]
-    walkable = set(rules.walkable)
-
-    def sources(item: str, depth: int = 0) -> None:
-        if depth > 3:  # recipes are shallow; this only guards against a cycle in the rules
-            return
-        for rule in rules.collect:
-            if item in {c.item for c in rule.receives} and rule.material not in walkable:
-                names.append(rule.material)
-        for rule in rules.make:
-            if rule.item == item:
-                names.extend(rule.nearby)
-                for used in rule.uses:
-                    sources(used.item, depth + 1)
-
-    for achievement in achievements:
-        if achievement in _CREATURE_ACHIEVEMENTS:
-            names.append(_CREATURE_ACHIEVEMENTS[achievement])
-        for rule in rules.collect:
-            if achievement in rule.achievements and rule.material not in walkable:
-                names.append(rule.material)
-        for rule in rules.make:
-            if rule.achievement == achievement:
-                sources(rule.item)
-        for rule in rules.place:
-            if rule.achievement == achievement:
-                names.extend(rule.nearby)
-                for used in rule.uses:
-                    sources(used.item)
-    for item in items:
-        sources(item)
-    return list(dict.fromkeys(names))

@@ -185,3 +185,15 @@ def test_a_skill_that_seeks_a_table_from_the_map_edge() -> None:
     assert any(re.search(r"table seen at \(22, 40\), reachable in \d+ moves", line) for line in lines), lines
     assert any(re.match(r"^step \d+ at \(\d+, \d+\)$", line) for line in lines)  # where the player went
     assert not [line for line in lines if re.match(r"^move_(left|right)/move_(left|right) x", line)], lines
+
+
+def test_a_perception_without_a_map_view_still_gets_runs_positions_and_health() -> None:
+    """MineDojo's perception: (x, y, z) position and life, no view: no sightings are claimed."""
+    recorder = TrajectoryRecorder(["cow"])
+    recorder.start({"position": [1.2, 64.0, 2.7], "life": 20.0}, "log")
+    for step in range(1, 41):
+        recorder.frame(step, "forward", {"position": [1.2 + step, 64.0, 2.7], "life": 20.0 - 2 * (step >= 30)},
+                       {}, {}, [])
+    assert recorder.text(["end: x"]).splitlines() == [
+        "start: at (1, 3), near log", "forward x25", "step 25 at (26, 3)", "forward x5",
+        "step 30 at (31, 3): life 20->18 (cause not seen)", "forward x10", "end: x"]
