@@ -135,10 +135,21 @@ def drive(grid: Grid, agent: CrafterAgent, decide, frames: int) -> list[str]:
     return actions
 
 
+OPPOSITE = {"move_left": "move_right", "move_right": "move_left", "move_up": "move_down", "move_down": "move_up"}
+
+
 def reversals(actions: list[str]) -> int:
     """How often a move undoes the previous one (left then right, up then down)."""
-    opposite = {"move_left": "move_right", "move_right": "move_left", "move_up": "move_down", "move_down": "move_up"}
-    return sum(1 for a, b in itertools.pairwise(actions) if opposite.get(a) == b)
+    return sum(1 for a, b in itertools.pairwise(actions) if OPPOSITE.get(a) == b)
+
+
+def longest_swing(actions: list[str]) -> int:
+    """The longest stretch of moves that each undo the previous one (left, right, left, ...)."""
+    best = current = 0
+    for a, b in itertools.pairwise(actions):
+        current = current + 1 if OPPOSITE.get(a) == b else 0
+        best = max(best, current)
+    return best
 
 
 def test_step_to_commits_to_one_of_two_equally_near_targets() -> None:
@@ -234,8 +245,9 @@ def test_step_to_finds_a_far_table_from_the_map_edge() -> None:
         for need in ("health", "food", "drink", "energy"):  # test hook: this test is about finding the way
             env._player.inventory[need] = max(env._player.inventory[need], 5)
         env.step(constants.actions.index(action))
+    # The agent before out_of_map swung left/right at the edge for the whole budget (478 reversals in a row).
     assert agent.facing_cell() == "table", f"not found in {len(actions)} frames"
-    assert reversals(actions) <= len(actions) // 25  # an occasional step back around a creature, no swinging
+    assert reversals(actions) <= len(actions) // 25 and longest_swing(actions) <= 3
 
 
 def test_explore_from_the_map_edge_leaves_it() -> None:
@@ -243,10 +255,12 @@ def test_explore_from_the_map_edge_leaves_it() -> None:
     env.reset(0)
     env._env._world.move(env._player, (0, 33))
     agent = CrafterAgent(list(constants.actions))
-    positions = []
+    positions, actions = [], []
     for k in range(100):
         agent._update(env.perception(), k)
         positions.append(agent.position)
-        env.step(constants.actions.index(agent.explore()))
-    assert max(x for x, _ in positions) >= 5
+        actions.append(agent.explore())
+        env.step(constants.actions.index(actions[-1]))
+    # The agent before out_of_map never left x = 0 here: 96 left/right reversals in a row.
+    assert max(x for x, _ in positions) >= 5 and longest_swing(actions) <= 3
     assert sum(1 for x, _ in positions if x == 0) <= 30  # it follows the edge at most a while, then leaves
