@@ -106,7 +106,10 @@ class TrajectoryRecorder:
             self._emit(f"{step_text(step, position)}: " + "; ".join(parts))
         elif step >= self._next_position:
             self._next_position = step + self.position_every
-            if position is not None and (self._reported is None or distance(position, self._reported) >= 2):
+            run = self._run
+            if run is not None and run.count >= _STUCK_RUN and len(run.positions) <= 2:
+                self._reported = position  # a stuck run: its own line will say where, so do not cut it
+            elif position is not None and (self._reported is None or distance(position, self._reported) >= 2):
                 self._flush()
                 self._emit(step_text(step, position))
                 self._reported = position
