@@ -283,7 +283,9 @@ class Session:
                     out.infos[i]["skill_finished"] = True
                     metrics.ENV_SKILL_RUNS.labels("finished").inc()
                     if out.frames[i] == 0:  # every action consumes a frame, so time always moves on
-                        self._frame(i, self.backend.spec.noop_action, "noop", out)
+                        # Named for what happened: a policy without `noop` must not read as full of noops.
+                        name = f"{SKILL_PREFIX}{skill.name if skill else '?'} (returned without acting)"
+                        self._frame(i, self.backend.spec.noop_action, name, out)
                 else:
                     self._skill_failed(i, result["error"], skill, out)
             active = still
@@ -303,7 +305,8 @@ class Session:
         metrics.ENV_SKILL_RUNS.labels("error").inc()
         metrics.ENV_SKILL_ERRORS.labels(error.get("type", "unknown")).inc()
         if out.frames[i] == 0:
-            self._frame(i, self.backend.spec.noop_action, "noop", out)
+            name = f"{SKILL_PREFIX}{skill.name if skill else '?'} (failed: {error.get('type', 'error')})"
+            self._frame(i, self.backend.spec.noop_action, name, out)
 
     def summary(self, i: int) -> dict[str, Any]:
         """What env ``i``'s current episode did, for RunSkill and the critic."""

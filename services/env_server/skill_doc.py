@@ -14,7 +14,7 @@ def skill_api_text(spec: BackendSpec, rules: common_pb2.WorldRules | None) -> st
     """The documentation an LLM reads before writing a skill for ``spec``'s backend."""
     from services.env_server.skills import sandbox
 
-    parts = [spec.skill_api.rstrip()]
+    parts = [spec.skill_api.rstrip(), f"Actions: {', '.join(spec.actions)}."]
     sandbox_rules = getattr(sandbox, "SANDBOX_RULES", "")
     if sandbox_rules:
         parts.append("What skill code may use:\n" + sandbox_rules.rstrip())

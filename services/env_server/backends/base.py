@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from rlgpt.errors import FailedPrecondition, InvalidArgument, shown
+from rlgpt.v1 import common_pb2
 
 
 @dataclasses.dataclass(frozen=True)

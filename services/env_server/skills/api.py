@@ -19,6 +19,7 @@ from services.env_server.skills.navigation import (
     MapMemory,
     adjacent,
 )
+from services.env_server.skills.recipes import Recipes
 
 # Name -> one-line truthful description of every public agent attribute, in the order to show. The skill
 # API text renders it (render_agent_doc); a test checks it names exactly CrafterAgent's public attributes.
@@ -26,16 +27,16 @@ AGENT_API_DOC: dict[str, str] = {
     "agent.position": "(x, y) of the player. The world is 64 x 64 cells: x is the column 0..63 and grows to the "
                       "right, y is the row 0..63 and grows downward (move_up is y - 1); episodes start at (32, 32)",
     "agent.facing": "(dx, dy) the player faces: (-1, 0) left, (1, 0) right, (0, -1) up, (0, 1) down",
-    "agent.inventory": "dict item -> count: sapling, wood, stone, coal, iron, diamond, wood_pickaxe, "
-                       "stone_pickaxe, iron_pickaxe, wood_sword, stone_sword, iron_sword",
+    "agent.inventory": "dict item -> count of every item the game has (the items of the rules below; status "
+                       "values are separate)",
     "agent.health, agent.food, agent.drink, agent.energy": "0..9 each",
     "agent.sleeping, agent.daylight": "bool; 0.0 (night) .. 1.0 (day)",
-    "agent.achievements": "sorted list of the achievements unlocked so far this episode, e.g. "
-                          "['collect_wood', 'place_table']",
+    "agent.achievements": "sorted list of the achievements unlocked so far this episode, as names "
+                          "(see the rules below)",
     "agent.view": "7 rows x 9 columns of cell names around the player, view[row][column]; the player is at "
-                  "view[3][4], so view[3 + dy][4 + dx] is the cell (x + dx, y + dy). Names: water grass stone path "
-                  "sand tree lava coal iron diamond table furnace, creatures and objects cow zombie skeleton arrow "
-                  "plant fence player, and out_of_map for cells beyond the map edge",
+                  "view[3][4], so view[3 + dy][4 + dx] is the cell (x + dx, y + dy). Names: the materials of the "
+                  "rules below, creatures and objects cow zombie skeleton arrow plant fence player, and out_of_map "
+                  "for cells beyond the map edge",
     "agent.facing_cell()": "name of the cell the player faces now, from the current view (out_of_map at the edge)",
     "agent.look(direction)": "name of the cell next to the player in direction 'left', 'right', 'up' or 'down', "
                              "from the current view",
@@ -60,6 +61,13 @@ AGENT_API_DOC: dict[str, str] = {
                        "it keeps that goal until the area is seen. Walled in, it digs its way out: it faces and "
                        "returns 'do' on cells that 'do' turns into free ground with the tools held (e.g. stone "
                        "with a wood_pickaxe); 'noop' when nothing reachable is left unseen",
+    "agent.needs(name)": "what making, placing or collecting name needs, from the world's rules: a dict "
+                         "{'action', 'uses', 'holds', 'nearby', 'faced', 'gives'} (item -> count "
+                         "dicts, name lists); name is an item, an action or an achievement; None when no rule "
+                         "covers it",
+    "agent.missing(name)": "list of what stops name from working here and now, in words (items short, no table "
+                           "nearby, facing the wrong cell); [] when it would work",
+    "agent.can(name)": "True when name (an action, an item or an achievement) would work here and now",
     "agent.steps": "frames this skill has run so far",
     "agent.actions": "tuple of every action name",
 }
@@ -67,23 +75,17 @@ AGENT_API_DOC: dict[str, str] = {
 
 CRAFTER_SKILL_API = '''\
 A skill is a Python generator function that takes `agent` and yields Crafter action names, one per
-game step. It stops when it returns. No imports, no files, no dunder names; loops are budgeted.
+game step (each yield is one frame). It stops when it returns.
 
     def skill(agent):
-        while agent.inventory["wood"] < 2:
-            action = agent.step_to("tree")      # walk next to the nearest seen tree and face it
-            if action is None:                  # already facing a tree
-                action = "do"                   # "do" collects / attacks / interacts with the faced cell
+        # Walk next to the nearest sand cell and face it, exploring until one has been seen.
+        while True:
+            action = agent.step_to("sand")   # a move; explores while no sand has been seen
+            if action is None:               # next to a sand cell, facing it
+                return
             yield action
 
-Actions: noop, move_left, move_right, move_up, move_down, do, sleep, place_stone, place_table,
-place_furnace, place_plant, make_wood_pickaxe, make_stone_pickaxe, make_iron_pickaxe,
-make_wood_sword, make_stone_sword, make_iron_sword. Moving toward a blocked cell only turns the
-player to face it. "do" on tree gives wood; on stone/coal needs a wood_pickaxe, iron needs a
-stone_pickaxe, diamond an iron_pickaxe; on water drinks; on a cow (hit repeatedly) eats.
-place_table needs wood (and a free faced cell); make_* needs a table nearby (iron tools also a
-furnace); place_furnace needs stone and a table nearby.
-
+The `agent` object:
 '''
 
 
@@ -104,8 +106,9 @@ _DEFAULT_AREA = (64, 64)
 class CrafterAgent:
     """Perception of one Crafter player, refreshed by the worker before every resume of the skill."""
 
-    def __init__(self, actions: list[str]):
+    def __init__(self, actions: list[str], recipes: Recipes | None = None):
         self._actions = tuple(actions)
+        self._recipes = recipes or Recipes(None)
         self._map = MapMemory()
         self._state: dict[str, Any] = {}
         self._steps = 0
@@ -278,19 +281,34 @@ class CrafterAgent:
         return MOVES[first]
 
     # --- world rules --------------------------------------------------------------------------------
-    # Recipe helpers (what an item needs, whether it can be made here now) belong here, answered from
-    # the game's rules (services/env_server/skills/recipes.py), never typed in.
+    def needs(self, name: str) -> dict[str, Any] | None:
+        """What making, placing or collecting ``name`` (item, action or achievement) needs, from the rules."""
+        return self._recipes.needs(name)
+
+    def missing(self, name: str) -> list[str]:
+        """What stops ``name`` from working here and now, in words; [] when it would work."""
+        return self._recipes.missing(name, self._state["inventory"], self._nearby_names(), self.facing_cell())
+
+    def can(self, name: str) -> bool:
+        """True when ``name`` (e.g. "make_wood_pickaxe" or "table") would work here and now."""
+        return not self.missing(name)
+
+    def _nearby_names(self) -> set[str]:
+        distance = self._recipes.nearby_distance
+        view = self._state["view"]
+        return {view[3 + dy][4 + dx] for dy in range(-distance, distance + 1) for dx in range(-distance, distance + 1)
+                if 0 <= 3 + dy < len(view) and 0 <= 4 + dx < len(view[3 + dy])}
 
 
 AGENT_CLASSES: dict[str, type] = {"crafter": CrafterAgent}
 
 
-def make_agent(backend: str, actions: list[str]) -> Any:
-    """The agent object for a backend's skills."""
+def make_agent(backend: str, actions: list[str], recipes: Recipes | None = None) -> Any:
+    """The agent object for a backend's skills (``recipes``: the world's rules, where the backend has them)."""
     if backend == "minedojo":
         from services.env_server.skills.minedojo_api import MineDojoAgent  # optional backend
         return MineDojoAgent(actions)
-    return AGENT_CLASSES[backend](actions)
+    return AGENT_CLASSES[backend](actions, recipes)
 
 
 def _next(cell: Cell, step: Cell) -> Cell:

@@ -6,6 +6,7 @@ Worker processes themselves (start, requests, loss, memory budget) are :mod:`.po
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import re
 import threading
@@ -14,7 +15,9 @@ from typing import Any
 from rlgpt import metrics
 from rlgpt.config import EnvServerSettings
 from rlgpt.errors import AlreadyExists, InvalidArgument, NotFound, ResourceExhausted, shown
+from services.env_server.backends.base import get_backend
 from services.env_server.skills.pool import IDLE, SandboxBusy, SandboxProcess, WorkerFailure, budget_for
+from services.env_server.skills.recipes import compact_rules
 from services.env_server.skills.sandbox import SkillCheckError, check_source, compile_skill
 
 __all__ = ["SandboxBusy", "SandboxProcess", "SkillExecutor", "SkillRecord", "SkillRegistry", "WorkerFailure"]
@@ -105,6 +108,13 @@ class SkillRegistry:
         return chosen[:size], len(chosen) > size
 
 
+@functools.cache
+def agent_rules(backend: str) -> dict[str, Any] | None:
+    """The world's rules of ``backend`` as the agent's recipe helpers read them (None where there are none)."""
+    spec = get_backend(backend).spec
+    return compact_rules(spec.rules()) if spec.rules is not None else None
+
+
 class SkillExecutor:
     """Runs skill generators of one user (a session, a RunSkill call) in its own sandbox worker.
 
@@ -193,8 +203,13 @@ class SkillExecutor:
                     if "error" in reply:
                         return reply["error"]
                     self._loaded.add(skill.key)
-                reply = self._call({"op": "start", "slot": slot, "key": skill.key, "backend": backend,
-                                    "actions": actions})
+                message: dict[str, Any] = {"op": "start", "slot": slot, "key": skill.key, "backend": backend,
+                                           "actions": actions}
+                rules_key = f"rules:{backend}"  # the world's rules go to each worker once per backend
+                if rules_key not in self._loaded:
+                    message["rules"] = agent_rules(backend)
+                reply = self._call(message)
+                self._loaded.add(rules_key)
             except WorkerFailure as exc:
                 return _failure_error(exc, skill.code)
             if "error" in reply:

@@ -26,6 +26,7 @@ from typing import Any, BinaryIO
 from services.env_server.skills import minedojo_api  # noqa: F401 - imported before the uid drop (make_agent loads it lazily)
 from services.env_server.skills.api import make_agent
 from services.env_server.skills.isolation import isolate
+from services.env_server.skills.recipes import Recipes
 from services.env_server.skills.sandbox import (
     SKILL_FILENAME,
     Budget,
@@ -127,6 +128,7 @@ class Worker:
         self._marker = marker or SlotMarker(-1)
         self._skills: dict[str, tuple[Any, str, str]] = {}  # key -> (code, entry, source)
         self._slots: dict[int, _Slot] = {}
+        self._recipes: dict[str, Recipes] = {}  # backend -> the world's rules, as the agent's helpers read them
 
     def load(self, key: str, source: str, max_bytes: int) -> dict[str, Any]:
         limit = sys.getrecursionlimit()
@@ -140,13 +142,16 @@ class Worker:
             sys.setrecursionlimit(limit)
         return {"ok": True}
 
-    def start(self, slot: int, key: str, backend: str, actions: list[str]) -> dict[str, Any]:
+    def start(self, slot: int, key: str, backend: str, actions: list[str],
+              rules: dict[str, Any] | None = None) -> dict[str, Any]:
+        if rules is not None:  # sent once per backend and worker (see SkillExecutor.start)
+            self._recipes[backend] = Recipes(rules)
         if key not in self._skills:
             return {"error": error_dict("NotLoaded", f"skill {key} is not loaded in this worker", 0, "")}
         code, entry, source = self._skills[key]
         budget = Budget(self._tick_budget)
         glb = skill_globals(budget)
-        agent = make_agent(backend, actions)
+        agent = make_agent(backend, actions, self._recipes.get(backend))
         self._marker.set(slot)
         try:
             exec(code, glb)  # module level: the checked function definitions and constants
@@ -239,7 +244,7 @@ def main(argv: list[str]) -> int:
     worker = Worker(int(config["tick_budget"]), marker)
     handlers = {
         "load": lambda m: worker.load(m["key"], m["source"], m["max_bytes"]),
-        "start": lambda m: worker.start(m["slot"], m["key"], m["backend"], m["actions"]),
+        "start": lambda m: worker.start(m["slot"], m["key"], m["backend"], m["actions"], m.get("rules")),
         "advance": lambda m: worker.advance(m["items"]),
         "stop": lambda m: worker.stop(m["slots"]),
         "ping": lambda m: {"ok": True, "pid": os.getpid(), "isolation": isolation},

@@ -197,3 +197,13 @@ def test_a_perception_without_a_map_view_still_gets_runs_positions_and_health() 
     assert recorder.text(["end: x"]).splitlines() == [
         "start: at (1, 3), near log", "forward x25", "step 25 at (26, 3)", "forward x5",
         "step 30 at (31, 3): life 20->18 (cause not seen)", "forward x10", "end: x"]
+
+
+def test_a_skill_that_returns_at_once_is_not_recorded_as_noop() -> None:
+    """The padding frame of a skill that yields nothing is named for the skill (an RL policy may have no noop)."""
+    session = make(skill="def skill(agent):\n    if agent.steps > 99:\n        yield 'noop'\n")
+    play(session, "skill:t", times=5)
+    trajectory = text(session)
+    assert "skill:t (returned without acting) x5" in trajectory
+    assert not re.search(r"^noop", trajectory, re.M)
+    session.close()

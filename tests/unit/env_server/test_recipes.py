@@ -1,0 +1,59 @@
+"""The agent's recipe helpers answer from the world's rules, in the agent and through a real sandbox worker."""
+
+from __future__ import annotations
+
+from services.env_server.backends.crafter import CrafterBackend, CrafterEnv
+from services.env_server.backends.crafter_rules import crafter_rules
+from services.env_server.skills.api import CrafterAgent
+from services.env_server.skills.recipes import Recipes, compact_rules
+
+
+def _agent(env: CrafterEnv) -> CrafterAgent:
+    agent = CrafterAgent(list(CrafterBackend.spec.actions), Recipes(compact_rules(crafter_rules())))
+    agent._update(env.perception(), 0)
+    return agent
+
+
+def test_needs_reads_the_rules() -> None:
+    env = CrafterEnv()
+    env.reset(5)
+    agent = _agent(env)
+    assert agent.needs("table")["uses"] == {"wood": 2}
+    assert agent.needs("place_furnace")["uses"] == {"stone": 4}
+    assert agent.needs("collect_iron")["holds"] == {"stone_pickaxe": 1}
+    assert agent.needs("make_wood_pickaxe")["nearby"] == ["table"]
+    assert agent.needs("eat_cow") is None  # no rule of the game's data covers it
+
+
+def test_missing_says_what_stops_an_action_here_and_now() -> None:
+    env = CrafterEnv()
+    env.reset(5)
+    agent = _agent(env)
+    gaps = agent.missing("make_wood_pickaxe")
+    assert any("1 more wood" in g for g in gaps) and any("table" in g for g in gaps)
+    assert not agent.can("make_wood_pickaxe")
+    px, py = (int(v) for v in env._player.pos)
+    world = env._env._world
+    world[(px + 1, py + 1)] = "table"  # diagonal neighbour: inside the nearby square
+    env._player.inventory["wood"] = 1
+    agent._update(env.perception(), 1)
+    assert agent.missing("make_wood_pickaxe") == []
+    assert agent.can("wood_pickaxe")
+
+
+def test_the_rules_reach_skills_in_the_sandbox(env_server) -> None:
+    from rlgpt.v1 import common_pb2, env_pb2
+
+    code = ('def skill(agent):\n'
+            '    wood = agent.needs("table")["uses"]["wood"]\n'
+            '    for _ in range(wood):\n'
+            '        yield "noop"\n'
+            '    if any("2 more wood" in gap for gap in agent.missing("place_table")):\n'
+            '        yield "noop"\n')
+    env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="count_rules", description="counts the rules", code=code,
+                                                                 replace=True))
+    result = env_server.stub.RunSkill(env_pb2.RunSkillRequest(
+        skill="count_rules", episodes=1, max_steps=50, task=common_pb2.TaskSpec(name="collect_wood")))
+    # 2 frames for the table's 2 wood, 1 more because the player holds no wood yet.
+    assert result.episodes[0].steps == 3
+    assert not result.episodes[0].HasField("error"), result.episodes[0].error
