@@ -19,6 +19,19 @@ from rlgpt.world_rules import achievement_rule, ways_to_get
 
 MAX_SUBTASKS = 12
 NAME_PATTERN = r"^[a-z][a-z0-9_]{0,47}$"
+
+
+def snake_name(value: Any) -> Any:
+    """A name forced into NAME_PATTERN ("<Get Sand>" -> "get_sand"): a small model's stray characters are
+    corrected, not fatal; what cannot become a name is left for validation to report."""
+    if not isinstance(value, str):
+        return value
+    name = re.sub(r"[^a-z0-9]+", "_", value.lower()).strip("_")
+    name = re.sub(r"^[0-9_]+", "", name)[:48].rstrip("_")
+    return name or value
+
+
+SnakeName = Annotated[str, BeforeValidator(snake_name), Field(pattern=NAME_PATTERN)]
 # The RewardTerm kinds that take a target (the contract of common.proto's RewardTerm); the kinds themselves
 # come from Describe (describe.reward_kinds).
 _TARGETED = ("achievement", "inventory_gain")
@@ -27,7 +40,7 @@ _TARGETED = ("achievement", "inventory_gain")
 class SkillAnswer(BaseModel):
     """The fast agent's coded skill."""
 
-    name: str = Field(pattern=NAME_PATTERN, description="snake_case skill name")
+    name: SnakeName = Field(description="snake_case skill name")
     description: str = Field(max_length=400, description="what the skill does, one sentence")
     code: str = Field(min_length=10, max_length=8000,
                       description="Python source: def skill(agent): ... yield '<action>'")
@@ -77,7 +90,7 @@ def _plan_models(achievements: tuple[str, ...], items: tuple[str, ...], skills: 
 
     subtask = create_model(
         "SubTask",
-        name=(str, Field(pattern=NAME_PATTERN)),
+        name=(SnakeName, ...),
         description=(str, Field(max_length=400)),
         success=(list[Condition], Field(min_length=1, max_length=4)),
         decision=(Literal["code", "rl"], ...),
@@ -125,6 +138,7 @@ def _value(x: Any) -> Any:
 
 def plan_to_proto(answer: BaseModel, iteration: int) -> planner_pb2.Plan:
     subtasks = []
+    seen: dict[str, int] = {}
     for st in answer.subtasks:
         conditions = []
         for c in st.success:
@@ -133,8 +147,11 @@ def plan_to_proto(answer: BaseModel, iteration: int) -> planner_pb2.Plan:
             else:
                 conditions.append(common_pb2.Condition(inventory=common_pb2.ItemCount(item=_value(c.item),
                                                                                       count=c.count or 1)))
+        # Sub-tasks are keyed by name: a repeated name (a copied example) gets a suffix instead of merging.
+        seen[st.name] = seen.get(st.name, 0) + 1
+        name = st.name if seen[st.name] == 1 else f"{st.name[:44]}_{seen[st.name]}"
         subtasks.append(planner_pb2.SubTask(
-            name=st.name, description=st.description, success=conditions,
+            name=name, description=st.description, success=conditions,
             decision=planner_pb2.DECISION_CODE if st.decision == "code" else planner_pb2.DECISION_RL,
             skills=[_value(s) for s in st.skills]))
     return planner_pb2.Plan(subtasks=subtasks, iteration=iteration, rationale=answer.rationale)

@@ -173,3 +173,16 @@ def test_out_of_range_numbers_are_clamped_not_fatal(describe, library, env_serve
             subtask, env_frames=1000)
     assert record.attempts == 1
     assert config.episode_length == 50 and config.skill_max_steps == 1 and config.reward_terms[0].weight == 10
+
+
+def test_plan_names_are_coerced_to_snake_case_and_repeats_kept_apart() -> None:
+    """A small model copies the form's "<snake_case name>" placeholder: corrected, and two copies stay two."""
+    from rlgpt.v1 import env_pb2 as _env_pb2
+    from services.planner.schemas import plan_schema, plan_to_proto
+
+    describe = _env_pb2.DescribeResponse(achievements=["collect_wood"], items=["wood"])
+    schema = plan_schema(describe, ())
+    step = {"name": "<snake_case name>", "description": "d", "success": [{"achievement": "collect_wood"}],
+            "decision": "code", "skills": []}
+    plan = plan_to_proto(schema.model_validate({"rationale": "r", "subtasks": [step, step]}), 0)
+    assert [s.name for s in plan.subtasks] == ["snake_case_name", "snake_case_name_2"]
