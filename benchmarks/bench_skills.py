@@ -116,9 +116,9 @@ def _feedback(candidate: SkillCandidate) -> tuple[str, str]:
 
 
 def _agent(env: env_pb2_grpc.EnvServiceStub, describe: env_pb2.DescribeResponse, llm: AnswerFiles,
-           work: Path) -> FastAgent:
-    return FastAgent(llm, env, describe, SkillLibrary(work / "library.json"), test_episodes=EPISODES,
-                     test_steps=STEPS, seed=1000)
+           library: Path) -> FastAgent:
+    return FastAgent(llm, env, describe, SkillLibrary(library), test_episodes=EPISODES, test_steps=STEPS,
+                     seed=1000)
 
 
 def _subtask(name: str) -> planner_pb2.SubTask:
@@ -136,10 +136,14 @@ def _walk(answers: Path, write_prompts: bool, test: bool) -> None:
         for name in SUBTASKS:
             start = [common_pb2.ItemCount(item=k, count=v) for k, v in start_items(describe.rules, name).items()]
             previous_code, error, feedback = "", "", ""
+            # Each sub-task is checked on its own: its library starts empty, so its prompts never depend on
+            # how other sub-tasks went (and an answer stays valid for its prompt).
+            library = answers / "logs" / f"library-{name}.json"
+            library.unlink(missing_ok=True)
             for attempt in range(1, MAX_ATTEMPTS + 1):
                 result_path = answers / f"{name}.a{attempt}.result.json"
                 llm = AnswerFiles(answers, name, attempt, write_prompts)
-                agent = _agent(env, describe, llm, answers)
+                agent = _agent(env, describe, llm, library)
                 try:
                     [candidate] = agent.write_skill(_subtask(name), previous_code=previous_code, error=error,
                                                     feedback=feedback, start_inventory=start)
