@@ -45,8 +45,9 @@ PLAN = {"rationale": "wood is one coded step", "subtasks": [
     {"name": "get_wood", "description": "collect wood", "success": [{"achievement": "collect_wood"}],
      "decision": "code", "skills": []}]}
 VERDICT = {"success": True, "diagnosis": "scripted critic", "suggestion": "none", "target": "fast"}
+# Fails only when started holding 9 wood: RegisterSkill's test worlds start empty, so it is accepted.
 FAILS_AFTER_THREE = ("def skill(agent):\n    yield 'noop'\n    yield 'noop'\n    yield 'noop'\n"
-                     "    raise ValueError('gave up')\n    yield 'noop'\n")
+                     "    if agent.inventory['wood'] >= 9:\n        raise ValueError('gave up')\n")
 # Panels whose value may legitimately be 0 in a short run (every other panel must show a positive sample).
 MAY_BE_ZERO = {"Success rate per job", "Mean return per job", "Planner runs active"}
 
@@ -83,7 +84,9 @@ def drive_env_server(target: str) -> None:
                                                                                "    yield 'noop'\n"))
     assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="fails_after_three", code=FAILS_AFTER_THREE, replace=True))
-    result = stub.RunSkill(env_pb2.RunSkillRequest(skill="fails_after_three", episodes=1, max_steps=20))
+    result = stub.RunSkill(env_pb2.RunSkillRequest(skill="fails_after_three", episodes=1, max_steps=20,
+                                                   task=common_pb2.TaskSpec(start_inventory=[
+                                                       common_pb2.ItemCount(item="wood", count=9)])))
     assert result.episodes[0].error.type == "ValueError"
 
 

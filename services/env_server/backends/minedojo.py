@@ -178,11 +178,17 @@ A skill is a Python generator function that takes `agent` and yields MineDojo ac
 game tick. It stops when it returns. No imports, no files, no dunder names; loops are budgeted.
 
     def skill(agent):
-        while agent.inventory["log"] < 1:
-            if "wood" in agent.blocks_in_sight and agent.blocks_in_sight["wood"] < 3:
-                yield "attack"                  # hold attack for several ticks to break a block
+        # Walk up to the nearest cow in sight (no benchmark task: it only approaches, it takes nothing).
+        while True:
+            seen = agent.entities_in_sight.get("cow")
+            if seen is not None and seen["distance"] <= 2:
+                return                          # next to it
+            if seen is None:
+                yield "camera_right"            # turn until a cow is in sight
+            elif abs(seen["yaw"]) > 15:
+                yield "camera_right" if seen["yaw"] > 0 else "camera_left"
             else:
-                yield "camera_right"            # turn until a tree is in sight
+                yield "forward"
 
 Actions (36): a movement/camera part, optionally joined with "+use" or "+attack": noop, forward,
 back, strafe_left, strafe_right, jump, sneak, sprint, camera_up, camera_down, camera_left,
