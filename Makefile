@@ -84,7 +84,7 @@ bench-rlgpt: setup
 
 # Re-tests the recorded answers of a capable model to the fast agent's prompt (see benchmarks/bench_skills.py).
 SKILL_ANSWERS ?= benchmarks/skill_answers/claude
-SKILL_MODEL ?= Claude (Anthropic), answering as a helper agent given only the rendered prompt
+SKILL_MODEL ?= Claude (Anthropic), as helper agents told to read nothing but the prompt file; none ran a skill before answering (3 of the 7 first-round helpers used Python only to encode their JSON answer)
 bench-skills: setup
 	$(PY) -m benchmarks.bench_skills run --answers $(SKILL_ANSWERS)
 	$(PY) -m benchmarks.bench_skills report --answers $(SKILL_ANSWERS) --model "$(SKILL_MODEL)"

@@ -109,8 +109,11 @@ def _feedback(candidate: SkillCandidate) -> tuple[str, str]:
     if candidate.error is not None and candidate.error.type:
         e = candidate.error
         error = f"{e.type} at line {e.line}: {e.message}" + (f" [{e.code_line}]" if e.code_line else "")
+    # Failures first (what needs fixing), then one success to contrast, as the critic shows them.
+    indexed = list(enumerate(candidate.episodes))
+    shown_episodes = ([x for x in indexed if not x[1].success][:2] + [x for x in indexed if x[1].success][:1])[:2]
     episodes = "\n\n".join(f"episode {i}: {'success' if ep.success else 'failure'}, {ep.steps} frames\n{ep.text}"
-                           for i, ep in enumerate(candidate.episodes[:2]))
+                           for i, ep in shown_episodes)
     rate = max(0.0, candidate.success_rate)
     return error, f"Measured success {rate:.0%} over {len(candidate.episodes)} test episodes.\n{episodes}"
 
@@ -126,14 +129,14 @@ def _subtask(name: str) -> planner_pb2.SubTask:
                                success=[common_pb2.Condition(achievement=name)])
 
 
-def _walk(answers: Path, write_prompts: bool, test: bool) -> None:
+def _walk(answers: Path, write_prompts: bool, test: bool, only: str = "") -> None:
     answers.mkdir(parents=True, exist_ok=True)
     env_proc = start_service("env", answers / "logs")
     try:
         env = env_pb2_grpc.EnvServiceStub(create_channel(env_proc.target, default_timeout=900,
                                                          wait_ready_seconds=30))
         describe = env.Describe(env_pb2.DescribeRequest())
-        for name in SUBTASKS:
+        for name in [n for n in SUBTASKS if not only or n in only.split(",")]:
             start = [common_pb2.ItemCount(item=k, count=v) for k, v in start_items(describe.rules, name).items()]
             previous_code, error, feedback = "", "", ""
             # Each sub-task is checked on its own: its library starts empty, so its prompts never depend on
@@ -167,16 +170,21 @@ def _walk(answers: Path, write_prompts: bool, test: bool) -> None:
         env_proc.stop()
 
 
+ONLY = typer.Option(help="Comma-separated sub-tasks (default: all 14).")
+
+
 @app.command()
-def prompts(answers: Annotated[Path, typer.Option(help="Directory of prompts and answers.")]) -> None:
+def prompts(answers: Annotated[Path, typer.Option(help="Directory of prompts and answers.")],
+            only: Annotated[str, ONLY] = "") -> None:
     """Writes the prompt of every sub-task whose next answer is missing (runs the answers that exist)."""
-    _walk(answers, write_prompts=True, test=False)
+    _walk(answers, write_prompts=True, test=False, only=only)
 
 
 @app.command()
-def run(answers: Annotated[Path, typer.Option(help="Directory of prompts and answers.")]) -> None:
+def run(answers: Annotated[Path, typer.Option(help="Directory of prompts and answers.")],
+        only: Annotated[str, ONLY] = "") -> None:
     """Tests every recorded answer again on the env server; writes revision prompts where one is missing."""
-    _walk(answers, write_prompts=True, test=True)
+    _walk(answers, write_prompts=True, test=True, only=only)
 
 
 @app.command()
@@ -203,29 +211,32 @@ def report(
         results = [json.loads(p.read_text()) for p in sorted(answers.glob(f"{name}.a*.result.json"))]
         results.sort(key=lambda r: r["attempt"])
         if not results:
-            rows.append((name, None, None, 0, ""))
+            rows.append((name, None, None, "", ""))
             continue
         best = max(results, key=lambda r: r["success_rate"])
-        rows.append((name, results[0]["success_rate"], best["success_rate"], len(results),
+        rows.append((name, results[0]["success_rate"], best["success_rate"],
+                     " / ".join(f"{r['success_rate']:.0%}" for r in results),
                      ", ".join(f"{k} {v}" for k, v in results[0]["start_inventory"].items()) or "nothing"))
     done = [r for r in rows if r[1] is not None]
     first_ok = sum(1 for r in done if r[1] > 0)
     best_ok = sum(1 for r in done if r[2] > 0)
     full = sum(1 for r in done if r[2] >= 1.0)
+    mean_first = sum(r[1] for r in done) / len(done) if done else 0.0
     lines = [
         TITLE, "",
-        f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {machine_description()}. Model: {model}, "
-        "given only the fast agent's rendered code prompt (Describe's skill API and world rules included) and, "
+        f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {machine_description()}. Model: {model}; "
+        "it was given only the fast agent's rendered code prompt (Describe's skill API and world rules included) and, "
         "for a revision, the prompt with its previous code and RunSkill's error and trajectories. Each skill is "
         f"tested on {EPISODES} fresh worlds of at most {STEPS} frames, starting with the items below (derived "
         f"from the world's rules); at most {MAX_ATTEMPTS} attempts. Answers and prompts: `{answers}`.", "",
         f"{first_ok} of {len(done)} sub-tasks had a skill that succeeded in at least one episode on the first "
-        f"attempt, {best_ok} of {len(done)} after revisions; {full} of {len(done)} reached 100%.", "",
-        "| sub-task | starts with | first attempt | best | attempts |", "|---|---|---:|---:|---:|",
+        f"attempt, {best_ok} of {len(done)} after revisions; {full} of {len(done)} reached 100%; mean first-attempt "
+        f"success {mean_first:.0%}.", "",
+        "| sub-task | starts with | first attempt | best | every attempt |", "|---|---|---:|---:|---|",
     ]
     for name, first, best, attempts, start in rows:
         if first is None:
-            lines.append(f"| {name} | - | not run | - | 0 |")
+            lines.append(f"| {name} | - | not run | - | - |")
         else:
             lines.append(f"| {name} | {start} | {first:.0%} | {best:.0%} | {attempts} |")
     section = "\n".join(lines) + "\n"
