@@ -7,6 +7,7 @@ from functools import cache
 from pathlib import Path
 
 _FIELD = re.compile(r"\{([a-z_]+)\}")
+_SENTENCE_END = re.compile(r"[.!?](?=\s)")
 
 
 @cache
@@ -23,3 +24,20 @@ def render_file(path: Path, **fields: str) -> str:
     if missing:
         raise KeyError(f"prompt {path.stem!r} needs fields {missing}")
     return _FIELD.sub(lambda m: fields[m.group(1)], template)
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` if it fits in ``limit`` characters, else cut after its last whole sentence that fits (or, with
+    no sentence end in the second half, after the last whole word) and marked with " ..."; never mid-word."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    room = max(1, limit - 4)
+    head = text[: room + 1]
+    ends = [m.end() for m in _SENTENCE_END.finditer(head) if m.end() <= room]
+    if ends and ends[-1] >= room // 2:
+        cut = ends[-1]
+    else:
+        space = head.rfind(" ", 0, room + 1)
+        cut = space if space > 0 else room
+    return text[:cut].rstrip() + " ..."

@@ -21,7 +21,7 @@ from pydantic import BaseModel, BeforeValidator, Field
 from rlgpt.config import CriticSettings
 from rlgpt.errors import RlgptError
 from rlgpt.llm.client import CallRecord
-from rlgpt.prompts import render_file
+from rlgpt.prompts import render_file, shorten
 from rlgpt.v1 import common_pb2, critic_pb2
 from rlgpt.world_rules import Requirement, achievement_items, achievement_rule, ways_to_get
 
@@ -41,7 +41,6 @@ TARGET_NAMES = {critic_pb2.TARGET_UNSPECIFIED: "none", critic_pb2.TARGET_FAST: "
 _TARGETS = {"fast": critic_pb2.TARGET_FAST, "slow": critic_pb2.TARGET_SLOW, "keep": critic_pb2.TARGET_KEEP}
 # A run line of the trajectory text: "do x30", "move_left/move_right x40 at (0, 33), map edge" (a stuck run).
 _RUN = re.compile(r"^([A-Za-z_]\w*(?:/[A-Za-z_]\w*)?) x(\d+)(?: at .*)?$")
-_SENTENCE_END = re.compile(r"[.!?](?=\s)")
 MAX_TOOL_DEPTH = 8
 
 
@@ -52,21 +51,6 @@ class CompletesJSON(Protocol):
                  validate: Any = None) -> tuple[Any, CallRecord]: ...
 
 
-def shorten(text: str, limit: int) -> str:
-    """``text`` if it fits in ``limit`` characters, else cut after its last whole sentence that fits (or, with
-    no sentence end in the second half, after the last whole word) and marked with " ..."; never mid-word."""
-    text = text.strip()
-    if len(text) <= limit:
-        return text
-    room = max(1, limit - 4)
-    head = text[: room + 1]
-    ends = [m.end() for m in _SENTENCE_END.finditer(head) if m.end() <= room]
-    if ends and ends[-1] >= room // 2:
-        cut = ends[-1]
-    else:
-        space = head.rfind(" ", 0, room + 1)
-        cut = space if space > 0 else room
-    return text[:cut].rstrip() + " ..."
 
 
 def _clip(value: Any) -> Any:

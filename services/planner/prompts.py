@@ -1,41 +1,24 @@
 """The planner's prompts, one text file per prompt under ``prompts/``, and the texts they share.
 
 Game facts never appear here: they come from ``Describe`` (``describe.rules``, the env server's). What is
-here is the planner's own: how it tests the agents' answers (its budgets) and how it shortens long text.
+here is the planner's own: how it tests the agents' answers (its budgets).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
 from pathlib import Path
 
 from rlgpt.prompts import render_file
 from rlgpt.v1 import common_pb2
 
 PROMPT_DIR = Path(__file__).parent / "prompts"
-_SENTENCE_END = re.compile(r"[.!?](?=\s)")
 
 
 def render(name: str, **fields: str) -> str:
     return render_file(PROMPT_DIR / f"{name}.txt", **fields)
 
 
-def shorten(text: str, limit: int) -> str:
-    """``text`` if it fits in ``limit`` characters, else cut after its last whole sentence that fits (or, with
-    no sentence end in the second half, after the last whole word) and marked with " ..."; never mid-word."""
-    text = text.strip()
-    if len(text) <= limit:
-        return text
-    room = max(1, limit - 4)
-    head = text[: room + 1]
-    ends = [m.end() for m in _SENTENCE_END.finditer(head) if m.end() <= room]
-    if ends and ends[-1] >= room // 2:
-        cut = ends[-1]
-    else:
-        space = head.rfind(" ", 0, room + 1)
-        cut = space if space > 0 else room
-    return text[:cut].rstrip() + " ..."
 
 
 def inventory_text(items: list[common_pb2.ItemCount] | dict[str, int]) -> str:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from rlgpt.prompts import shorten
 from rlgpt.v1 import common_pb2, env_pb2, planner_pb2
 from services.planner.loops import TwoLoops, implied_items, training_frames
-from services.planner.prompts import shorten
 from services.planner.state import RunState, SubTaskState
 
 
