@@ -13,7 +13,7 @@ from typing import Any
 
 from rlgpt import metrics
 from rlgpt.config import LearnerSettings
-from rlgpt.errors import FailedPrecondition, NotFound, ResourceExhausted
+from rlgpt.errors import FailedPrecondition, NotFound, ResourceExhausted, shown
 from rlgpt.v1 import learner_pb2
 from services.learner.jobs import (
     JobRecord,
@@ -110,7 +110,7 @@ class JobManager:
     def _launch(self, record: JobRecord) -> None:
         runner = self.runners.get(record.config.runner or "local")
         if runner is None:
-            raise FailedPrecondition(f"runner {record.config.runner!r} is not configured on this learner")
+            raise FailedPrecondition(f"runner {shown(record.config.runner)} is not configured on this learner")
         record.state = learner_pb2.JOB_STATE_PENDING
         record.message = f"launching on {runner.name}"
         record.started_at = time.time()
@@ -144,7 +144,7 @@ class JobManager:
         with self._lock:
             record = self._jobs.get(job_id)
         if record is None:
-            raise NotFound(f"no job {job_id!r}; ListJobs shows the known jobs")
+            raise NotFound(f"no job {shown(job_id)}; ListJobs shows the known jobs")
         return record
 
     def all(self) -> list[JobRecord]:

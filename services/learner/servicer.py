@@ -11,7 +11,7 @@ import grpc
 
 from rlgpt.config import LearnerSettings
 from rlgpt.env_client import list_all_skills
-from rlgpt.errors import InvalidArgument, Unavailable, grpc_errors
+from rlgpt.errors import InvalidArgument, Unavailable, grpc_errors, shown
 from rlgpt.grpc_client import create_channel
 from rlgpt.v1 import env_pb2, env_pb2_grpc, learner_pb2, learner_pb2_grpc
 from services.learner.evaluate import evaluate
@@ -54,7 +54,7 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
             skills = list_all_skills(self._env, backend, timeout=30)
         except grpc.RpcError as exc:
             if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
-                raise InvalidArgument(f"backend {backend!r}: {exc.details()}") from None
+                raise InvalidArgument(f"backend {shown(backend)}: {exc.details()}") from None
             raise Unavailable(f"env server at {self.settings.env_server} did not answer ({exc.code().name}: "
                               f"{exc.details()}); start it or set RLGPT_LEARNER_ENV_SERVER") from None
         return EnvVocabulary.from_env_server(describe, skills)
@@ -108,7 +108,7 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
         else:
             checkpoint = Path(request.checkpoint).resolve()
             if self.jobs.root not in checkpoint.parents or not checkpoint.is_file():
-                raise InvalidArgument(f"checkpoint {request.checkpoint!r} is not a file under {self.jobs.root}")
+                raise InvalidArgument(f"checkpoint {shown(request.checkpoint)} is not a file under {self.jobs.root}")
             job_dir = self.jobs.root / checkpoint.relative_to(self.jobs.root).parts[0]
         task = request.task if request.HasField("task") else None
         return evaluate(job_dir, self.settings.env_server, request.episodes, request.seed, checkpoint, task=task)

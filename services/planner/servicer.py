@@ -11,7 +11,7 @@ import grpc
 
 from rlgpt import metrics
 from rlgpt.config import PlannerSettings
-from rlgpt.errors import FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted, grpc_errors
+from rlgpt.errors import FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted, grpc_errors, shown
 from rlgpt.grpc_client import create_channel
 from rlgpt.v1 import critic_pb2_grpc, env_pb2, env_pb2_grpc, learner_pb2_grpc, planner_pb2, planner_pb2_grpc
 from services.planner.agents import CompletesJSON, MeteredLLM
@@ -56,9 +56,9 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         if not request.task.name and not request.task.description:
             problems.append("task: give a name (e.g. a Crafter achievement) or a description")
         if request.mode and request.mode not in MODES:
-            problems.append(f"mode={request.mode!r}: must be one of {', '.join(MODES)}")
+            problems.append(f"mode={shown(request.mode)}: must be one of {', '.join(MODES)}")
         if request.agents and request.agents not in AGENT_SETUPS:
-            problems.append(f"agents={request.agents!r}: must be one of {', '.join(AGENT_SETUPS)}")
+            problems.append(f"agents={shown(request.agents)}: must be one of {', '.join(AGENT_SETUPS)}")
         b = request.budgets
         for name, value, high in (("max_outer_iterations", b.max_outer_iterations, 20),
                                   ("max_inner_iterations", b.max_inner_iterations, 20),
@@ -83,8 +83,8 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         if not describe.available:
             raise FailedPrecondition(describe.unavailable_reason)
         if request.task.name and not request.task.success and request.task.name not in describe.achievements:
-            raise InvalidArgument(f"unknown task {request.task.name!r}: not an achievement of {describe.backend} and "
-                                  "no success conditions given")
+            raise InvalidArgument(f"unknown task {shown(request.task.name)}: not an achievement of "
+                                  f"{describe.backend} and no success conditions given")
         return describe
 
     @grpc_errors
@@ -137,7 +137,7 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
     def _run(self, run_id: str) -> Run:
         run = self.runs.get(run_id)
         if run is None:
-            raise NotFound(f"no run {run_id!r} on this planner")
+            raise NotFound(f"no run {shown(run_id)} on this planner")
         return run
 
     @grpc_errors
