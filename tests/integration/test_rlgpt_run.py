@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from fakes.fake_openai import FakeOpenAIServer, Reply
 
-from rlgpt.errors import Unavailable
+from rlgpt.errors import FailedPrecondition, InvalidArgument
 from rlgpt.runner import RunOptions, run_rlgpt
 from services.env_server.skills.reference import COLLECT_WOOD
 
@@ -75,16 +75,15 @@ def test_unknown_task_and_zero_budget_are_refused(tmp_path, monkeypatch) -> None
     with FakeOpenAIServer([scripted]) as llm:
         monkeypatch.setenv("RLGPT_LLM_BASE_URL", llm.base_url)
         monkeypatch.setenv("RLGPT_LLM_MODEL", "local")
-        with pytest.raises(Exception, match="unknown task 'fly_to_the_moon'"):
+        with pytest.raises(InvalidArgument, match="unknown task 'fly_to_the_moon'"):
             run_rlgpt(options(tmp_path, task="fly_to_the_moon"))
-        with pytest.raises(Exception, match="frames"):
+        with pytest.raises(InvalidArgument, match="frames"):
             run_rlgpt(options(tmp_path, mode="pure-rl", frames_per_training=0, total_frames=0))
 
 
 def test_resume_of_a_missing_run_dir(tmp_path) -> None:
-    with pytest.raises(Exception, match="not a run directory"):
+    with pytest.raises(FailedPrecondition, match="not a run directory"):
         run_rlgpt(options(tmp_path, resume=tmp_path / "nope"))
-    assert Unavailable  # the error type users see for a stopped run
 
 
 def _processes_mentioning(text: str) -> list[int]:
