@@ -74,6 +74,17 @@ class EnvSlot:
         self.episode = Episode()
         self.episodes_started = 0
         self.needs_reset = False
+        self._perception: dict[str, Any] | None = None
+
+    def perception(self) -> dict[str, Any]:
+        """What the player perceives now; computed once per frame (a recorded skill frame needs it twice)."""
+        if self._perception is None:
+            self._perception = self.env.perception()
+        return self._perception
+
+    def changed(self) -> None:
+        """The env moved on (step, reset, items given): the next perception() reads it afresh."""
+        self._perception = None
 
 
 class Session:
@@ -133,14 +144,16 @@ class Session:
         episode_seed = self.seed + i + slot.episodes_started * self.num_envs
         slot.episodes_started += 1
         slot.image, slot.vector = slot.env.reset(episode_seed)
+        slot.changed()
         if self.task.start_inventory:
             for item, count in self.task.start_inventory:
                 slot.env.give(item, count)
             slot.image, slot.vector = slot.env.observe()
+            slot.changed()
         slot.episode = Episode(inventory=slot.env.inventory(), health=slot.env.health(),
                                trajectory=self._recorder() if self.record else None)
         if slot.episode.trajectory is not None:
-            slot.episode.trajectory.start(slot.env.perception(), slot.env.nearby_text())
+            slot.episode.trajectory.start(slot.perception(), slot.env.nearby_text())
         slot.needs_reset = False
 
     def reset(self, indices: list[int], seed: int = 0) -> list[int]:
@@ -203,6 +216,7 @@ class Session:
         slot = self.slots[i]
         episode = slot.episode
         raw: RawStep = slot.env.step(primitive)
+        slot.changed()
         slot.image, slot.vector = raw.image, raw.vector
         inventory = slot.env.inventory()
         unlocked = slot.env.achievements()
@@ -217,7 +231,7 @@ class Session:
         episode.unlocked.extend(new)
         episode.success = episode.success or just_succeeded
         if episode.trajectory is not None:
-            self._record(slot.env, episode, name, new, gained, inventory)
+            self._record(slot, episode, name, new, gained, inventory)
         episode.inventory, episode.health = inventory, health
         out.rewards[i] += reward
         out.frames[i] += 1
@@ -242,11 +256,11 @@ class Session:
         return TrajectoryRecorder(watch_names(rules, self.task.achievements, [item for item, _ in self.task.inventory]))
 
     @staticmethod
-    def _record(env: BackendEnv, episode: Episode, action: str, new: list[str], gained: dict[str, int],
+    def _record(slot: EnvSlot, episode: Episode, action: str, new: list[str], gained: dict[str, int],
                 inventory: dict[str, int]) -> None:
         assert episode.trajectory is not None
         lost = {k: episode.inventory.get(k, 0) - v for k, v in inventory.items() if v < episode.inventory.get(k, 0)}
-        episode.trajectory.frame(episode.steps, action, env.perception(), gained, lost, new)
+        episode.trajectory.frame(episode.steps, action, slot.perception(), gained, lost, new)
 
     def _executor_for_skills(self) -> SkillExecutor:
         if self._executor is None:
@@ -271,7 +285,7 @@ class Session:
         while active and k < self.skill_max_steps:
             if should_stop is not None and should_stop():
                 break
-            results = executor.advance({i: self.slots[i].env.perception() for i in active})
+            results = executor.advance({i: self.slots[i].perception() for i in active})
             still: list[int] = []
             for i in active:
                 result = results.get(i, {"error": {"type": "WorkerCrashed", "message": "no result", "line": 0}})

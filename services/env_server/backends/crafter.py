@@ -24,9 +24,6 @@ _OBJECT_NAMES = {objects.Cow: "cow", objects.Zombie: "zombie", objects.Skeleton:
                  objects.Player: "player"}
 OUT_OF_MAP = "out_of_map"  # what a view cell beyond the map edge reads (never a wrapped index)
 _SKELETON_RANGE = 5  # skeletons shoot at a player this close (crafter objects.Skeleton.update)
-# Cells that "do" turns into a walkable one, with the items that needs: explore() digs through them.
-_DIGGABLE = {material: dict(info["require"]) for material, info in constants.collect.items()
-             if info["leaves"] in constants.walkable and material not in constants.walkable}
 
 
 class _DeterministicCrafter(crafter.Env):
@@ -135,7 +132,6 @@ class CrafterEnv(BackendEnv):
             "daylight": float(self._env._world.daylight),
             "achievements": sorted(name for name, count in player.achievements.items() if count > 0),
             "area": list(self._env._world.area),
-            "diggable": _DIGGABLE,
         }
 
     def nearby_text(self) -> str:

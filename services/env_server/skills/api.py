@@ -257,7 +257,7 @@ class CrafterAgent:
     def _diggable(self) -> frozenset[str]:
         """Names of cells "do" turns into walkable ones with the items held now (from the game's rules)."""
         inventory = self._state["inventory"]
-        return frozenset(name for name, needs in self._state.get("diggable", {}).items()
+        return frozenset(name for name, needs in self._recipes.diggable.items()
                          if all(inventory.get(item, 0) >= count for item, count in needs.items()))
 
     def explore(self) -> str:

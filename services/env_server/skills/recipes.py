@@ -31,7 +31,11 @@ def compact_rules(rules: Any) -> dict[str, Any]:
         add([*r.achievements, *gives], {
             "action": r.action, "uses": {}, "holds": {c.item: c.count for c in r.requires}, "nearby": [],
             "faced": [r.material], "gives": gives, "probability": r.probability or 1.0})
-    return {"nearby_distance": int(rules.nearby_distance), "entries": entries}
+    # Cells the interact action turns into walkable ground, with what must be held: explore() digs through them.
+    walkable = set(rules.walkable)
+    diggable = {r.material: {c.item: c.count for c in r.requires} for r in rules.collect
+                if r.leaves in walkable and r.material not in walkable}
+    return {"nearby_distance": int(rules.nearby_distance), "entries": entries, "diggable": diggable}
 
 
 class Recipes:
@@ -41,6 +45,8 @@ class Recipes:
         data = data or {}
         self.nearby_distance = int(data.get("nearby_distance", 1))
         self._entries: dict[str, dict[str, Any]] = data.get("entries", {})
+        self.diggable: dict[str, dict[str, int]] = data.get("diggable", {})
+        """Material -> items that must be held for the interact action to turn it into walkable ground."""
 
     def needs(self, name: str) -> dict[str, Any] | None:
         """A copy of what ``name`` (an item, action or achievement) needs, or None when no rule covers it."""

@@ -57,7 +57,6 @@ def test_perception_at_the_map_edge_reads_out_of_map_and_lists_achievements() ->
     assert perception["achievements"] == []
     env._player.achievements["collect_wood"] = 1
     assert env.perception()["achievements"] == ["collect_wood"]
-    assert perception["diggable"]["stone"] == {"wood_pickaxe": 1}
 
 
 def test_death_cause_and_nearby_text_at_the_map_edge() -> None:

@@ -23,6 +23,11 @@ def test_needs_reads_the_rules() -> None:
     assert agent.needs("collect_iron")["holds"] == {"stone_pickaxe": 1}
     assert agent.needs("make_wood_pickaxe")["nearby"] == ["table"]
     assert agent.needs("eat_cow") is None  # no rule of the game's data covers it
+    # What explore() may dig through, from the collect rules: stone with a wood_pickaxe, trees with nothing.
+    assert compact_rules(crafter_rules())["diggable"] == {"tree": {}, "stone": {"wood_pickaxe": 1},
+                                                          "coal": {"wood_pickaxe": 1},
+                                                          "iron": {"stone_pickaxe": 1},
+                                                          "diamond": {"iron_pickaxe": 1}}
 
 
 def test_missing_says_what_stops_an_action_here_and_now() -> None:

@@ -7,7 +7,11 @@ import pytest
 from crafter import constants
 
 from services.env_server.backends.crafter import CrafterBackend
+from services.env_server.backends.crafter_rules import crafter_rules
 from services.env_server.skills.api import AGENT_API_DOC, CRAFTER_SKILL_API, CrafterAgent
+from services.env_server.skills.recipes import Recipes, compact_rules
+
+WORKER_RULES = Recipes(compact_rules(crafter_rules()))  # what a sandbox worker gets from the server
 
 ACTIONS = ["noop", "move_left", "move_right", "move_up", "move_down", "do"]
 NAMES = {"g": "grass", "t": "tree", "w": "water", "s": "stone", "p": "player", "?": "unknown", "c": "cow",
@@ -195,14 +199,16 @@ def test_explore_digs_out_when_walled_in_and_waits_when_it_cannot() -> None:
     agent = CrafterAgent(ACTIONS)
     agent._update(grid.perceive(), 0)
     assert agent.explore() == "noop"  # walled in by trees and nothing to dig with (no rules given)
-    agent._update(grid.perceive(diggable={"tree": {}}), 1)
+    agent._recipes = Recipes({"diggable": {"tree": {}}})  # the rules a worker would get from the server
+    agent._update(grid.perceive(), 1)
     turn = agent.explore()
     assert turn in ("move_up", "move_down")  # the nearest unseen rows are 3 up and 3 down
     grid.act(turn)  # a tree there: the move only turns the player
     assert grid.position == (5, 4)
-    agent._update(grid.perceive(diggable={"tree": {}}), 2)
+    agent._update(grid.perceive(), 2)
     assert agent.explore() == "do"  # facing the tree on the way out: dig it
-    agent._update(grid.perceive(diggable={"stone": {"wood_pickaxe": 1}}), 3)
+    agent._recipes = Recipes({"diggable": {"stone": {"wood_pickaxe": 1}}})
+    agent._update(grid.perceive(), 3)
     assert agent.explore() == "noop"  # stone needs a pickaxe the player does not hold, and trees are not listed
 
 
@@ -234,7 +240,7 @@ def test_step_to_finds_a_far_table_from_the_map_edge() -> None:
     world = env._env._world
     world[(55, 23)] = "table"
     world.move(env._player, (0, 23))
-    agent = CrafterAgent(list(constants.actions))
+    agent = CrafterAgent(list(constants.actions), WORKER_RULES)
     actions: list[str] = []
     for k in range(1200):
         agent._update(env.perception(), k)
@@ -254,7 +260,7 @@ def test_explore_from_the_map_edge_leaves_it() -> None:
     env = CrafterBackend().make_env()
     env.reset(0)
     env._env._world.move(env._player, (0, 33))
-    agent = CrafterAgent(list(constants.actions))
+    agent = CrafterAgent(list(constants.actions), WORKER_RULES)
     positions, actions = [], []
     for k in range(100):
         agent._update(env.perception(), k)

@@ -45,6 +45,7 @@ def scene(session: Session, pos: tuple[int, int], facing=(0, 1), creatures: bool
 def record_from_here(session: Session) -> None:
     """Restarts the episode's record from the scene a test built, as if the episode had started there."""
     env, episode = session.slots[0].env, session.slots[0].episode
+    session.slots[0].changed()  # the test moved things behind the session's back
     episode.inventory, episode.health = env.inventory(), env.health()
     episode.trajectory = session._recorder()
     episode.trajectory.start(env.perception(), env.nearby_text())
