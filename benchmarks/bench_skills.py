@@ -163,7 +163,6 @@ def _walk(answers: Path, write_prompts: bool, test: bool, only: str = "") -> Non
                 console.print(f"{name} attempt {attempt}: success {rate:.0%}")
                 if rate >= 1.0:
                     break
-                assert candidate.answer is not None or candidate.error is not None
                 previous_code = candidate.answer.code if candidate.answer else ""
                 error, feedback = _feedback(candidate)
     finally:

@@ -86,11 +86,6 @@ def tools_needed(rules: common_pb2.WorldRules, achievement_or_item: str) -> dict
     return dict(ways[0].holds) if len(ways) == 1 else {}
 
 
-def placed_materials(rules: common_pb2.WorldRules) -> dict[str, str]:
-    """Material placed -> the action that places it (e.g. table -> place_table)."""
-    return {rule.item: rule.action for rule in rules.place}
-
-
 def render_rules(rules: common_pb2.WorldRules, status: tuple[str, ...] = ()) -> str:
     """The rules as prompt text: one line per rule, amounts included, then the facts."""
     lines = ["Collecting (face the material and use the action):"] if rules.collect else []
