@@ -166,6 +166,38 @@ def serve_critic(
             local_server.stop()
 
 
+@serve_app.command("llm-relay")
+def serve_llm_relay(
+    dir: Annotated[Path, typer.Option("--dir", help="Requests go to DIR/requests/NNNN.json; answers are read from "
+                                                    "DIR/answers/NNNN.json.")],
+    port: Annotated[int, typer.Option(help="HTTP port; 0 picks a free one.", min=0, max=65535)] = 8090,
+    host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
+    answer_timeout: Annotated[float, typer.Option(help="Seconds a request waits for its answer file (then HTTP "
+                                                       "504; the client's retry waits again).", min=1)] = 1800.0,
+    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+) -> None:
+    """An OpenAI-compatible LLM server answered by files: a person, another system or a capable model that sees
+    only the request file writes each answer. For debugging and evaluation (see the README)."""
+    setup_logging(log_level)
+    import signal
+    import threading
+
+    from rlgpt.llm.chat_server import ChatServer
+    from rlgpt.llm.relay import DirectoryAnswerer
+
+    answerer = DirectoryAnswerer(dir.resolve(), timeout_seconds=answer_timeout)
+    stop = threading.Event()
+    with ChatServer(answerer, host=host, port=port) as server:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+        log.info("LLM relay on %s: requests in %s, answers expected in %s; point the planner and the critic at it "
+                 "with RLGPT_LLM_BASE_URL=%s and a long RLGPT_LLM_TIMEOUT_SECONDS (e.g. %d)", server.base_url,
+                 answerer.requests, answerer.answers, server.base_url, int(answer_timeout))
+        print(f"RLGPT_READY service=llm-relay port={server.port} base_url={server.base_url}", flush=True)
+        stop.wait()
+        answerer.close()
+
+
 def _serve(name: str, server_settings: Any, service_name: str, add_fn: Any, servicer: Any) -> None:
     """Starts one service, prints the ready line scripts wait for, and serves until SIGTERM/SIGINT."""
     from rlgpt import metrics
@@ -201,6 +233,10 @@ def run(
     seed: Annotated[int, typer.Option(help="Seed.")] = 0,
     planner: Annotated[str, typer.Option(help="Use this planner (host:port) instead of starting all services "
                                               "here (e.g. a cluster).")] = "",
+    replay: Annotated[Path | None, typer.Option(help="Re-run a recorded run (its request.json and llm/): every LLM "
+                                                     "call is answered from the record, skills and trainings run "
+                                                     "live. The task and budget options are taken from the "
+                                                     "record.")] = None,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "WARNING",
 ) -> None:
     """Run RL-GPT on a task: all four services on loopback (or --planner ADDR), live progress, a report."""
@@ -210,7 +246,7 @@ def run(
     options = RunOptions(task=task, success=success, mode=mode, agents=agents, resume=resume, runs_dir=runs_dir,
                          outer=outer, inner=inner, frames_per_training=frames_per_training,
                          total_frames=total_frames, eval_episodes=eval_episodes, candidates=candidates, seed=seed,
-                         planner=planner)
+                         planner=planner, replay=replay)
     try:
         report = run_rlgpt(options)
     except RlgptError as exc:

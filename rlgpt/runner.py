@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import os
 import signal
@@ -12,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
+from google.protobuf import json_format
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
@@ -20,8 +22,10 @@ from rlgpt.config import LLMSettings
 from rlgpt.errors import FailedPrecondition, InvalidArgument, Unavailable
 from rlgpt.grpc_client import create_channel
 from rlgpt.launcher import ServiceProcess, start_service
+from rlgpt.llm.chat_server import ChatServer
 from rlgpt.llm.factory import needs_local_server
 from rlgpt.llm.local_server import MODEL_ALIAS, LocalLLMServer
+from rlgpt.llm.replay import RecordedCalls, ReplayAnswerer
 from rlgpt.report import write_run_report
 from rlgpt.v1 import common_pb2, planner_pb2, planner_pb2_grpc
 
@@ -46,6 +50,7 @@ class RunOptions:
     candidates: int
     seed: int
     planner: str = ""
+    replay: Path | None = None
 
 
 def task_spec(task: str, success: str) -> common_pb2.TaskSpec:
@@ -62,14 +67,33 @@ def task_spec(task: str, success: str) -> common_pb2.TaskSpec:
     return spec
 
 
+def recorded_request(run_dir: Path) -> planner_pb2.StartRunRequest:
+    """The request a recorded run started with (its ``request.json``), for ``--replay``."""
+    path = run_dir / "request.json"
+    if not path.exists():
+        raise FailedPrecondition(f"{run_dir} is not a run directory (no request.json): --replay takes a run "
+                                 "directory with request.json and llm/")
+    try:
+        request = json_format.Parse(path.read_text(), planner_pb2.StartRunRequest())
+    except (json_format.ParseError, ValueError) as exc:
+        raise FailedPrecondition(f"{path} cannot be read ({str(exc)[:200]}); it is not a run's request") from None
+    if request.resume_run_dir:
+        raise FailedPrecondition(f"{path} resumes another run; replay the run it started from")
+    return request
+
+
 @contextlib.contextmanager
-def local_services(options: RunOptions, log_dir: Path) -> Iterator[dict[str, ServiceProcess]]:
-    """Starts env, learner, critic and planner (and the embedded LLM when needed); yields them by name."""
+def local_services(options: RunOptions, log_dir: Path,
+                   llm_env: dict[str, str] | None = None) -> Iterator[dict[str, ServiceProcess]]:
+    """Starts env, learner, critic and planner (and the embedded LLM when needed); yields them by name.
+
+    ``llm_env``: ``RLGPT_LLM_*`` settings the planner and the critic get (a replay's server)."""
     started: list[ServiceProcess] = []
     llm_server: LocalLLMServer | None = None
     saved_env = dict(os.environ)
     log_dir.mkdir(parents=True, exist_ok=True)
     try:
+        os.environ.update(llm_env or {})
         llm = LLMSettings.load()
         if options.mode != "pure-rl" and needs_local_server(llm):
             llm_server = LocalLLMServer(llm, log_path=log_dir / "llm-server.log").start()
@@ -157,6 +181,9 @@ def run_rlgpt(options: RunOptions) -> Path:
         ("--outer", options.outer), ("--inner", options.inner), ("--candidates", options.candidates)) if value < 1]
     if options.total_frames < 0:
         problems.append(f"--total-frames must be >= 0 (0: unbounded), got {options.total_frames}")
+    if options.replay is not None and (options.planner or options.resume is not None):
+        problems.append("--replay starts a new run on services started here; it cannot be combined with "
+                        f"--{'planner' if options.planner else 'resume'}")
     if problems:
         raise InvalidArgument("; ".join(problems))
     request = planner_pb2.StartRunRequest(
@@ -173,8 +200,16 @@ def run_rlgpt(options: RunOptions) -> Path:
     options.runs_dir = options.runs_dir.resolve()
     options.runs_dir.mkdir(parents=True, exist_ok=True)
     log_dir = options.runs_dir / "logs"
-    context = contextlib.nullcontext(None) if options.planner else local_services(options, log_dir)
-    with context as services:
+    with contextlib.ExitStack() as stack:
+        replay, llm_env = None, None
+        if options.replay is not None:
+            request = recorded_request(options.replay)
+            options.mode = request.mode or options.mode  # pure-rl starts no LLM; the recorded mode decides
+            replay = stack.enter_context(ChatServer(ReplayAnswerer(options.replay / "llm"), model="replay"))
+            llm_env = {"RLGPT_LLM_BASE_URL": replay.base_url, "RLGPT_LLM_MODEL": "replay",
+                       "RLGPT_LLM_STRUCTURED": "json_schema"}
+            console.print(f"replaying the LLM calls of {options.replay} (skills and trainings run live)")
+        services = None if options.planner else stack.enter_context(local_services(options, log_dir, llm_env))
         planner_target = options.planner or services["planner"].target
         channel = create_channel(planner_target, default_timeout=120, wait_ready_seconds=60)
         stub = planner_pb2_grpc.PlannerServiceStub(channel)
@@ -186,6 +221,8 @@ def run_rlgpt(options: RunOptions) -> Path:
         last = follow(stub, started.run_id, console)
         channel.close()
     run_dir = Path(started.run_dir)
+    if replay is not None:
+        _write_replay_summary(run_dir, options.replay, replay.answerer.calls, console)
     report = write_run_report(run_dir) if (run_dir / "state.json").exists() else None
     if last is not None and last.WhichOneof("payload") == "error":
         where = f"; partial report {report}" if report else ""
@@ -194,3 +231,12 @@ def run_rlgpt(options: RunOptions) -> Path:
         raise Unavailable(f"the run ended without state in {run_dir}")
     console.print(f"final success {last.run_end.success_rate:.0%}; report: {report}" if last else f"report: {report}")
     return report
+
+
+def _write_replay_summary(run_dir: Path, source: Path, calls: RecordedCalls, console: Console) -> None:
+    """How closely the replay followed the record, in ``replay.json`` beside the run's other files."""
+    summary = {"source": str(source), "recorded_calls": calls.total, "replayed_calls": sum(calls.taken.values()),
+               "same_prompt": calls.same_prompt, "unused": calls.left()}
+    if run_dir.is_dir():
+        (run_dir / "replay.json").write_text(json.dumps(summary, indent=1))
+    console.print(calls.summary())

@@ -17,6 +17,7 @@ import os
 import re
 import threading
 import time
+import uuid
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, TypeVar
@@ -26,6 +27,7 @@ from pydantic import BaseModel, ValidationError
 
 from rlgpt.config import LLMSettings
 from rlgpt.errors import FailedPrecondition, RlgptError, Unavailable
+from rlgpt.llm.chat_server import AGENT_HEADER, ATTEMPT_HEADER, CALL_HEADER
 
 log = logging.getLogger(__name__)
 T = TypeVar("T", bound=BaseModel)
@@ -38,7 +40,11 @@ class LLMError(RlgptError):
 
 
 class StructuredOutputError(LLMError):
-    """The answer did not match the schema, even after one repair attempt."""
+    """The answer did not match the schema, even after one repair attempt; ``record`` is the failed call."""
+
+    def __init__(self, message: str, record: CallRecord | None = None):
+        super().__init__(message)
+        self.record = record
 
 
 @dataclasses.dataclass
@@ -152,14 +158,15 @@ class LLMClient:
             return {"type": "json_object", "schema": json_schema}
         return {"type": "json_schema", "json_schema": {"name": schema.__name__, "schema": json_schema}}
 
-    def _create(self, messages: list[dict[str, str]], schema: type[BaseModel]) -> Any:
+    def _create(self, messages: list[dict[str, str]], schema: type[BaseModel], headers: dict[str, str]) -> Any:
         delay = self.settings.backoff_seconds
         attempts = self.settings.max_retries + 1
         for attempt in range(1, attempts + 1):
             try:
                 return self._client.chat.completions.create(
                     model=self.model, messages=messages, max_tokens=self.settings.max_tokens,
-                    temperature=self.settings.temperature, response_format=self._response_format(schema))
+                    temperature=self.settings.temperature, response_format=self._response_format(schema),
+                    extra_headers=headers)
             except openai.NotFoundError as exc:
                 raise LLMError(f"model {self.model!r} is not served at {self._where()} (HTTP 404: "
                                f"{_short(exc)}); set RLGPT_LLM_MODEL to a model the server lists") from None
@@ -193,8 +200,11 @@ class LLMClient:
         conversation = list(messages)
         prompt_tokens = completion_tokens = 0
         text, error = "", ""
+        call_id = uuid.uuid4().hex
         for attempt in (1, 2):
-            response = self._create(conversation, schema)
+            # Who asks, and which call a retry belongs to: a relay or a replay server answers by these.
+            headers = {AGENT_HEADER: agent, CALL_HEADER: call_id, ATTEMPT_HEADER: str(attempt)}
+            response = self._create(conversation, schema, headers)
             usage = getattr(response, "usage", None)
             prompt_tokens += int(getattr(usage, "prompt_tokens", 0) or 0)
             completion_tokens += int(getattr(usage, "completion_tokens", 0) or 0)
@@ -216,7 +226,7 @@ class LLMClient:
         record = self._record(agent, iteration, conversation, text, None, prompt_tokens, completion_tokens,
                               time.perf_counter() - start, 2, error)
         raise StructuredOutputError(f"{agent} agent: the model's answer did not match {schema.__name__} after one "
-                                    f"repair attempt: {error[:500]}")
+                                    f"repair attempt: {error[:500]}", record)
 
     def _record(self, agent: str, iteration: int, messages: list[dict[str, str]], text: str,
                 parsed: dict[str, Any] | None, prompt_tokens: int, completion_tokens: int, latency: float,

@@ -491,6 +491,7 @@ class Judge:
                 answer, record = self.llm.complete("critic", self.messages(request, findings), CriticAnswer)
             except RlgptError as exc:  # LLMError, StructuredOutputError, Unavailable, an exhausted replay
                 log.warning("critic LLM failed, deterministic verdict for %s: %s", request.subtask, exc)
+                record = getattr(exc, "record", None)  # a failed answer is still a call a replay must meet
                 notes.append(f"llm_unavailable: {type(exc).__name__}: {shorten(str(exc), 300)}")
             else:
                 self._merge(verdict, findings, answer, notes)

@@ -252,7 +252,7 @@ class FastAgent:
             except StructuredOutputError as exc:
                 # An unusable answer is a failed candidate; an unreachable LLM propagates and pauses the run.
                 results.append(SkillCandidate(index, None, error=common_pb2.SkillError(
-                    type=type(exc).__name__, message=str(exc)[:1000])))
+                    type=type(exc).__name__, message=str(exc)[:1000]), record=exc.record))
                 continue
             results.append(self.test_skill(subtask, answer, index, record, start_inventory))
         results.sort(key=lambda c: c.success_rate, reverse=True)

@@ -254,6 +254,8 @@ class TwoLoops:
         except StructuredOutputError as exc:
             # No usable plan: fall back to the whole task as one sub-task rather than ending the run.
             log.warning("slow agent: %s; using the whole task as one sub-task", exc)
+            if exc.record is not None:
+                self.run.llm_call(exc.record)  # a replay must meet this call too
             why = shorten(str(exc), 300)
             plan = planner_pb2.Plan(subtasks=[self._task_subtask()], iteration=self.state.outer_iteration,
                                     rationale=f"fallback, the slow agent's answer was unusable: {why}")
@@ -379,6 +381,8 @@ class TwoLoops:
         except StructuredOutputError as exc:
             # An unusable answer is a failed attempt with feedback, not the end of the run.
             state.feedback = str(exc)
+            if exc.record is not None:
+                self.run.llm_call(exc.record, st.name)
             state.tests.append({"iteration": self.state.outer_iteration, "kind": "rl", "error": str(exc)[:500],
                                 "success_rate": 0.0, "frames": state.frames})
             return None

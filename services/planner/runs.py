@@ -34,6 +34,7 @@ class Run:
         self.error = ""
         self.events: list[planner_pb2.RunEvent] = list(events or [])
         self.stop_requested = threading.Event()
+        self._llm_calls: int | None = None  # calls recorded in llm/, counted on first use (resume)
         self._changed = threading.Condition()
         self.dir.mkdir(parents=True, exist_ok=True)
         if events is None:
@@ -76,10 +77,17 @@ class Run:
         return event
 
     def llm_call(self, record: CallRecord, subtask: str = "") -> None:
-        """Counts the call's tokens, keeps its record in ``llm/`` (named by call, iteration, sub-task and agent,
-        so ``ReplayClient(run_dir / "llm")`` replays the run) and emits it."""
-        path = self.dir / "llm" / f"{record.seq:05d}-iter{self.iteration}-{subtask or 'plan'}-{record.agent}.json"
-        path.parent.mkdir(exist_ok=True)
+        """Counts the call's tokens, keeps its record in ``llm/`` (named by the call's number in this run, then
+        iteration, sub-task and agent, so the files sort in call order and ``rlgpt run --replay`` replays the run)
+        and emits it. Planner and critic calls share the numbering; a resumed run goes on from its last call."""
+        with self._changed:
+            folder = self.dir / "llm"
+            folder.mkdir(exist_ok=True)
+            if self._llm_calls is None:
+                self._llm_calls = max((int(p.name[:5]) for p in folder.glob("*.json") if p.name[:5].isdigit()),
+                                      default=0)
+            self._llm_calls += 1
+            path = folder / f"{self._llm_calls:05d}-iter{self.iteration}-{subtask or 'plan'}-{record.agent}.json"
         path.write_text(record_json(record))
         record.path = str(path)
         self.tokens += record.prompt_tokens + record.completion_tokens

@@ -38,6 +38,7 @@ class FakeOpenAIServer:
         self.script = list(script)
         self.models = models
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []  # each request's HTTP headers, names lower-cased
         self._lock = threading.Lock()
         double = self
 
@@ -66,6 +67,7 @@ class FakeOpenAIServer:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 with double._lock:
                     double.requests.append(body)
+                    double.headers.append({k.lower(): v for k, v in self.headers.items()})
                     index = min(len(double.requests) - 1, len(double.script) - 1)
                     reply = double.script[index]
                 if callable(reply):

@@ -125,5 +125,13 @@ def test_replay_answers_from_records(tmp_path) -> None:
     replay = ReplayClient(tmp_path / "rec", record_dir=tmp_path / "again")
     assert ask(replay)[0].name == "wood" and ask(replay)[0].name == "stone"
     assert replay.ledger.total_tokens() == 36
-    with pytest.raises(FailedPrecondition, match="no more recorded"):
+    with pytest.raises(FailedPrecondition, match=r"holds 2 'fast' call\(s\) and this run asks for call 3"):
         ask(replay)
+
+
+def test_headers_name_the_agent_and_the_call() -> None:
+    with FakeOpenAIServer([Reply(text="no json"), GOOD]) as server:
+        ask(client(server))
+    first, repair = server.headers
+    assert first["x-rlgpt-agent"] == "fast" and first["x-rlgpt-attempt"] == "1"
+    assert repair["x-rlgpt-attempt"] == "2" and repair["x-rlgpt-call"] == first["x-rlgpt-call"]
