@@ -1,0 +1,85 @@
+"""`rlgpt run --replay`: a run recorded against a scripted LLM (test double) is re-run with no LLM at all, its
+calls answered from its own records by the replay server, its skills tested and evaluated live."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from fakes.fake_openai import FakeOpenAIServer, Reply
+
+from rlgpt.errors import FailedPrecondition, InvalidArgument, Unavailable
+from rlgpt.runner import RunOptions, run_rlgpt
+from services.env_server.skills.reference import COLLECT_WOOD
+
+pytestmark = pytest.mark.timeout(600)
+PLAN = {"rationale": "wood by code", "subtasks": [
+    {"name": "get_wood", "description": "collect wood", "success": [{"achievement": "collect_wood"}],
+     "decision": "code", "skills": []}]}
+VERDICT = {"success": True, "diagnosis": "scripted critic", "suggestion": "keep", "target": "keep"}
+
+
+def scripted(body: dict) -> Reply:
+    answers = {"Plan": PLAN, "SkillAnswer": {"name": "get_wood", "description": "chop", "code": COLLECT_WOOD},
+               "CriticAnswer": VERDICT}
+    return Reply.json(answers[body["response_format"]["json_schema"]["name"]])
+
+
+def options(runs_dir: Path, **overrides) -> RunOptions:
+    fields = dict(task="collect_wood", success="", mode="rl-gpt", agents="slow-fast-critic", resume=None,
+                  runs_dir=runs_dir, outer=1, inner=1, frames_per_training=1000, total_frames=6000, eval_episodes=2,
+                  candidates=1, seed=3)
+    fields.update(overrides)
+    return RunOptions(**fields)
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory) -> Path:
+    """A finished run directory recorded against the scripted LLM."""
+    runs = tmp_path_factory.mktemp("recorded")
+    with FakeOpenAIServer([scripted]) as llm, pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RLGPT_LLM_BASE_URL", llm.base_url)
+        mp.setenv("RLGPT_LLM_MODEL", "local")
+        report = run_rlgpt(options(runs))
+    return report.parent
+
+
+def test_replay_re_runs_the_record_with_no_llm(recorded, tmp_path, monkeypatch) -> None:
+    # No LLM anywhere: a call that escaped the replay would fail to connect.
+    monkeypatch.setenv("RLGPT_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    report = run_rlgpt(options(tmp_path / "runs", task="ignored_by_a_replay", replay=recorded))
+    run_dir = report.parent
+    assert run_dir.name.startswith("collect_wood__")  # the recorded request, not the options
+    summary = json.loads((run_dir / "replay.json").read_text())
+    recorded_calls = sorted((recorded / "llm").glob("*.json"))
+    assert summary["recorded_calls"] == summary["replayed_calls"] == len(recorded_calls) >= 3
+    assert summary["same_prompt"] == len(recorded_calls) and summary["unused"] == {}
+    state, before = (json.loads((d / "state.json").read_text()) for d in (run_dir, recorded))
+    assert state["subtasks"]["get_wood"]["skill_code"] == before["subtasks"]["get_wood"]["skill_code"]
+    assert state["final"]["success_rate"] == before["final"]["success_rate"] == 1.0
+    # The replayed run keeps its own records, so it can be replayed in turn.
+    assert [json.loads(p.read_text())["agent"] for p in sorted((run_dir / "llm").glob("*.json"))] == \
+        [json.loads(p.read_text())["agent"] for p in recorded_calls]
+
+
+def test_a_call_the_record_lacks_stops_the_run_with_its_name(recorded, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("RLGPT_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    short = tmp_path / "short"
+    shutil.copytree(recorded, short)
+    for path in (short / "llm").glob("*-fast.json"):
+        path.unlink()
+    with pytest.raises(Unavailable, match=r"holds 0 'fast' call\(s\) and this run asks for call 1"):
+        run_rlgpt(options(tmp_path / "runs", replay=short))
+
+
+def test_replay_refuses_what_it_cannot_do(recorded, tmp_path) -> None:
+    with pytest.raises(InvalidArgument, match="cannot be combined with --planner"):
+        run_rlgpt(options(tmp_path / "runs", replay=recorded, planner="127.0.0.1:1"))
+    with pytest.raises(FailedPrecondition, match="is not a run directory"):
+        run_rlgpt(options(tmp_path / "runs", replay=tmp_path))
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "request.json").write_text("{ nope")
+    with pytest.raises(FailedPrecondition, match="cannot be read"):
+        run_rlgpt(options(tmp_path / "runs", replay=tmp_path / "bad"))
