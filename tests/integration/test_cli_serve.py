@@ -58,3 +58,39 @@ def test_bad_settings_are_reported_together() -> None:
     assert result.returncode == 2
     assert "port=70000" in result.stderr and "max_sessions=0" in result.stderr
     assert time.monotonic() - start < 60
+
+
+def test_serve_llm_relay_answers_a_chat_from_a_file_and_stops_on_sigterm(tmp_path) -> None:
+    import json
+    import threading
+
+    from rlgpt.config import LLMSettings
+    from rlgpt.llm import LLMClient
+    from services.critic.judge import CriticAnswer
+
+    proc = subprocess.Popen([sys.executable, "-m", "rlgpt.cli", "serve", "llm-relay", "--dir", str(tmp_path),
+                             "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        match = re.search(r"RLGPT_READY service=llm-relay port=(\d+) base_url=(\S+)", line)
+        assert match, line + proc.stderr.read(2000)
+        client = LLMClient(LLMSettings(model="relay", max_retries=0, timeout_seconds=30), base_url=match.group(2))
+        out: dict = {}
+        thread = threading.Thread(target=lambda: out.update(answer=client.complete(
+            "critic", [{"role": "user", "content": "judge this"}], CriticAnswer)[0]))
+        thread.start()
+        request = tmp_path / "requests" / "0001.json"
+        deadline = time.monotonic() + 20
+        while not request.exists():
+            assert time.monotonic() < deadline, proc.stderr.read(2000)
+            time.sleep(0.05)
+        assert json.loads(request.read_text())["agent"] == "critic"
+        (tmp_path / "answers" / "0001.json").write_text(json.dumps(
+            {"success": False, "diagnosis": "it walked into water", "suggestion": "check is_free", "target": "fast"}))
+        thread.join(20)
+        assert out["answer"].diagnosis == "it walked into water"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
