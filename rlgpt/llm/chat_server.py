@@ -25,6 +25,20 @@ CALL_HEADER = "X-RLGPT-Call"
 ATTEMPT_HEADER = "X-RLGPT-Attempt"
 
 
+def send_json(handler: BaseHTTPRequestHandler, status: int, body: dict[str, Any]) -> bool:
+    """Sends one JSON response; False when the client had already left (it gave up waiting)."""
+    data = json.dumps(body).encode()
+    try:
+        handler.send_response(status)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        handler.wfile.write(data)
+    except (BrokenPipeError, ConnectionResetError):
+        return False
+    return True
+
+
 class ChatServerError(Exception):
     """An answer that cannot be given; ``status`` is the HTTP status the client sees."""
 
@@ -110,14 +124,7 @@ class ChatServer:
                 log.debug("%s " + fmt, self.client_address[0], *args)
 
             def _send(self, status: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
+                if not send_json(self, status, body):
                     log.info("the client left before its answer was sent")
 
             def _error(self, status: int, message: str) -> None:

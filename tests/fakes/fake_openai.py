@@ -16,6 +16,8 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from rlgpt.llm.chat_server import send_json
+
 
 @dataclasses.dataclass
 class Reply:
@@ -47,15 +49,7 @@ class FakeOpenAIServer:
                 pass
 
             def _send(self, status: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (timeout tests)
+                send_json(self, status, body)  # a client that gave up (timeout tests) is fine
 
             def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/models"):

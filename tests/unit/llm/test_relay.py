@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,9 +30,23 @@ class Answer(BaseModel):
 SETTINGS = LLMSettings(max_retries=0, backoff_seconds=0.01, timeout_seconds=20.0, model="relay")
 
 
-def relay(tmp_path: Path, timeout: float = 10.0) -> tuple[ChatServer, DirectoryAnswerer]:
+@contextlib.contextmanager
+def relay(tmp_path: Path, timeout: float = 10.0) -> Iterator[ChatServer]:
     answerer = DirectoryAnswerer(tmp_path, timeout_seconds=timeout, poll_seconds=0.05)
-    return ChatServer(answerer).start(), answerer
+    try:
+        with ChatServer(answerer) as server:
+            yield server
+    finally:
+        answerer.close()
+
+
+def rejection(tmp_path: Path, number: str) -> str:
+    """The reason the relay wrote for a rejected answer (waits for it)."""
+    deadline = time.monotonic() + 10
+    while not (found := list((tmp_path / "rejected").glob(f"{number}-*.txt"))):
+        assert time.monotonic() < deadline, f"answer {number} was never rejected"
+        time.sleep(0.02)
+    return found[0].read_text()
 
 
 def ask_in_background(server: ChatServer, **overrides) -> dict:
@@ -66,8 +82,7 @@ def write_answer(path: Path, text: str) -> None:
 
 
 def test_request_file_holds_messages_and_schema_and_the_answer_file_answers(tmp_path) -> None:
-    server, answerer = relay(tmp_path)
-    try:
+    with relay(tmp_path) as server:
         call = ask_in_background(server)
         request = json.loads(wait_for(tmp_path / "requests" / "0001.json").read_text())
         assert request["agent"] == "fast" and request["messages"][0]["content"] == "how much wood?"
@@ -75,9 +90,6 @@ def test_request_file_holds_messages_and_schema_and_the_answer_file_answers(tmp_
         assert request["answer_file"] == str(tmp_path / "answers" / "0001.json")
         (tmp_path / "answers" / "0001.json").write_text('{"item": "wood", "count": 3}')
         call["thread"].join(15)
-    finally:
-        server.stop()
-        answerer.close()
     assert call["answer"] == Answer(item="wood", count=3)
     assert call["record"].completion_tokens == 7  # estimated: 28 characters / 4
 
@@ -88,52 +100,31 @@ def test_request_file_holds_messages_and_schema_and_the_answer_file_answers(tmp_
     ('{"item": "gold", "count": 3}', "does not match the schema: item: 'gold' is not one of"),
 ])
 def test_bad_answer_is_set_aside_with_its_reason_and_a_corrected_one_is_used(tmp_path, bad, reason) -> None:
-    server, answerer = relay(tmp_path)
-    try:
+    with relay(tmp_path) as server:
         call = ask_in_background(server)
         wait_for(tmp_path / "requests" / "0001.json")
         write_answer(tmp_path / "answers" / "0001.json", bad)
-        deadline = time.monotonic() + 10
-        while not list((tmp_path / "rejected").glob("0001-*.txt")):
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
-        why = next((tmp_path / "rejected").glob("0001-*.txt")).read_text()
-        assert reason in why
+        assert reason in rejection(tmp_path, "0001")
         assert not (tmp_path / "answers" / "0001.json").exists() and "error" not in call
         (tmp_path / "answers" / "0001.json").write_text('{"item": "stone", "count": 1}')
         call["thread"].join(15)
-    finally:
-        server.stop()
-        answerer.close()
     assert call["answer"] == Answer(item="stone", count=1)
 
 
 def test_answer_to_a_request_never_made_is_set_aside(tmp_path) -> None:
-    server, answerer = relay(tmp_path)
-    try:
+    with relay(tmp_path):
         write_answer(tmp_path / "answers" / "0007.json", '{"item": "wood", "count": 1}')
-        deadline = time.monotonic() + 10
-        while not list((tmp_path / "rejected").glob("0007-*.txt")):
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
-    finally:
-        server.stop()
-        answerer.close()
-    why = next((tmp_path / "rejected").glob("0007-*.txt")).read_text()
+        why = rejection(tmp_path, "0007")
     assert "never made (made so far: none yet)" in why
     assert not (tmp_path / "answers" / "0007.json").exists()
 
 
 def test_no_answer_in_time_is_a_504_that_names_the_file_and_the_last_rejection(tmp_path) -> None:
-    server, answerer = relay(tmp_path, timeout=1.5)
-    try:
+    with relay(tmp_path, timeout=1.5) as server:
         call = ask_in_background(server)
         wait_for(tmp_path / "requests" / "0001.json")
         write_answer(tmp_path / "answers" / "0001.json", "[1, 2")
         call["thread"].join(15)
-    finally:
-        server.stop()
-        answerer.close()
     assert isinstance(call["error"], Unavailable)
     message = str(call["error"])
     assert "no answer to relay request 0001" in message and "answers/0001.json" in message
@@ -142,16 +133,12 @@ def test_no_answer_in_time_is_a_504_that_names_the_file_and_the_last_rejection(t
 
 def test_a_retried_call_keeps_its_number_so_a_late_answer_is_used(tmp_path) -> None:
     # The client gives up after 1 s and retries; the retry must wait on request 0001, not make 0002.
-    server, answerer = relay(tmp_path, timeout=30)
-    try:
+    with relay(tmp_path, timeout=30) as server:
         call = ask_in_background(server, timeout_seconds=1.0, max_retries=3)
         wait_for(tmp_path / "requests" / "0001.json")
         time.sleep(1.5)
         (tmp_path / "answers" / "0001.json").write_text('{"item": "wood", "count": 2}')
         call["thread"].join(15)
-    finally:
-        server.stop()
-        answerer.close()
     assert call["answer"].count == 2
     assert sorted(p.name for p in (tmp_path / "requests").iterdir()) == ["0001.json"]
 
@@ -159,15 +146,11 @@ def test_a_retried_call_keeps_its_number_so_a_late_answer_is_used(tmp_path) -> N
 def test_numbers_go_on_after_an_earlier_relay_on_the_same_directory(tmp_path) -> None:
     (tmp_path / "requests").mkdir()
     (tmp_path / "requests" / "0004.json").write_text("{}")
-    server, answerer = relay(tmp_path)
-    try:
+    with relay(tmp_path) as server:
         call = ask_in_background(server)
         wait_for(tmp_path / "requests" / "0005.json")
         (tmp_path / "answers" / "0005.json").write_text('{"item": "wood", "count": 0}')
         call["thread"].join(15)
-    finally:
-        server.stop()
-        answerer.close()
     assert call["answer"].count == 0
 
 
@@ -175,14 +158,10 @@ def test_a_request_that_is_not_a_chat_is_a_400(tmp_path) -> None:
     import urllib.error
     import urllib.request
 
-    server, answerer = relay(tmp_path)
-    try:
+    with relay(tmp_path) as server:
         req = urllib.request.Request(server.base_url + "/chat/completions", data=b'{"messages": []}',
                                      headers={"Content-Type": "application/json"})
         with pytest.raises(urllib.error.HTTPError) as caught:
             urllib.request.urlopen(req, timeout=5)
-    finally:
-        server.stop()
-        answerer.close()
     assert caught.value.code == 400
     assert "non-empty 'messages'" in json.loads(caught.value.read())["error"]["message"]
