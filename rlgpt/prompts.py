@@ -1,10 +1,21 @@
-"""Prompt templates as text files: ``{name}`` fields filled by name; header lines starting with '#' are docs."""
+"""What the services that prompt an LLM share (planner and critic).
+
+Prompt templates are text files: ``{name}`` fields filled by name; header lines starting with '#' are docs.
+Also here: the texts both services put into prompts (success conditions, shortened prose) and what they need
+from an LLM client.
+"""
 
 from __future__ import annotations
 
 import re
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from rlgpt.v1 import common_pb2
+
+if TYPE_CHECKING:
+    from rlgpt.llm.client import CallRecord
 
 _FIELD = re.compile(r"\{([a-z_]+)\}")
 _SENTENCE_END = re.compile(r"[.!?](?=\s)")
@@ -17,13 +28,37 @@ def _template(path: Path) -> str:
     return "\n".join(line for line in text.splitlines() if not line.startswith("#")).strip() + "\n"
 
 
-def render_file(path: Path, **fields: str) -> str:
+def render_file(path: Path, /, **fields: str) -> str:
     """Fills ``{field}`` placeholders; JSON braces in examples are left alone; a missing field is a KeyError."""
     template = _template(path)
     missing = sorted(set(_FIELD.findall(template)) - set(fields))
     if missing:
         raise KeyError(f"prompt {path.stem!r} needs fields {missing}")
     return _FIELD.sub(lambda m: fields[m.group(1)], template)
+
+
+def render(directory: Path, name: str, /, **fields: str) -> str:
+    """The prompt ``name`` of a service's prompt folder (``directory/<name>.txt``), fields filled."""
+    return render_file(directory / f"{name}.txt", **fields)
+
+
+class CompletesJSON(Protocol):
+    """What planner and critic need from an LLM client (LLMClient, ReplayClient, or a scripted double)."""
+
+    def complete(self, agent: str, messages: list[dict[str, Any]], schema: type[Any], *, iteration: int = 0,
+                 validate: Any = None) -> tuple[Any, CallRecord]: ...
+
+
+def conditions_text(conditions: list[common_pb2.Condition], none: str = "none") -> str:
+    """Success conditions in words ("achievement collect_wood and at least 2 wood"); ``none`` when there are
+    none. A condition with no kind set says nothing and is left out."""
+    parts = []
+    for c in conditions:
+        if c.WhichOneof("kind") == "achievement":
+            parts.append(f"achievement {c.achievement}")
+        elif c.WhichOneof("kind") == "inventory":
+            parts.append(f"at least {c.inventory.count} {c.inventory.item}")
+    return " and ".join(parts) or none
 
 
 def shorten(text: str, limit: int) -> str:

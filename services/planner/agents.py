@@ -6,13 +6,14 @@ import dataclasses
 import json
 import logging
 import time
-from typing import Any, Protocol
+from typing import Any
 
 import grpc
 from pydantic import BaseModel
 
 from rlgpt import metrics
 from rlgpt.llm.client import CallRecord, StructuredOutputError
+from rlgpt.prompts import CompletesJSON, conditions_text
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2, planner_pb2
 from services.planner.prompts import EvalProtocol, render
 from services.planner.schemas import (
@@ -30,13 +31,6 @@ from services.planner.skill_library import LibrarySkill, SkillLibrary
 
 log = logging.getLogger(__name__)
 AGENTS = ("slow", "fast")  # the agents' names in LLM records and metrics
-
-
-class CompletesJSON(Protocol):
-    """What agents need from an LLM client (LLMClient, ReplayClient, or a scripted double)."""
-
-    def complete(self, agent: str, messages: list[dict[str, str]], schema: type[Any], *, iteration: int = 0,
-                 validate: Any = None) -> tuple[Any, CallRecord]: ...
 
 
 class MeteredLLM:
@@ -101,16 +95,6 @@ def skill_api_text(describe: env_pb2.DescribeResponse) -> str:
 def reward_kinds_text(describe: env_pb2.DescribeResponse) -> str:
     return "\n".join(f"- {kind}: {REWARD_KIND_DOC[kind]}" if kind in REWARD_KIND_DOC else f"- {kind}"
                       for kind in describe.reward_kinds) or "(none listed)"
-
-
-def conditions_text(conditions: list[common_pb2.Condition]) -> str:
-    parts = []
-    for c in conditions:
-        if c.WhichOneof("kind") == "achievement":
-            parts.append(f"achievement {c.achievement}")
-        else:
-            parts.append(f"at least {c.inventory.count} {c.inventory.item}")
-    return " and ".join(parts) or "none"
 
 
 def offered_skills(library: SkillLibrary, query: str, limit: int = MAX_OFFERED_SKILLS) -> list[LibrarySkill]:

@@ -34,7 +34,7 @@ from rlgpt import metrics
 from rlgpt.config import PlannerSettings
 from rlgpt.errors import FailedPrecondition, RlgptError
 from rlgpt.llm.client import StructuredOutputError, record_from_json
-from rlgpt.prompts import shorten
+from rlgpt.prompts import CompletesJSON, shorten
 from rlgpt.v1 import (
     common_pb2,
     critic_pb2,
@@ -46,7 +46,7 @@ from rlgpt.v1 import (
     planner_pb2,
 )
 from rlgpt.world_rules import achievement_items
-from services.planner.agents import CompletesJSON, FastAgent, SlowAgent
+from services.planner.agents import FastAgent, SlowAgent
 from services.planner.prompts import EvalProtocol
 from services.planner.runs import Run
 from services.planner.skill_library import SkillLibrary

@@ -7,18 +7,15 @@ here is the planner's own: how it tests the agents' answers (its budgets).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from pathlib import Path
 
-from rlgpt.prompts import render_file
+from rlgpt import prompts
 from rlgpt.v1 import common_pb2
 
 PROMPT_DIR = Path(__file__).parent / "prompts"
-
-
-def render(name: str, **fields: str) -> str:
-    return render_file(PROMPT_DIR / f"{name}.txt", **fields)
-
-
+render = functools.partial(prompts.render, PROMPT_DIR)
+"""A planner prompt by name (``prompts/<name>.txt``), its fields filled."""
 
 
 def inventory_text(items: list[common_pb2.ItemCount] | dict[str, int]) -> str:
