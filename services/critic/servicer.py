@@ -12,9 +12,10 @@ from rlgpt import metrics
 from rlgpt.config import CriticSettings
 from rlgpt.errors import InvalidArgument, grpc_errors
 from rlgpt.llm.client import record_json
+from rlgpt.prompts import CompletesJSON
 from rlgpt.v1 import critic_pb2, critic_pb2_grpc
 from services.critic import judge
-from services.critic.judge import DECISIONS, TARGET_NAMES, CompletesJSON
+from services.critic.judge import DECISIONS, TARGET_NAMES
 
 log = logging.getLogger(__name__)
 SERVICE_NAME = critic_pb2.DESCRIPTOR.services_by_name["CriticService"].full_name

@@ -1,0 +1,104 @@
+"""Missing prerequisites, read from world rules: hand-made rules, then the rules a real env server serves."""
+
+from __future__ import annotations
+
+import pytest
+from critic_samples import episode, has, request
+
+from rlgpt.v1 import common_pb2, critic_pb2, env_pb2
+from services.critic.checks import deterministic_checks
+from services.critic.prerequisites import missing_items, obtained, prerequisite_words, required_tools
+
+Item = common_pb2.ItemCount
+# A small tech tree: wood by hand, a table from wood, a pickaxe from wood near a table, stone with the pickaxe.
+RULES = common_pb2.WorldRules(
+    collect=[common_pb2.CollectRule(material="tree", action="do", receives=[Item(item="wood", count=1)],
+                                    achievements=["collect_wood"]),
+             common_pb2.CollectRule(material="stone", action="do", requires=[Item(item="pickaxe", count=1)],
+                                    receives=[Item(item="stone", count=1)], achievements=["collect_stone"])],
+    place=[common_pb2.PlaceRule(item="table", action="place_table", uses=[Item(item="wood", count=2)],
+                                achievement="place_table"),
+           common_pb2.PlaceRule(item="furnace", action="place_furnace", uses=[Item(item="stone", count=1)],
+                                nearby=["table"], achievement="place_furnace")],
+    make=[common_pb2.MakeRule(item="pickaxe", action="make_pickaxe", uses=[Item(item="wood", count=1)],
+                              nearby=["table"], achievement="make_pickaxe")])
+
+
+def test_required_tools_follow_the_materials_the_start_lacks() -> None:
+    assert required_tools(RULES, "collect_stone", {}) == ["pickaxe"]
+    assert required_tools(RULES, "place_furnace", {}) == ["pickaxe"]  # the furnace uses stone
+    assert required_tools(RULES, "place_furnace", {"stone": 1}) == []
+    assert required_tools(RULES, "collect_wood", {}) == [] and required_tools(RULES, "unknown", {}) == []
+
+
+def test_prerequisite_words_are_tools_made_placed_and_nearby_things_longest_first() -> None:
+    assert prerequisite_words(RULES) == ("furnace", "pickaxe", "table")
+
+
+def test_obtained_counts_start_final_inventories_and_what_achievements_give_or_place() -> None:
+    rollouts = [episode(final_inventory=[Item(item="wood", count=2), Item(item="sapling", count=0)]),
+                episode(achievements=["make_pickaxe", "place_table"])]
+    assert obtained(RULES, rollouts, {"stone": 1, "coal": 0}) == {"stone", "wood", "pickaxe", "table"}
+
+
+def test_missing_items_from_texts_and_from_the_rules() -> None:
+    said = request(rules=RULES, rollouts=[episode(text="it requires the table")],
+                   errors=[common_pb2.SkillError(message="Needs a Furnace")])
+    assert missing_items(said, list(said.errors), 0.5) == {
+        "furnace": "named in text: 'needs a furnace'", "table": "named in text: 'requires the table'"}
+    stone = request(rules=RULES, rollouts=[episode()], success=[common_pb2.Condition(achievement="collect_stone")])
+    assert list(missing_items(stone, [], 0.0)) == ["pickaxe"]
+    assert missing_items(stone, [], 0.25) == {}  # something succeeded: the rules' tools were had
+    held = request(rules=RULES, rollouts=[episode(text="needs a pickaxe")], start_inventory=[Item(item="pickaxe",
+                                                                                                   count=1)])
+    assert missing_items(held, [], 0.0) == {}
+    assert missing_items(request(rollouts=[episode(text="needs a pickaxe")]), [], 0.0) == {}  # no rules, no guess
+
+
+# --- with the rules a real env server serves ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def rules(env_server) -> common_pb2.WorldRules:
+    """The game's rules as a real env server serves them (the planner passes them on in JudgeRequest.rules)."""
+    return env_server.stub.Describe(env_pb2.DescribeRequest()).rules
+
+
+def test_missing_prerequisite_goes_to_the_slow_agent(rules) -> None:
+    stone = [common_pb2.Condition(achievement="collect_stone")]
+    no_pickaxe = episode(final_inventory=[common_pb2.ItemCount(item="wood", count=3)], achievements=["collect_wood"])
+    found = deterministic_checks(request(subtask="get_stone", success=stone, rollouts=[no_pickaxe] * 2, rules=rules))
+    assert has(found.findings, "missing_prerequisite wood_pickaxe")
+    assert found.target == critic_pb2.TARGET_SLOW and "wood_pickaxe" in found.suggestion
+    held = episode(final_inventory=[common_pb2.ItemCount(item="wood_pickaxe", count=1)])
+    assert deterministic_checks(request(success=stone, rollouts=[held], rules=rules)).target == critic_pb2.TARGET_FAST
+    made = episode(achievements=["make_wood_pickaxe"])  # made (and maybe lost) during the episode: it was held
+    assert deterministic_checks(request(success=stone, rollouts=[made], rules=rules)).target == critic_pb2.TARGET_FAST
+    said = common_pb2.SkillError(type="RuntimeError", message="this needs a stone_pickaxe", line=2)
+    found = deterministic_checks(request(rollouts=[episode(error=said)], rules=rules))
+    assert has(found.findings, "missing_prerequisite stone_pickaxe")
+    assert found.target == critic_pb2.TARGET_SLOW  # before the exception's FAST
+
+
+def test_prerequisites_come_from_the_rules_in_the_request(rules) -> None:
+    furnace = [common_pb2.Condition(achievement="place_furnace")]
+    idle = episode(final_inventory=[common_pb2.ItemCount(item="wood", count=5)])
+    # The rules: a furnace uses stone, stone needs a wood_pickaxe held.
+    [place] = [r for r in rules.place if r.achievement == "place_furnace"]
+    [stone_rule] = [r for r in rules.collect if r.material == "stone"]
+    assert [u.item for u in place.uses] == ["stone"] and [h.item for h in stone_rule.requires] == ["wood_pickaxe"]
+    found = deterministic_checks(request(success=furnace, rollouts=[idle] * 2, rules=rules))
+    assert has(found.findings, "missing_prerequisite wood_pickaxe") and found.target == critic_pb2.TARGET_SLOW
+    # Started with the stone it uses: no pickaxe needed, so the failure is the code's.
+    enough = [common_pb2.ItemCount(item="stone", count=place.uses[0].count)]
+    found = deterministic_checks(request(success=furnace, rollouts=[idle] * 2, rules=rules, start_inventory=enough))
+    assert not [f for f in found.findings if f.startswith("missing_prerequisite")]
+    assert found.target == critic_pb2.TARGET_FAST
+    # Without rules nothing is assumed: no hand-typed tech tree.
+    bare = deterministic_checks(request(success=furnace, rollouts=[idle] * 2))
+    assert not [f for f in bare.findings if f.startswith("missing_prerequisite")]
+    # Names a text can lack are the rules' tools, made and placed things, nearby stations.
+    words = prerequisite_words(rules)
+    assert {"wood_pickaxe", "table", "furnace", "iron_sword"} <= set(words) and "tree" not in words
+    assert required_tools(rules, "make_iron_pickaxe", {}) == ["wood_pickaxe", "stone_pickaxe"]
+
