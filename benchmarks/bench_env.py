@@ -11,6 +11,7 @@ from __future__ import annotations
 import cProfile
 import dataclasses
 import datetime as dt
+import functools
 import gc
 import json
 import logging
@@ -46,6 +47,7 @@ from rich.table import Table
 from benchmarks.common import write_section
 from rlgpt.config import EnvServerSettings
 from rlgpt.grpc_client import create_channel
+from rlgpt.launcher import ServiceProcess, start_service
 from rlgpt.tensors import from_tensor
 from rlgpt.v1 import env_pb2, env_pb2_grpc
 from services.env_server.backends.crafter import CrafterBackend
@@ -256,91 +258,27 @@ def in_process_memory(envs: int, seed: int) -> dict[str, float]:
 
 
 # --- the server in a separate process ---------------------------------------------------------------
-def _die_with_parent() -> None:
-    """Runs in the child before exec: SIGTERM it if the benchmark dies without reaching its ``finally``."""
-    import ctypes
+def start_server(max_envs: int, log_dir: Path) -> ServiceProcess:
+    """``rlgpt serve env`` as a child process on a free port, with /metrics on a free port too: the server's
+    own Step-time histogram separates its work from transport."""
+    server = start_service("env", log_dir, env={"RLGPT_ENV_MAX_ENVS_PER_SESSION": str(max_envs)},
+                           start_timeout=60)
+    log.info("env server pid %d listening on port %d (log: %s)", server.process.pid, server.port, server.log_path)
+    return server
 
-    pr_set_pdeathsig = 1
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
-
-class ServerProcess:
-    """``rlgpt serve env`` as a child process on a free port; always stopped by ``stop``."""
-
-    def __init__(self, max_envs: int, log_path: Path):
-        self._max_envs = max_envs
-        self._log_path = log_path
-        self._popen: subprocess.Popen[str] | None = None
-        self._log_file: Any = None
-        self.port = 0
-        self.metrics_port = 0
-
-    def step_handler_seconds(self) -> float | None:
-        """Total seconds the server spent inside Step handlers (session.step + response), from /metrics."""
-        if not self.metrics_port:
-            return None
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as reply:
-                text = reply.read().decode()
-        except OSError as exc:
-            log.warning("could not read the server's metrics: %s", exc)
-            return None
-        match = re.search(r'^rlgpt_env_step_seconds_sum\{backend="crafter"\} (\S+)$', text, re.MULTILINE)
-        return float(match.group(1)) if match else 0.0
-
-    @property
-    def pid(self) -> int:
-        assert self._popen is not None
-        return self._popen.pid
-
-    def start(self, timeout: float = 60.0) -> None:
-        env = {**os.environ, "RLGPT_ENV_MAX_ENVS_PER_SESSION": str(self._max_envs), "PYTHONUNBUFFERED": "1"}
-        self._log_file = self._log_path.open("w")
-        self._popen = subprocess.Popen(
-            # /metrics on a free port: the server's own Step-time histogram separates its work from transport.
-            [sys.executable, "-m", "rlgpt.cli", "serve", "env", "--port", "0", "--metrics-port", "0"],
-            cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=self._log_file, text=True,
-            preexec_fn=_die_with_parent if sys.platform == "linux" else None)
-        ready: queue.Queue[str] = queue.Queue()
-
-        def read_stdout() -> None:
-            # A thread, because readline() on the pipe cannot time out by itself.
-            assert self._popen is not None and self._popen.stdout is not None
-            for line in self._popen.stdout:
-                if line.startswith("RLGPT_READY"):
-                    ready.put(line)
-                    return
-            ready.put("")
-
-        threading.Thread(target=read_stdout, daemon=True, name="server-stdout").start()
-        try:
-            line = ready.get(timeout=timeout)
-        except queue.Empty:
-            raise RuntimeError(f"env server did not print RLGPT_READY within {timeout:.0f} s; "
-                               f"see {self._log_path}") from None
-        match = re.search(r"\bport=(\d+)", line)
-        if not match:
-            raise RuntimeError(f"env server exited before it was ready (rc={self._popen.poll()}); "
-                               f"see {self._log_path}")
-        self.port = int(match.group(1))
-        metrics_match = re.search(r"\bmetrics_port=(\d+)", line)
-        self.metrics_port = int(metrics_match.group(1)) if metrics_match else 0
-        log.info("env server pid %d listening on port %d (log: %s)", self.pid, self.port, self._log_path)
-
-    def stop(self) -> None:
-        if self._popen is not None and self._popen.poll() is None:
-            self._popen.send_signal(signal.SIGTERM)
-            try:
-                self._popen.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                log.warning("env server pid %d ignored SIGTERM; killing it", self._popen.pid)
-                self._popen.kill()
-                self._popen.wait(timeout=15)
-        if self._popen is not None and self._popen.stdout is not None:
-            self._popen.stdout.close()
-        if self._log_file is not None:
-            self._log_file.close()
-            self._log_file = None
+def step_handler_seconds(server: ServiceProcess) -> float | None:
+    """Total seconds the server spent inside Step handlers (session.step + response), from /metrics."""
+    if server.metrics_port <= 0:
+        return None
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=10) as reply:
+            text = reply.read().decode()
+    except OSError as exc:
+        log.warning("could not read the server's metrics: %s", exc)
+        return None
+    match = re.search(r'^rlgpt_env_step_seconds_sum\{backend="crafter"\} (\S+)$', text, re.MULTILINE)
+    return float(match.group(1)) if match else 0.0
 
 
 def create_session(stub: env_pb2_grpc.EnvServiceStub, envs: int, seed: int) -> str:
@@ -493,11 +431,11 @@ class GrpcRunner(Runner):
     """A session on the server process; requests are built before timing so the client only sends."""
 
     def __init__(self, plan: Plan, seed: int, progress: Progress, stub: env_pb2_grpc.EnvServiceStub,
-                 server: ServerProcess):
+                 server: ServiceProcess):
         super().__init__(plan, seed, progress)
         self.stub = stub
-        self.server = psutil.Process(server.pid)
-        self.handler_clock = server.step_handler_seconds
+        self.server = psutil.Process(server.process.pid)
+        self.handler_clock = functools.partial(step_handler_seconds, server)
         self.session_id = ""
         self.rss_before = self.rss_after = 0
 
@@ -755,7 +693,7 @@ class BackgroundStepper:
         self._thread.join(timeout=120)
 
 
-def profile_with_py_spy(py_spy: str, stub: env_pb2_grpc.EnvServiceStub, server: ServerProcess, plan: Plan,
+def profile_with_py_spy(py_spy: str, stub: env_pb2_grpc.EnvServiceStub, server: ServiceProcess, plan: Plan,
                         seed: int, seconds: int, keep_raw: Path | None = None) -> dict[str, Any]:
     session_id = create_session(stub, plan.envs, seed)
     result: dict[str, Any] = {"tool": "py-spy", "envs": plan.envs, "seconds": seconds}
@@ -764,13 +702,13 @@ def profile_with_py_spy(py_spy: str, stub: env_pb2_grpc.EnvServiceStub, server: 
             out = Path(tmp) / "profile.txt"
             with BackgroundStepper(stub, session_id, plan) as stepper:
                 time.sleep(1.0)  # let the stepper reach steady state first
-                threads_before, steps_before, t0 = thread_cpu(server.pid), stepper.steps, time.perf_counter()
+                threads_before, steps_before, t0 = thread_cpu(server.process.pid), stepper.steps, time.perf_counter()
                 # Python stacks only: --native cannot run --nonblocking (it would pause the server at every
                 # sample) and counts threads waiting on locks or epoll as busy. C time (gRPC core, upb) is
                 # charged to the Python frame that called it.
                 for flags in (["--nonblocking"], []):
-                    cmd = [py_spy, "record", "--pid", str(server.pid), "--duration", str(seconds), "--rate", "250",
-                           "--format", "raw", "--output", str(out), *flags]
+                    cmd = [py_spy, "record", "--pid", str(server.process.pid), "--duration", str(seconds),
+                           "--rate", "250", "--format", "raw", "--output", str(out), *flags]
                     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60, check=False)
                     if proc.returncode == 0 and out.exists() and out.stat().st_size:
                         result["py_spy_flags"] = flags
@@ -778,7 +716,7 @@ def profile_with_py_spy(py_spy: str, stub: env_pb2_grpc.EnvServiceStub, server: 
                     log.warning("py-spy %s failed (rc=%d): %s", " ".join(flags) or "(python only)",
                                 proc.returncode, proc.stderr.strip()[-400:])
                 wall = time.perf_counter() - t0
-                threads_after, steps_after = thread_cpu(server.pid), stepper.steps
+                threads_after, steps_after = thread_cpu(server.process.pid), stepper.steps
             if stepper.error is not None:
                 raise RuntimeError(f"background stepping failed: {stepper.error}")
             if not (out.exists() and out.stat().st_size):
@@ -1203,11 +1141,11 @@ def run_benchmark(env_counts: list[int], seconds: float, rounds: int, seed: int,
     plans: dict[int, Plan] = {}
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=console, transient=True)
-    server = ServerProcess(max(256, memory_envs), raw_dir / "env-server.log")
+    server: ServiceProcess | None = None
     with progress:
         try:
             results["memory"]["in_process"] = in_process_memory(memory_envs, seed)
-            server.start()
+            server = start_server(max(256, memory_envs), raw_dir)
             channel = create_channel(f"127.0.0.1:{server.port}", default_timeout=120, wait_ready_seconds=30)
             try:
                 stub = env_pb2_grpc.EnvServiceStub(channel)
@@ -1246,12 +1184,13 @@ def run_benchmark(env_counts: list[int], seconds: float, rounds: int, seed: int,
             finally:
                 channel.close()
         finally:
-            server.stop()
+            if server is not None:
+                server.stop(grace_seconds=15)
     results["machine"]["load_average_end"] = list(os.getloadavg())
     return results
 
 
-def run_profile(profiler: str, stub: env_pb2_grpc.EnvServiceStub, server: ServerProcess, plan: Plan, seed: int,
+def run_profile(profiler: str, stub: env_pb2_grpc.EnvServiceStub, server: ServiceProcess, plan: Plan, seed: int,
                 seconds: int, raw_dir: Path) -> dict[str, Any]:
     """py-spy on the server process when available, else cProfile on an in-process server."""
     py_spy = find_py_spy() if profiler == "auto" else None

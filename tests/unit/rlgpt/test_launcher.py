@@ -1,0 +1,105 @@
+"""The launcher starts real ``rlgpt serve`` processes, stops them, and never leaves one behind its starter."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from rlgpt.errors import Unavailable
+from rlgpt.grpc_client import create_channel
+from rlgpt.launcher import start_service
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def gone(pid: int, seconds: float) -> bool:
+    """Whether ``pid`` exits (or is left a zombie for init to reap) within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_a_started_service_answers_reads_its_environment_and_stops(tmp_path) -> None:
+    service = start_service("env", tmp_path / "logs", metrics_port=-1, env={"RLGPT_TEST_MARK": "launcher"})
+    try:
+        assert service.name == "env" and service.port > 0 and service.metrics_port == -1
+        assert service.target == f"127.0.0.1:{service.port}" and service.log_path == tmp_path / "logs" / "env.log"
+        assert "RLGPT_TEST_MARK=launcher" in Path(f"/proc/{service.process.pid}/environ").read_bytes().decode(
+            errors="replace").split("\0")
+        assert os.getsid(service.process.pid) == service.process.pid  # its own session: Ctrl-C reaches only us
+        channel = create_channel(service.target, wait_ready_seconds=10)
+        try:
+            reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""))
+            assert reply.status == health_pb2.HealthCheckResponse.SERVING
+        finally:
+            channel.close()
+    finally:
+        service.stop()
+    assert service.process.returncode is not None
+    service.stop()  # a second stop is fine
+
+
+def test_a_service_that_cannot_start_is_reported_with_its_log(tmp_path) -> None:
+    with pytest.raises(Unavailable, match=r"service no_such_service exited \(rc=2\) before it was ready") as raised:
+        start_service("no_such_service", tmp_path)
+    assert str(tmp_path / "no_such_service.log") in str(raised.value)
+
+
+STARTER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from rlgpt.launcher import start_service
+
+    service = start_service("env", Path(sys.argv[1]), metrics_port=-1)
+    print(service.process.pid, flush=True)
+    time.sleep(600)
+""")
+
+
+def test_a_service_exits_when_the_process_that_started_it_dies(tmp_path) -> None:
+    starter = subprocess.Popen([sys.executable, "-c", STARTER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    service_pid = 0
+    try:
+        assert starter.stdout is not None
+        service_pid = int(starter.stdout.readline())
+        assert psutil.Process(service_pid).ppid() == starter.pid
+        starter.kill()  # SIGKILL: no finally, no atexit, nothing of the starter's own runs
+        starter.wait()
+        assert gone(service_pid, 30), "the service outlived the process that started it"
+    finally:
+        if starter.poll() is None:
+            starter.kill()
+            starter.wait()
+        if starter.stdout is not None:
+            starter.stdout.close()
+        if service_pid and not gone(service_pid, 0.1):
+            os.kill(service_pid, signal.SIGKILL)  # an orphan, when the test fails
+    log_text = (tmp_path / "env.log").read_text()
+    assert "Traceback" not in log_text  # it shut down on SIGTERM, as on a clean stop
+
+
+def test_stop_kills_a_service_that_does_not_stop_on_sigterm(tmp_path, caplog) -> None:
+    service = start_service("env", tmp_path, metrics_port=-1)
+    os.kill(service.process.pid, signal.SIGSTOP)  # a stopped process cannot act on SIGTERM
+    try:
+        service.stop(grace_seconds=1)
+    finally:
+        if service.process.poll() is None:
+            os.kill(service.process.pid, signal.SIGKILL)
+    assert service.process.returncode is not None and gone(service.process.pid, 5)
+    assert "env did not stop within 1 s; killing it" in caplog.text
