@@ -288,7 +288,3 @@ class FastAgent:
         if added:
             log.info("RL config of %s: added the actions its success condition needs: %s", subtask.name, added)
         return config, record
-
-
-def answer_json(answer: BaseModel) -> str:
-    return json.dumps(answer.model_dump(mode="json"))

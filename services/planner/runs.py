@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 import uuid
@@ -129,7 +128,3 @@ class Run:
                     continue
             yield from pending
             sent += len(pending)
-
-
-def to_json(obj: Any) -> str:
-    return json.dumps(obj, indent=1)
