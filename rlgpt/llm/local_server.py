@@ -21,6 +21,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import NoReturn, Self
 
 from rlgpt.config import LLMSettings
 from rlgpt.errors import ConfigError, FailedPrecondition, Unavailable
@@ -71,45 +72,67 @@ def server_command(settings: LLMSettings, model_file: Path, host: str, port: int
             "--n_threads", str(settings.local_threads)]
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A free TCP port on loopback (for child servers that cannot report the port they bound)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
-class LocalLLMServer:
-    """``python -m llama_cpp.server`` as a child process; use as a context manager."""
+def log_tail(path: Path | None, lines: int = 40) -> str:
+    """The last lines of a server's log, for error messages ('' when there is no log)."""
+    if path is None or not path.is_file():
+        return ""
+    tail = path.read_text(errors="replace").splitlines()[-lines:]
+    return f"; last lines of {path}:\n" + "\n".join(tail) if tail else f"; {path} is empty"
 
-    def __init__(self, settings: LLMSettings, log_path: Path | None = None):
-        if importlib.util.find_spec("llama_cpp") is None:
-            raise FailedPrecondition("the embedded LLM needs llama-cpp-python[server] (make setup installs it)")
-        self.settings = settings
-        self.model_file = resolve_model_file(settings)
-        self.port = _free_port()
+
+class ServerProcess:
+    """An OpenAI-compatible HTTP server as a child process on loopback; use as a context manager.
+
+    Subclasses give :meth:`command` and a ``name``; starting waits until ``/v1/models`` answers (an early exit or a
+    timeout raises Unavailable with the tail of the log), stopping sends SIGTERM, then SIGKILL after 10 s.
+    """
+
+    name = "LLM server"
+
+    def __init__(self, start_seconds: float, log_path: Path | None = None, env: dict[str, str] | None = None):
+        self.start_seconds = start_seconds
+        self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self.log_path = log_path
+        self.env = env
+        self.started_seconds = 0.0
         self._process: subprocess.Popen | None = None
 
-    def start(self) -> LocalLLMServer:
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def start(self) -> Self:
+        start = time.monotonic()
         log_file = self.log_path.open("w") if self.log_path else subprocess.DEVNULL
-        self._process = subprocess.Popen(
-            server_command(self.settings, self.model_file, "127.0.0.1", self.port),
-            stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + self.settings.local_start_seconds
+        try:
+            self._process = subprocess.Popen(self.command(), stdout=log_file, stderr=subprocess.STDOUT,
+                                             start_new_session=True, env=self.env)
+        finally:
+            if self.log_path:
+                log_file.close()
+        deadline = start + self.start_seconds
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
-                raise Unavailable(f"the embedded LLM server exited with code {self._process.returncode}"
-                                  f"{'; see ' + str(self.log_path) if self.log_path else ''}")
+                raise Unavailable(f"the {self.name} exited with code {self._process.returncode} while starting"
+                                  f"{log_tail(self.log_path)}")
             try:
                 with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as reply:
                     if reply.status == 200:
-                        log.info("embedded LLM %s (%s) on %s", self.settings.local_model, self.model_file.name,
-                                 self.base_url)
+                        self.started_seconds = time.monotonic() - start
+                        log.info("%s on %s after %.1f s", self.name, self.base_url, self.started_seconds)
                         return self
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 time.sleep(0.5)
         self.stop()
-        raise Unavailable(f"the embedded LLM server did not start within {self.settings.local_start_seconds:.0f} s")
+        raise Unavailable(f"the {self.name} did not start within {self.start_seconds:.0f} s"
+                          f"{log_tail(self.log_path)}")
 
     def stop(self) -> None:
         if self._process is not None and self._process.poll() is None:
@@ -120,19 +143,54 @@ class LocalLLMServer:
                 self._process.kill()
                 self._process.wait()
 
-    def __enter__(self) -> LocalLLMServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Runs the server in the foreground until SIGTERM/SIGINT (the LLM image's entry point).
+class LocalLLMServer(ServerProcess):
+    """``python -m llama_cpp.server`` as a child process; use as a context manager."""
 
-    The server is a child process that gets the signal forwarded; a stop asked for by a signal exits 0 (uvicorn
-    re-raises SIGTERM after its graceful shutdown, which would read as a failure to container runtimes).
+    name = "embedded LLM server"
+
+    def __init__(self, settings: LLMSettings, log_path: Path | None = None):
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise FailedPrecondition("the embedded LLM needs llama-cpp-python[server] (make setup installs it)")
+        self.settings = settings
+        self.model_file = resolve_model_file(settings)
+        super().__init__(settings.local_start_seconds, log_path)
+
+    def command(self) -> list[str]:
+        return server_command(self.settings, self.model_file, "127.0.0.1", self.port)
+
+
+def serve_foreground(command: list[str], what: str) -> NoReturn:
+    """Runs ``command`` as a child until it ends or SIGTERM/SIGINT arrive (forwarded to it); exits with its code.
+
+    A stop asked for by a signal exits 0 (uvicorn re-raises SIGTERM after its graceful shutdown, which would read
+    as a failure to container runtimes).
     """
+    process = subprocess.Popen(command)
+    asked_to_stop: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        asked_to_stop.append(signum)
+        if process.poll() is None:
+            process.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    code = process.wait()
+    if asked_to_stop and code in (0, -signal.SIGTERM, -signal.SIGINT, 128 + signal.SIGTERM, 128 + signal.SIGINT):
+        log.info("%s stopped", what)
+        raise SystemExit(0)
+    raise SystemExit(code if code >= 0 else 128 - code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Runs the server in the foreground until SIGTERM/SIGINT (the LLM image's entry point)."""
     parser = argparse.ArgumentParser(prog="python -m rlgpt.llm.local_server",
                                      description="llama.cpp's OpenAI-compatible server with the embedded model "
                                                  "(settings: RLGPT_LLM_LOCAL_*).")
@@ -149,21 +207,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     log.info("serving %s as %r on http://%s:%d/v1", model_file, MODEL_ALIAS, args.host, args.port)
-    process = subprocess.Popen(server_command(settings, model_file, args.host, args.port))
-    asked_to_stop: list[int] = []
-
-    def forward(signum: int, _frame: object) -> None:
-        asked_to_stop.append(signum)
-        if process.poll() is None:
-            process.send_signal(signum)
-
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
-    code = process.wait()
-    if asked_to_stop and code in (0, -signal.SIGTERM, -signal.SIGINT, 128 + signal.SIGTERM, 128 + signal.SIGINT):
-        log.info("LLM server stopped")
-        raise SystemExit(0)
-    raise SystemExit(code if code >= 0 else 128 - code)
+    serve_foreground(server_command(settings, model_file, args.host, args.port), "LLM server")
 
 
 if __name__ == "__main__":
