@@ -78,6 +78,6 @@ class RunState:
             doc = json.loads(path.read_text())
             doc["subtasks"] = {k: SubTaskState(**v) for k, v in doc.get("subtasks", {}).items()}
             return cls(**doc)
-        except (ValueError, TypeError, KeyError) as exc:
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:  # AttributeError: not a JSON object
             raise FailedPrecondition(f"run directory {run_dir} is corrupt: {path} cannot be read ({exc}); "
                                      "fix or remove that file to resume") from exc
