@@ -4,12 +4,14 @@
 #   deploy/scripts/images.sh                  # the CPU images: env-server learner planner critic llm
 #   deploy/scripts/images.sh --cuda           # + rlgpt/learner-cuda (CUDA torch; needs a registry and GBs)
 #   deploy/scripts/images.sh --minedojo       # + rlgpt/env-server-minedojo (Java 8, Minecraft built in; ~30 min)
+#   deploy/scripts/images.sh --vllm           # + rlgpt/llm-vllm (vLLM on CPU with Gemma 3 270M; several GB)
 #   deploy/scripts/images.sh --only planner,critic
 #
 # Environment:
 #   BASE_IMAGE          base of the CPU images (default python:3.11-slim-bookworm; images-local.sh passes a
 #                       debootstrap Debian without Python, the Dockerfile installs python3 then)
-#   CUDA=1, MINEDOJO=1  the same as --cuda, --minedojo
+#   CUDA=1, MINEDOJO=1, VLLM=1   the same as --cuda, --minedojo, --vllm (vLLM on a GPU: the official
+#                       vllm/vllm-openai image, see the llm-vllm stage of the Dockerfile)
 #   CUDA_BASE_IMAGE     default nvidia/cuda:12.4.1-runtime-ubuntu22.04 (with CUDA_PYTHON=python3.11 from apt);
 #                       python:3.11-slim-bookworm works too: torch's Linux wheels carry the CUDA runtime
 #   CUDA_TORCH_SPEC / CUDA_TORCH_INDEX_URL   default torch==2.13.0 from PyPI (its Linux wheel is the CUDA build)
@@ -23,11 +25,13 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 CUDA=${CUDA:-}
 MINEDOJO=${MINEDOJO:-}
+VLLM=${VLLM:-}
 only=""
 while (($#)); do
   case $1 in
     --cuda) CUDA=1 ;;
     --minedojo) MINEDOJO=1 ;;
+    --vllm) VLLM=1 ;;
     --only) only=$2; shift ;;
     -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
     *) die "unknown argument $1 (see --help)" ;;
@@ -67,6 +71,7 @@ plan=()
 for name in "${CPU_IMAGES[@]}"; do plan+=("$name|$name|-f $DOCKERFILE"); done
 [[ -n $CUDA ]] && plan+=("learner-cuda|learner|-f $DOCKERFILE --build-arg BASE_IMAGE=$CUDA_BASE_IMAGE --build-arg PYTHON=$CUDA_PYTHON \
 --build-arg TORCH_SPEC=$CUDA_TORCH_SPEC --build-arg TORCH_INDEX_URL=$CUDA_TORCH_INDEX_URL --build-arg LEARNER_DEVICE=cuda")
+[[ -n $VLLM ]] && plan+=("llm-vllm|llm-vllm|-f $DOCKERFILE")
 [[ -n $MINEDOJO ]] && plan+=("env-server-minedojo|env-server-minedojo|-f $DOCKERFILE.minedojo")
 
 results=()
