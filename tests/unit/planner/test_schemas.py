@@ -1,0 +1,163 @@
+"""The agents' answer schemas: enums from the env's Describe, snake_case names, clamps, and what validation refuses."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pydantic
+import pytest
+
+from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
+from services.planner.schemas import (
+    MAX_SUBTASKS,
+    SkillAnswer,
+    complete_action_space,
+    plan_answer,
+    plan_schema,
+    plan_to_proto,
+    rl_config_answer,
+    rl_config_to_proto,
+    rl_schema,
+    snake_name,
+)
+
+SMALL = env_pb2.DescribeResponse(backend="crafter", actions=["noop", "move_left", "do", "place_table"],
+                                 achievements=["collect_wood", "place_table"], items=["wood", "sapling"],
+                                 reward_kinds=["success", "achievement", "inventory_gain", "step"])
+STEP = {"name": "get_wood", "description": "collect wood", "success": [{"item": "wood", "count": 2}],
+        "decision": "code", "skills": []}
+
+
+def plan_of(*steps: dict[str, Any], skills: tuple[str, ...] = ()) -> pydantic.BaseModel:
+    return plan_schema(SMALL, skills).model_validate({"rationale": "r", "subtasks": list(steps)})
+
+
+def test_the_enums_are_the_env_servers_own_names(env_server) -> None:
+    describe = env_server.stub.Describe(env_pb2.DescribeRequest())
+    plan = plan_schema(describe, ("zeta_skill", "alpha_skill")).model_json_schema()
+    plan_defs = plan["$defs"]
+    condition = plan_defs["Condition"]["properties"]
+    assert condition["achievement"]["anyOf"][0]["enum"] == list(describe.achievements)
+    assert condition["item"]["anyOf"][0]["enum"] == list(describe.items)
+    assert plan_defs["SubTask"]["properties"]["skills"]["items"]["enum"] == ["alpha_skill", "zeta_skill"]
+    rl = rl_schema(describe, ("alpha_skill",)).model_json_schema()
+    assert rl["properties"]["primitive_actions"]["items"]["enum"] == list(describe.actions)
+    assert rl["properties"]["primitive_actions"]["maxItems"] == len(describe.actions)
+    term = rl["$defs"]["RewardTerm"]["properties"]
+    assert term["kind"]["enum"] == list(describe.reward_kinds)
+    assert term["target"]["enum"] == ["", "*", *dict.fromkeys([*describe.achievements, *describe.items])]
+    only_skill = rl["properties"]["skills"]["items"]
+    assert only_skill.get("enum", [only_skill.get("const")]) == ["alpha_skill"]  # one name: a const
+    assert json.loads(json.dumps([plan, rl])) == [plan, rl]  # plain JSON, as sent to the LLM server
+
+
+def test_without_skills_the_skills_field_is_an_empty_list_never_free_text() -> None:
+    for schema in (plan_schema(SMALL, ()).model_json_schema()["$defs"]["SubTask"],
+                   rl_schema(SMALL, ()).model_json_schema()):
+        assert schema["properties"]["skills"]["maxItems"] == 0
+    with pytest.raises(pydantic.ValidationError, match="skills"):
+        plan_of({**STEP, "skills": ["anything"]})
+
+
+@pytest.mark.parametrize(("value", "name"), [
+    ("<Get Sand>", "get_sand"), ("Collect Wood!!", "collect_wood"), ("3rd step", "rd_step"),
+    ("place-table", "place_table"), ("a" * 60, "a" * 48), ("x_" * 30, "x_" * 23 + "x"), ("get_wood", "get_wood")])
+def test_snake_name_corrects_a_models_stray_characters(value: str, name: str) -> None:
+    assert snake_name(value) == name
+    assert plan_of({**STEP, "name": value}).subtasks[0].name == name
+
+
+@pytest.mark.parametrize("value", ["___", "", "123", "!!"])
+def test_what_cannot_become_a_name_is_a_validation_error(value: str) -> None:
+    assert snake_name(value) == value  # left as it was, for validation to report
+    with pytest.raises(pydantic.ValidationError, match="string_pattern_mismatch"):
+        plan_of({**STEP, "name": value})
+    with pytest.raises(pydantic.ValidationError, match="name"):
+        SkillAnswer.model_validate({"name": value, "description": "d", "code": "def skill(agent): yield 'do'"})
+    assert snake_name(7) == 7  # not a string: not touched
+
+
+@pytest.mark.parametrize(("change", "where"), [
+    ({"success": [{"achievement": "fly_to_moon"}]}, "subtasks.0.success.0.achievement"),
+    ({"success": [{"item": "diamond", "count": 1}]}, "subtasks.0.success.0.item"),
+    ({"success": [{"achievement": "collect_wood", "item": "wood"}]}, "exactly one of `achievement` or `item`"),
+    ({"success": [{}]}, "exactly one of `achievement` or `item`"),
+    ({"success": [{"item": "wood", "count": 10}]}, "subtasks.0.success.0.count"),
+    ({"success": []}, "subtasks.0.success"),
+    ({"decision": "maybe"}, "subtasks.0.decision"),
+    ({"description": "d" * 401}, "subtasks.0.description"),
+])
+def test_plan_validation_errors_name_the_field(change: dict[str, Any], where: str) -> None:
+    with pytest.raises(pydantic.ValidationError) as info:
+        plan_of({**STEP, **change})
+    assert where in str(info.value)
+
+
+def test_a_plan_has_one_to_max_subtasks() -> None:
+    with pytest.raises(pydantic.ValidationError, match="subtasks"):
+        plan_of()
+    with pytest.raises(pydantic.ValidationError, match=f"at most {MAX_SUBTASKS} items"):
+        plan_of(*[STEP] * (MAX_SUBTASKS + 1))
+    assert len(plan_of(*[STEP] * MAX_SUBTASKS).subtasks) == MAX_SUBTASKS
+
+
+def test_plan_to_proto_and_plan_answer_are_inverses() -> None:
+    answer = plan_of(STEP, {**STEP, "name": "cow", "decision": "rl", "success": [{"achievement": "collect_wood"}],
+                            "skills": ["chop"]}, {**STEP, "success": [{"item": "sapling"}]}, skills=("chop",))
+    plan = plan_to_proto(answer, iteration=3)
+    assert plan.iteration == 3 and plan.rationale == "r"
+    assert [s.name for s in plan.subtasks] == ["get_wood", "cow", "get_wood_2"]  # a repeated name kept apart
+    assert plan.subtasks[0].success[0].inventory == common_pb2.ItemCount(item="wood", count=2)
+    assert plan.subtasks[2].success[0].inventory.count == 1  # no count: at least one
+    assert plan.subtasks[1].decision == planner_pb2.DECISION_RL and list(plan.subtasks[1].skills) == ["chop"]
+    again = plan_to_proto(plan_schema(SMALL, ("chop",)).model_validate(plan_answer(plan)), iteration=3)
+    assert again == plan
+
+
+RL_ANSWER = {"primitive_actions": ["do", "noop", "do"], "skills": [], "skill_max_steps": 8,
+             "reward_terms": [{"kind": "success", "target": "wood", "weight": 1.0},
+                              {"kind": "inventory_gain", "target": "wood", "weight": 0.5}],
+             "episode_length": 400}
+
+
+def test_rl_numbers_are_clamped_and_non_numbers_refused() -> None:
+    model = rl_schema(SMALL, ())
+    answer = model.model_validate({**RL_ANSWER, "skill_max_steps": 0, "episode_length": 99999,
+                                   "reward_terms": [{"kind": "step", "weight": -50}]})
+    assert (answer.skill_max_steps, answer.episode_length, answer.reward_terms[0].weight) == (1, 5000, -10)
+    assert model.model_validate({**RL_ANSWER, "skill_max_steps": "300"}).skill_max_steps == 200
+    with pytest.raises(pydantic.ValidationError, match="skill_max_steps"):
+        model.model_validate({**RL_ANSWER, "skill_max_steps": "many"})
+    with pytest.raises(pydantic.ValidationError, match=r"reward_terms\.0\.kind"):
+        model.model_validate({**RL_ANSWER, "reward_terms": [{"kind": "happiness", "weight": 1}]})
+    with pytest.raises(pydantic.ValidationError, match=r"primitive_actions\.0"):
+        model.model_validate({**RL_ANSWER, "primitive_actions": ["fly"]})
+    with pytest.raises(pydantic.ValidationError, match="primitive_actions"):
+        model.model_validate({**RL_ANSWER, "primitive_actions": []})
+
+
+def test_rl_config_to_proto_dedupes_actions_and_drops_stray_targets() -> None:
+    subtask = planner_pb2.SubTask(name="get_wood", description="collect wood",
+                                  success=[common_pb2.Condition(achievement="collect_wood")])
+    config = rl_config_to_proto(rl_schema(SMALL, ()).model_validate(RL_ANSWER), subtask, env_frames=5000, seed=7)
+    assert list(config.primitive_actions) == ["do", "noop"]
+    assert [(t.kind, t.target, t.weight) for t in config.reward_terms] == [("success", "", 1.0),
+                                                                         ("inventory_gain", "wood", 0.5)]
+    assert (config.name, config.env_frames, config.seed, config.skill_max_steps, config.episode_length) == \
+        ("get_wood", 5000, 7, 8, 400)
+    assert list(config.task.success) == list(subtask.success) and config.task.description == "collect wood"
+    again = rl_config_to_proto(rl_schema(SMALL, ()).model_validate(rl_config_answer(config)), subtask, 5000, 7)
+    assert again == config
+
+
+def test_complete_action_space_adds_moves_and_what_the_goal_needs(env_server) -> None:
+    describe = env_server.stub.Describe(env_pb2.DescribeRequest())
+    config = learner_pb2.RLConfig(primitive_actions=["do"], task=common_pb2.TaskSpec(
+        success=[common_pb2.Condition(achievement="place_table")]))
+    added = complete_action_space(config, list(describe.actions), describe.rules)
+    assert added == ["move_left", "move_right", "move_up", "move_down", "place_table"]
+    assert list(config.primitive_actions) == ["do", *added]
+    everything = learner_pb2.RLConfig(task=config.task)  # empty means every action: nothing to add
+    assert complete_action_space(everything, list(describe.actions), describe.rules) == []
+    assert not everything.primitive_actions
