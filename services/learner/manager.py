@@ -91,7 +91,12 @@ class JobManager:
             write_job_config(job_dir, config, extra)
             record = JobRecord(job_id=job_id, job_dir=job_dir, config=config)
             self._jobs[job_id] = record
-            self._launch(record)
+            try:
+                self._launch(record)
+            except Exception:  # no job id reached the client: leave no job behind to hold a slot
+                del self._jobs[job_id]
+                shutil.rmtree(job_dir, ignore_errors=True)
+                raise
             return record
 
     def resume(self, job_id: str, extra: dict[str, Any]) -> JobRecord:
@@ -104,7 +109,12 @@ class JobManager:
             for name in ("stop", "error.json"):
                 (record.job_dir / name).unlink(missing_ok=True)
             record.resumes += 1
-            self._launch(record)
+            try:
+                self._launch(record)
+            except Exception as exc:  # still resumable, and no longer counted as running
+                record.state, record.message = learner_pb2.JOB_STATE_FAILED, f"could not launch: {exc}"
+                record.save()
+                raise
             return record
 
     def _launch(self, record: JobRecord) -> None:
