@@ -141,12 +141,12 @@ class JobRecord:
             state_doc = json.loads(state_path.read_text())
             config = json_format.ParseDict(config_doc["config"], learner_pb2.RLConfig())
             state = learner_pb2.JobState.Value(state_doc["state"])
-        except (OSError, ValueError, KeyError, json_format.ParseError) as exc:
+            return cls(job_id=state_doc["job_id"], job_dir=job_dir, config=config, state=state,
+                       message=state_doc.get("message", ""), started_at=state_doc.get("started_at", 0.0),
+                       resumes=state_doc.get("resumes", 0))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, json_format.ParseError) as exc:
             raise InvalidArgument(f"job directory {job_dir} is unreadable ({type(exc).__name__}: {exc}); "
                                   f"fix or remove {config_path.name}/{state_path.name}") from exc
-        return cls(job_id=state_doc["job_id"], job_dir=job_dir, config=config, state=state,
-                   message=state_doc.get("message", ""), started_at=state_doc.get("started_at", 0.0),
-                   resumes=state_doc.get("resumes", 0))
 
 
 def write_job_config(job_dir: Path, config: learner_pb2.RLConfig, extra: dict[str, Any]) -> None:
