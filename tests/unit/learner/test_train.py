@@ -1,0 +1,159 @@
+"""The training process's parts that run without a training: Sample Factory's arguments, the progress observer
+(frames, records, budget and stop file), the command line and the watch on the learner that launched it.
+
+A real Sample Factory training through a real env server is tests/integration/test_learner.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rlgpt.v1 import learner_pb2
+from services.learner.sf_env import ENV_NAME
+from services.learner.train import ROLLOUT, ProgressObserver, main, parse_cfg, sf_argv
+
+
+def argv_of(job_dir: Path, **fields) -> dict[str, str]:
+    config = learner_pb2.RLConfig(env_frames=5000, num_workers=2, envs_per_worker=4, seed=9, **fields)
+    return dict(arg.removeprefix("--").split("=", 1) for arg in sf_argv(config, job_dir, "cpu"))
+
+
+@pytest.mark.parametrize(("workers", "envs", "splits", "batch"), [
+    (2, 4, 2, ROLLOUT * 2 * 4 // 2), (3, 3, 1, ROLLOUT * 3 * 3), (1, 1, 1, ROLLOUT), (4, 2, 2, ROLLOUT * 4)])
+def test_sample_factory_arguments_follow_the_config(tmp_path: Path, workers: int, envs: int, splits: int,
+                                                    batch: int) -> None:
+    config = learner_pb2.RLConfig(env_frames=5000, num_workers=workers, envs_per_worker=envs, seed=9)
+    args = dict(arg.removeprefix("--").split("=", 1) for arg in sf_argv(config, tmp_path / "job1", "cuda"))
+    assert args["worker_num_splits"] == str(splits)  # double-buffered sampling only with an even env count
+    assert args["batch_size"] == str(batch)
+    assert (args["num_workers"], args["num_envs_per_worker"]) == (str(workers), str(envs))
+    assert args["env"] == ENV_NAME and args["experiment"] == "job1" and args["device"] == "cuda"
+    assert args["train_dir"] == str(tmp_path / "job1" / "sf") and args["rlgpt_job_dir"] == str(tmp_path / "job1")
+    assert args["train_for_env_steps"] == "5000" and args["seed"] == "9"
+    assert args["use_rnn"] == "False" and args["restart_behavior"] == "resume"
+    assert "learning_rate" not in args  # Sample Factory's default unless the config sets one
+
+
+def test_a_learning_rate_is_passed_when_set(tmp_path: Path) -> None:
+    assert float(argv_of(tmp_path, learning_rate=0.00025)["learning_rate"]) == pytest.approx(0.00025)
+
+
+def test_sample_factory_parses_the_arguments(tmp_path: Path) -> None:
+    config = learner_pb2.RLConfig(env_frames=5000, num_workers=2, envs_per_worker=4, seed=9, learning_rate=0.001)
+    cfg = parse_cfg(sf_argv(config, tmp_path / "job1", "cpu"))
+    assert cfg.rlgpt_job_dir == str(tmp_path / "job1") and cfg.env == ENV_NAME
+    assert (cfg.num_workers, cfg.num_envs_per_worker, cfg.worker_num_splits, cfg.batch_size) == (2, 4, 2, 128)
+    assert cfg.train_for_env_steps == 5000 and cfg.learning_rate == pytest.approx(0.001) and cfg.use_rnn is False
+    with pytest.raises(SystemExit):  # the job dir is required
+        parse_cfg([f"--env={ENV_NAME}", "--experiment=x"])
+
+
+class Runner:
+    """What the observer reads of Sample Factory's runner (a real one needs a whole training)."""
+
+    def __init__(self) -> None:
+        self.env_steps = {0: 0}
+        self.policy_lag = [{"version_diff_avg": 1.5}]
+        self.stopped = 0
+
+    def _stop_training(self) -> None:
+        self.stopped += 1
+
+
+def episode(reward: float, decisions: int, frames: int, success: float = 0.0, skill_frames: float = 0.0,
+            skill_errors: float = 0.0) -> dict:
+    return {"episodic": {"reward": reward, "len": decisions, "episode_extra_stats": {
+        "frames": frames, "success": success, "skill_frames": skill_frames, "skill_errors": skill_errors}}}
+
+
+def records(job_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (job_dir / "progress.jsonl").read_text().splitlines()]
+
+
+def test_frames_count_skill_frames_and_scale_unfinished_decisions(tmp_path: Path) -> None:
+    observer, runner = ProgressObserver(tmp_path, frame_budget=10_000, interval=0.0), Runner()
+    observer.on_episode(runner, episode(1.0, decisions=10, frames=40, success=1.0, skill_frames=30, skill_errors=2), 0)
+    observer.on_episode(runner, episode(0.0, decisions=10, frames=10), 0)
+    assert observer.frames(runner) == 50  # finished episodes' frames, before the runner counted decisions
+    runner.env_steps = {0: 100}  # decisions consumed by the learner, 2.5 frames each so far
+    assert observer.frames(runner) == 250
+    record = observer.record(runner)
+    assert record["env_frames"] == 250 and record["episodes"] == 2 and record["mean_return"] == 0.5
+    assert record["success_rate"] == 0.5 and record["skill_frame_fraction"] == 30 / 50
+    assert record["skill_errors"] == 2 and record["policy_lag"] == 1.5
+    assert record["final"] is False and record["reason"] == ""
+    assert records(tmp_path) == [record]
+
+
+def test_fps_is_measured_over_recent_records(tmp_path: Path) -> None:
+    observer, runner = ProgressObserver(tmp_path, frame_budget=10_000, interval=0.0), Runner()
+    assert observer.record(runner)["fps"] == 0.0
+    time.sleep(0.1)
+    runner.env_steps = {0: 500}
+    fps = observer.record(runner)["fps"]
+    assert 500 / 1.0 < fps < 500 / 0.1 + 1
+
+
+def test_the_budget_stops_training_and_the_final_record_says_why(tmp_path: Path) -> None:
+    observer, runner = ProgressObserver(tmp_path, frame_budget=1000, interval=3600.0), Runner()
+    observer.on_training_step(runner, 1)
+    assert runner.stopped == 0 and records(tmp_path)[0]["env_frames"] == 0  # the first step writes a record
+    runner.env_steps = {0: 600, 1: 400}
+    observer.on_training_step(runner, 2)
+    assert runner.stopped == 1 and observer.reason == "budget"
+    assert len(records(tmp_path)) == 1  # within the interval: no new record
+    observer.on_stop(runner)
+    final = records(tmp_path)[-1]
+    assert final["final"] is True and final["reason"] == "budget" and final["env_frames"] == 1000
+
+
+def test_the_stop_file_stops_training(tmp_path: Path) -> None:
+    observer, runner = ProgressObserver(tmp_path, frame_budget=1000, interval=0.0), Runner()
+    observer.on_training_step(runner, 1)
+    assert runner.stopped == 0
+    (tmp_path / "stop").touch()
+    observer.on_training_step(runner, 2)
+    assert runner.stopped == 1 and observer.reason == "stopped"
+    observer.on_stop(runner)
+    assert records(tmp_path)[-1]["reason"] == "stopped"
+
+
+def test_main_wants_exactly_a_job_dir(capsys) -> None:
+    assert main(["train"]) == 2
+    assert "usage: python -m services.learner.train JOB_DIR" in capsys.readouterr().err
+    assert main(["train", "a", "b"]) == 2
+
+
+WATCHED = """
+import sys, time
+from services.learner.train import watch_learner
+watch_learner(int(sys.argv[1]), interval=0.05)
+print("watching", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_job_ends_its_process_group_when_its_learner_is_gone() -> None:
+    root = str(Path(__file__).resolve().parents[3])
+    learner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    job = subprocess.Popen([sys.executable, "-c", WATCHED, str(learner.pid)], cwd=root, stdout=subprocess.PIPE,
+                           text=True, start_new_session=True, env={**os.environ, "PYTHONPATH": root})
+    try:
+        assert job.stdout.readline().strip() == "watching"
+        assert job.poll() is None
+        learner.kill()
+        learner.wait()
+        assert job.wait(timeout=20) == -signal.SIGKILL
+    finally:
+        for process in (learner, job):
+            if process.poll() is None:
+                process.kill()
+                process.wait()
