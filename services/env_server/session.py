@@ -1,30 +1,27 @@
-"""Sessions: N envs of one backend and task, stepped in batches, with coded skills as macro actions."""
+"""Sessions: N envs of one backend and task stepped together in batches (primitives one frame each, skill
+actions through macro_actions.py), with rewards, episode ends and resets."""
 
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import dataclasses
-import logging
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from rlgpt import metrics
 from rlgpt.config import EnvServerSettings
-from rlgpt.errors import FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted, shown
-from services.env_server.backends.base import Backend, BackendEnv, RawStep
+from rlgpt.errors import FailedPrecondition, NotFound, shown
+from services.env_server.backends.base import Backend, RawStep
+from services.env_server.episode import EnvSlot, Episode
+from services.env_server.macro_actions import run_skills
+from services.env_server.recording import episode_summary, record_frame, recorder_for
 from services.env_server.skills.executor import SkillExecutor, SkillRecord
 from services.env_server.tasks import RewardTerm, Task, step_reward
 from services.env_server.trajectory import TrajectoryRecorder
-from services.env_server.trajectory_reading import watch_names
-
-log = logging.getLogger(__name__)
-SKILL_PREFIX = "skill:"
 
 
 @dataclasses.dataclass
@@ -34,23 +31,6 @@ class Action:
     name: str
     primitive: int = -1
     skill: SkillRecord | None = None
-
-
-@dataclasses.dataclass
-class Episode:
-    """Task bookkeeping of one env's current episode."""
-
-    steps: int = 0
-    episode_return: float = 0.0
-    unlocked: list[str] = dataclasses.field(default_factory=list)
-    success: bool = False
-    inventory: dict[str, int] = dataclasses.field(default_factory=dict)
-    health: float = 0.0
-    end_reason: str = ""
-    death_cause: str = ""
-    error: dict[str, Any] | None = None
-    trajectory: TrajectoryRecorder | None = None
-    """Compact event log, kept only by recording sessions (RunSkill, evaluation)."""
 
 
 @dataclasses.dataclass
@@ -64,27 +44,9 @@ class StepOutcome:
     infos: list[dict[str, Any]]
 
 
-class EnvSlot:
-    """One env of a session with its current observation and episode."""
-
-    def __init__(self, env: BackendEnv):
-        self.env = env
-        self.image: np.ndarray | None = None
-        self.vector: np.ndarray | None = None
-        self.episode = Episode()
-        self.episodes_started = 0
-        self.needs_reset = False
-        self._perception: dict[str, Any] | None = None
-
-    def perception(self) -> dict[str, Any]:
-        """What the player perceives now; computed once per frame (a recorded skill frame needs it twice)."""
-        if self._perception is None:
-            self._perception = self.env.perception()
-        return self._perception
-
-    def changed(self) -> None:
-        """The env moved on (step, reset, items given): the next perception() reads it afresh."""
-        self._perception = None
+def session_not_found(session_id: str, settings: EnvServerSettings) -> NotFound:
+    return NotFound(f"no session {shown(session_id)}: it was closed, expired after "
+                    f"{settings.session_idle_seconds:.0f} s idle, or never existed; create one")
 
 
 class Session:
@@ -109,7 +71,8 @@ class Session:
         self.last_used = time.monotonic()
         self.total_frames = 0
         self._settings = settings
-        self._action_index = {name: i for i, name in enumerate(backend.spec.actions)}
+        self.primitive_index = {name: i for i, name in enumerate(backend.spec.actions)}
+        """Backend action index by name: skills yield names."""
         self._executor: SkillExecutor | None = None
         # All stepping of a session happens on its own thread: envs keep their state on one thread (and
         # mostly one core) instead of hopping across gRPC pool threads (measured: make bench-env).
@@ -124,11 +87,11 @@ class Session:
         A closed session raises NotFound, as if it had never been found: a close can race any call.
         """
         if self.closed:
-            raise SessionManager.not_found(self.id, self._settings)
+            raise session_not_found(self.id, self._settings)
         try:
             future = self._thread.submit(fn, *args, **kwargs)
         except RuntimeError:  # "cannot schedule new futures after shutdown": a close got in first
-            raise SessionManager.not_found(self.id, self._settings) from None
+            raise session_not_found(self.id, self._settings) from None
         return future.result()
 
     @property
@@ -186,11 +149,11 @@ class Session:
         for i, action_id in enumerate(actions):
             action = self.actions[action_id]
             if action.skill is None:
-                self._frame(i, action.primitive, action.name, out)
+                self.frame(i, action.primitive, action.name, out)
             else:
                 skill_envs.append(i)
         if skill_envs:
-            self._run_skills(skill_envs, actions, out, should_stop)
+            run_skills(self, self._executor_for_skills(), skill_envs, actions, out, should_stop)
         for i, slot in enumerate(self.slots):
             info = out.infos[i]
             info["success"] = slot.episode.success
@@ -211,7 +174,7 @@ class Session:
         metrics.ENV_STEPS.labels(self.backend.spec.name).inc(frames)
         return out
 
-    def _frame(self, i: int, primitive: int, name: str, out: StepOutcome) -> bool:
+    def frame(self, i: int, primitive: int, name: str, out: StepOutcome) -> bool:
         """One primitive frame of env ``i``; returns True when its episode ended."""
         slot = self.slots[i]
         episode = slot.episode
@@ -231,7 +194,7 @@ class Session:
         episode.unlocked.extend(new)
         episode.success = episode.success or just_succeeded
         if episode.trajectory is not None:
-            self._record(slot, episode, name, new, gained, inventory)
+            record_frame(slot, name, new, gained, inventory)
         episode.inventory, episode.health = inventory, health
         out.rewards[i] += reward
         out.frames[i] += 1
@@ -251,97 +214,17 @@ class Session:
         return bool(out.terminated[i] or out.truncated[i])
 
     def _recorder(self) -> TrajectoryRecorder:
-        """A trajectory recorder that watches for what the task needs (from the world's rules)."""
-        rules = self.backend.spec.rules() if self.backend.spec.rules is not None else None
-        return TrajectoryRecorder(watch_names(rules, self.task.achievements, [item for item, _ in self.task.inventory]))
-
-    @staticmethod
-    def _record(slot: EnvSlot, episode: Episode, action: str, new: list[str], gained: dict[str, int],
-                inventory: dict[str, int]) -> None:
-        assert episode.trajectory is not None
-        lost = {k: episode.inventory.get(k, 0) - v for k, v in inventory.items() if v < episode.inventory.get(k, 0)}
-        episode.trajectory.frame(episode.steps, action, slot.perception(), gained, lost, new)
+        """A new episode's trajectory recorder (recording sessions only)."""
+        return recorder_for(self.backend, self.task)
 
     def _executor_for_skills(self) -> SkillExecutor:
         if self._executor is None:
             self._executor = SkillExecutor(self._settings)
         return self._executor
 
-    def _run_skills(self, envs: list[int], actions: list[int], out: StepOutcome,
-                    should_stop: Callable[[], bool] | None) -> None:
-        executor = self._executor_for_skills()
-        names = list(self.backend.spec.actions)
-        active: list[int] = []
-        for i in envs:
-            skill = self.actions[actions[i]].skill
-            assert skill is not None
-            out.infos[i]["skill"] = skill.name
-            error = executor.start(i, skill, self.backend.spec.name, names)
-            if error:
-                self._skill_failed(i, error, skill, out)
-            else:
-                active.append(i)
-        k = 0
-        while active and k < self.skill_max_steps:
-            if should_stop is not None and should_stop():
-                break
-            results = executor.advance({i: self.slots[i].perception() for i in active})
-            still: list[int] = []
-            for i in active:
-                result = results.get(i, {"error": {"type": "WorkerCrashed", "message": "no result", "line": 0}})
-                skill = self.actions[actions[i]].skill
-                if "action" in result:
-                    if not self._frame(i, self._action_index[result["action"]], result["action"], out):
-                        still.append(i)
-                elif "done" in result:
-                    out.infos[i]["skill_finished"] = True
-                    metrics.ENV_SKILL_RUNS.labels("finished").inc()
-                    if out.frames[i] == 0:  # every action consumes a frame, so time always moves on
-                        # Named for what happened: a policy without `noop` must not read as full of noops.
-                        name = f"{SKILL_PREFIX}{skill.name if skill else '?'} (returned without acting)"
-                        self._frame(i, self.backend.spec.noop_action, name, out)
-                else:
-                    self._skill_failed(i, result["error"], skill, out)
-            active = still
-            k += 1
-        if active:
-            outcome = "step_cap" if k >= self.skill_max_steps else "stopped"
-            metrics.ENV_SKILL_RUNS.labels(outcome).inc(len(active))
-        executor.stop(active)
-
-    def _skill_failed(self, i: int, error: dict[str, Any], skill: SkillRecord | None, out: StepOutcome) -> None:
-        if skill is not None and error.get("line") and not error.get("code_line"):
-            lines = skill.code.splitlines()
-            if 0 < error["line"] <= len(lines):
-                error["code_line"] = lines[error["line"] - 1].strip()
-        out.infos[i]["skill_error"] = error
-        self.slots[i].episode.error = error
-        metrics.ENV_SKILL_RUNS.labels("error").inc()
-        metrics.ENV_SKILL_ERRORS.labels(error.get("type", "unknown")).inc()
-        if out.frames[i] == 0:
-            name = f"{SKILL_PREFIX}{skill.name if skill else '?'} (failed: {error.get('type', 'error')})"
-            self._frame(i, self.backend.spec.noop_action, name, out)
-
     def summary(self, i: int) -> dict[str, Any]:
         """What env ``i``'s current episode did, for RunSkill and the critic."""
-        slot = self.slots[i]
-        episode = slot.episode
-        reason = episode.end_reason or ("error" if episode.error else "skill_finished")
-        if episode.success and reason in ("skill_finished", "time_limit"):
-            reason = "success"
-        closing = [f"end: {reason} at step {episode.steps}, near {slot.env.nearby_text()}"]
-        if episode.death_cause:
-            closing.append(f"death: {episode.death_cause}")
-        if episode.error:
-            closing.append(f"error: {episode.error['type']} line {episode.error.get('line', 0)}: "
-                           f"{episode.error['message']}")
-        text = episode.trajectory.text(closing) if episode.trajectory is not None else "\n".join(closing)
-        return {
-            "success": episode.success, "steps": episode.steps, "episode_return": episode.episode_return,
-            "error": episode.error, "achievements": list(episode.unlocked), "death_cause": episode.death_cause,
-            "text": text[:8000], "end_reason": reason,
-            "final_inventory": {k: v for k, v in episode.inventory.items() if v},
-        }
+        return episode_summary(self.slots[i])
 
     def close(self) -> None:
         """Frees the envs; callers hold ``lock``. A second close does nothing."""
@@ -354,122 +237,3 @@ class Session:
             self._executor = None
         for slot in self.slots:
             slot.env.close()
-
-
-class SessionManager:
-    """Open sessions by id, with limits and idle expiry."""
-
-    ID_CHARS = 16
-    """Length of the ids reserve() hands out; a longer id cannot name a session."""
-    CLOSE_ALL_WAIT_SECONDS = 10.0
-    """How long close_all waits for a call in progress on a session before closing it anyway."""
-
-    def __init__(self, settings: EnvServerSettings):
-        self._settings = settings
-        self._sessions: dict[str, Session] = {}
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._reaper = threading.Thread(target=self._reap_loop, daemon=True, name="session-reaper")
-        self._reaper.start()
-
-    def reserve(self) -> str:
-        """A new session id, or RESOURCE_EXHAUSTED when the server is full."""
-        with self._lock:
-            if len(self._sessions) >= self._settings.max_sessions:
-                raise ResourceExhausted(f"the server has {len(self._sessions)} open sessions, its limit; close "
-                                        f"sessions (CloseSession) or wait for idle ones to expire after "
-                                        f"{self._settings.session_idle_seconds:.0f} s")
-            session_id = uuid.uuid4().hex[:self.ID_CHARS]
-            self._sessions[session_id] = None  # type: ignore[assignment]  # placeholder holds the slot
-            return session_id
-
-    def install(self, session: Session) -> None:
-        with self._lock:
-            self._sessions[session.id] = session
-            metrics.ENV_SESSIONS_ACTIVE.set(len(self._sessions))
-
-    def release(self, session_id: str) -> None:
-        with self._lock:
-            self._sessions.pop(session_id, None)
-            metrics.ENV_SESSIONS_ACTIVE.set(len(self._sessions))
-
-    @staticmethod
-    def not_found(session_id: str, settings: EnvServerSettings) -> NotFound:
-        return NotFound(f"no session {shown(session_id)}: it was closed, expired after "
-                        f"{settings.session_idle_seconds:.0f} s idle, or never existed; create one")
-
-    @classmethod
-    def check_id(cls, session_id: str) -> None:
-        """INVALID_ARGUMENT for an id no session can have (empty, too long), before any lookup."""
-        if not session_id:
-            raise InvalidArgument("session_id is empty; CreateSession returns one")
-        if len(session_id) > cls.ID_CHARS:
-            raise InvalidArgument(f"session_id is {len(session_id)} chars; ids are {cls.ID_CHARS} "
-                                  f"(CreateSession returns one): {shown(session_id)}")
-
-    def get(self, session_id: str) -> Session:
-        self.check_id(session_id)
-        with self._lock:
-            session = self._sessions.get(session_id)
-        if session is None or session.closed:
-            raise self.not_found(session_id, self._settings)
-        session.touch()
-        return session
-
-    @contextlib.contextmanager
-    def using(self, session: Session) -> Iterator[Session]:
-        """Holds the session's lock; NotFound when a close got the lock first."""
-        with session.lock:
-            if session.closed:
-                raise self.not_found(session.id, self._settings)
-            yield session
-
-    def close(self, session_id: str) -> int:
-        with self.using(self.get(session_id)) as session:
-            self.release(session_id)
-            session.close()
-        return session.total_frames
-
-    def _reap_loop(self) -> None:
-        while not self._stop.wait(min(5.0, self._settings.session_idle_seconds / 4)):
-            self.reap()
-
-    def reap(self) -> list[str]:
-        """Closes sessions idle longer than the limit (skipping any in use); returns their ids."""
-        now = time.monotonic()
-        with self._lock:
-            idle = [s for s in self._sessions.values()
-                    if s is not None and now - s.last_used > self._settings.session_idle_seconds]
-        closed = []
-        for session in idle:
-            if session.lock.acquire(blocking=False):
-                try:
-                    if session.closed:  # a CloseSession got there first
-                        continue
-                    self.release(session.id)
-                    session.close()
-                    closed.append(session.id)
-                    metrics.ENV_SESSIONS_EXPIRED.inc()
-                    log.info("closed session %s after %.0f s idle", session.id, now - session.last_used)
-                finally:
-                    session.lock.release()
-        return closed
-
-    def shutdown(self) -> None:
-        """Stops the reaper and closes every session."""
-        self._stop.set()
-        self.close_all()
-
-    def close_all(self) -> None:
-        with self._lock:
-            sessions = [s for s in self._sessions.values() if s is not None]
-            self._sessions.clear()
-        for session in sessions:
-            # Under the lock, so a call in progress finishes before its envs go away.
-            locked = session.lock.acquire(timeout=self.CLOSE_ALL_WAIT_SECONDS)
-            try:
-                session.close()
-            finally:
-                if locked:
-                    session.lock.release()
-        metrics.ENV_SESSIONS_ACTIVE.set(0)

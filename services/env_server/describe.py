@@ -1,0 +1,42 @@
+"""Describe's answer: what a backend offers (actions, observation fields, achievements, items, reward
+kinds, the skill API text and the world's rules) and the server's limits."""
+
+from __future__ import annotations
+
+from rlgpt.config import EnvServerSettings
+from rlgpt.v1 import env_pb2
+from services.env_server.backends.base import BackendSpec, backend_spec
+from services.env_server.skill_doc import skill_api_text
+from services.env_server.tasks import REWARD_KINDS
+
+
+def observation_fields(spec: BackendSpec) -> list[env_pb2.ObservationField]:
+    return [
+        env_pb2.ObservationField(name="image", dtype="uint8", shape=list(spec.image_shape),
+                                 description="RGB frame, height x width x channel"),
+        env_pb2.ObservationField(name="vector", dtype="float32", shape=[len(spec.vector_labels)],
+                                 description="status, inventory and extra values, named in labels",
+                                 labels=list(spec.vector_labels)),
+    ]
+
+
+def server_limits(s: EnvServerSettings) -> env_pb2.ServerLimits:
+    return env_pb2.ServerLimits(
+        max_envs_per_session=s.max_envs_per_session, max_sessions=s.max_sessions,
+        max_code_bytes=s.max_code_bytes, max_skill_steps=s.max_skill_steps,
+        max_run_skill_episodes=s.max_run_skill_episodes, max_episode_length=s.max_episode_length,
+        session_idle_seconds=s.session_idle_seconds, max_skills=s.max_skills)
+
+
+def describe(backend: str, settings: EnvServerSettings) -> env_pb2.DescribeResponse:
+    """The answer for ``backend`` (the default one when empty); an unavailable backend says why."""
+    spec, reason = backend_spec(backend)
+    if spec is None:
+        return env_pb2.DescribeResponse(backend=backend, available=False, unavailable_reason=reason,
+                                        limits=server_limits(settings))
+    rules = spec.rules() if spec.rules is not None and not reason else None
+    return env_pb2.DescribeResponse(
+        backend=spec.name, actions=list(spec.actions), observation=observation_fields(spec),
+        achievements=list(spec.achievements), items=list(spec.items), reward_kinds=list(REWARD_KINDS),
+        skill_api=skill_api_text(spec, rules), limits=server_limits(settings), available=not reason,
+        unavailable_reason=reason, rules=rules)

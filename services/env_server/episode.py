@@ -1,0 +1,51 @@
+"""Per-env bookkeeping of a session: each env's current observation, perception cache and episode stats."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from services.env_server.backends.base import BackendEnv
+from services.env_server.trajectory import TrajectoryRecorder
+
+
+@dataclasses.dataclass
+class Episode:
+    """Task bookkeeping of one env's current episode."""
+
+    steps: int = 0
+    episode_return: float = 0.0
+    unlocked: list[str] = dataclasses.field(default_factory=list)
+    success: bool = False
+    inventory: dict[str, int] = dataclasses.field(default_factory=dict)
+    health: float = 0.0
+    end_reason: str = ""
+    death_cause: str = ""
+    error: dict[str, Any] | None = None
+    trajectory: TrajectoryRecorder | None = None
+    """Compact event log, kept only by recording sessions (RunSkill, evaluation)."""
+
+
+class EnvSlot:
+    """One env of a session with its current observation and episode."""
+
+    def __init__(self, env: BackendEnv):
+        self.env = env
+        self.image: np.ndarray | None = None
+        self.vector: np.ndarray | None = None
+        self.episode = Episode()
+        self.episodes_started = 0
+        self.needs_reset = False
+        self._perception: dict[str, Any] | None = None
+
+    def perception(self) -> dict[str, Any]:
+        """What the player perceives now; computed once per frame (a recorded skill frame needs it twice)."""
+        if self._perception is None:
+            self._perception = self.env.perception()
+        return self._perception
+
+    def changed(self) -> None:
+        """The env moved on (step, reset, items given): the next perception() reads it afresh."""
+        self._perception = None

@@ -1,0 +1,68 @@
+"""A Session from a CreateSessionRequest: sizes checked against the server's limits, then the backend,
+task, reward terms and action space (primitives and registered skills) read for that backend."""
+
+from __future__ import annotations
+
+from rlgpt.config import EnvServerSettings
+from rlgpt.errors import InvalidArgument, join_problems, shown
+from rlgpt.v1 import env_pb2
+from services.env_server.backends.base import Backend, get_backend
+from services.env_server.macro_actions import SKILL_PREFIX
+from services.env_server.session import Action, Session
+from services.env_server.skills.executor import SkillRegistry
+from services.env_server.tasks import parse_reward_terms, parse_task
+
+
+def _check_range(field: str, value: int, low: int, high: int, problems: list[str]) -> None:
+    if not low <= value <= high:
+        problems.append(f"{field}={value} must be in {low}..{high}")
+
+
+def action_space(backend: Backend, primitives: list[str], skill_names: list[str],
+                 skills: SkillRegistry) -> list[Action]:
+    """The named primitives (all of the backend's when none) followed by the named skills."""
+    spec = backend.spec
+    problems: list[str] = []
+    actions: list[Action] = []
+    for name in primitives or spec.actions:
+        if name not in spec.actions:
+            problems.append(f"unknown primitive action {shown(name)} for {spec.name}; "
+                            f"known: {', '.join(spec.actions)}")
+        else:
+            actions.append(Action(name=name, primitive=spec.actions.index(name)))
+    if len(set(primitives)) != len(primitives):
+        problems.append("primitive_actions has duplicates")
+    if len(set(skill_names)) != len(skill_names):
+        problems.append("skills has duplicates")
+    if problems:
+        raise InvalidArgument(join_problems(problems))
+    for name in skill_names:
+        record = skills.get(name)  # NotFound names the missing skill
+        if record.backend != spec.name:
+            raise InvalidArgument(f"skill {shown(name)} was written for {record.backend}, not {spec.name}")
+        actions.append(Action(name=SKILL_PREFIX + name, skill=record))
+    return actions
+
+
+def build_session(settings: EnvServerSettings, skills: SkillRegistry, session_id: str,
+                  request: env_pb2.CreateSessionRequest, *, record: bool = False) -> Session:
+    """The session ``request`` asks for; ``record`` keeps trajectories even when the request does not."""
+    s = settings
+    problems: list[str] = []
+    n = request.num_envs
+    _check_range("num_envs", n, 1, s.max_envs_per_session, problems)
+    if request.episode_length:
+        _check_range("episode_length", request.episode_length, 1, s.max_episode_length, problems)
+    if request.skill_max_steps:
+        _check_range("skill_max_steps", request.skill_max_steps, 1, s.max_skill_steps, problems)
+    if problems:
+        raise InvalidArgument("; ".join(problems))
+    backend = get_backend(request.backend)
+    task = parse_task(request.task, backend.spec)
+    terms = parse_reward_terms(list(request.reward_terms), backend.spec)
+    actions = action_space(backend, list(request.primitive_actions), list(request.skills), skills)
+    return Session(session_id=session_id, backend=backend, task=task, reward_terms=terms, seed=request.seed,
+                   num_envs=n, episode_length=request.episode_length or backend.spec.default_episode_length,
+                   actions=actions, skill_max_steps=request.skill_max_steps or s.default_skill_steps,
+                   autoreset=request.autoreset, settings=s, record=record or request.record_trajectories,
+                   client=request.client)

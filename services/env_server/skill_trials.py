@@ -1,0 +1,49 @@
+"""RunSkill's test episodes: one private recording session whose every env runs the skill once, as one
+skill action of up to ``max_steps`` frames, summarised per episode."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from rlgpt.config import EnvServerSettings
+from rlgpt.errors import FailedPrecondition
+from rlgpt.v1 import env_pb2
+from services.env_server.session_builder import build_session
+from services.env_server.skills.executor import SkillRegistry
+
+SLOT_WAIT_SECONDS = 30
+"""How long a RunSkill waits for one of the slots before it is refused."""
+
+
+class SkillTrials:
+    """Runs test episodes of registered skills, a bounded number of calls at a time."""
+
+    def __init__(self, settings: EnvServerSettings, registry: SkillRegistry):
+        self.settings = settings
+        self.registry = registry
+        # RunSkill sessions are private but still cost envs: they share the session limit's budget.
+        self._slots = threading.BoundedSemaphore(max(1, settings.max_sessions // 2))
+
+    def run(self, request: env_pb2.RunSkillRequest, should_stop: Callable[[], bool]) -> list[dict[str, Any]]:
+        """The summaries of ``request.episodes`` episodes (recording.episode_summary), in env order."""
+        record = self.registry.get(request.skill)
+        max_steps = request.max_steps or self.settings.run_skill_default_steps
+        session_request = env_pb2.CreateSessionRequest(
+            backend=request.backend or record.backend, task=request.task, seed=request.seed,
+            num_envs=request.episodes, reward_terms=request.reward_terms, episode_length=max_steps,
+            skills=[record.name], autoreset=False)
+        if not self._slots.acquire(timeout=SLOT_WAIT_SECONDS):
+            raise FailedPrecondition("too many RunSkill calls in progress; retry shortly")
+        try:
+            session = build_session(self.settings, self.registry, "runskill", session_request, record=True)
+            session.skill_max_steps = max_steps  # a test episode is one skill action of up to max_steps frames
+            try:
+                skill_action = len(session.actions) - 1
+                session.step([skill_action] * session.num_envs, should_stop=should_stop)
+                return [session.summary(i) for i in range(session.num_envs)]
+            finally:
+                session.close()
+        finally:
+            self._slots.release()
