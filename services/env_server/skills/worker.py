@@ -25,6 +25,7 @@ from typing import Any, BinaryIO
 
 from services.env_server.skills import minedojo_api  # noqa: F401 - imported before the uid drop (make_agent loads it lazily)
 from services.env_server.skills.api import make_agent
+from services.env_server.skills.compiler import compile_skill
 from services.env_server.skills.isolation import isolate
 from services.env_server.skills.recipes import Recipes
 from services.env_server.skills.sandbox import (
@@ -33,7 +34,6 @@ from services.env_server.skills.sandbox import (
     SkillCheckError,
     StepBudgetExceeded,
     check_source,
-    compile_skill,
     skill_globals,
     source_line,
 )

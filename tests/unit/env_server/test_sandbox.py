@@ -2,12 +2,12 @@
 
 import pytest
 
+from services.env_server.skills.compiler import compile_skill
 from services.env_server.skills.sandbox import (
     Budget,
     SkillCheckError,
     StepBudgetExceeded,
     check_source,
-    compile_skill,
     skill_globals,
 )
 

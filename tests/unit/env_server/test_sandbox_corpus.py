@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 from services.env_server.skills.api import CrafterAgent
+from services.env_server.skills.compiler import compile_skill
 from services.env_server.skills.sandbox import (
     SANDBOX_RULES,
     Budget,
     SkillCheckError,
     check_source,
-    compile_skill,
     skill_globals,
 )
 from services.env_server.skills.worker import Worker
