@@ -221,8 +221,12 @@ def run(
                                               "item:count.")] = "",
     mode: Annotated[str, typer.Option(help="rl-gpt | pure-rl | pure-code")] = "rl-gpt",
     agents: Annotated[str, typer.Option(help="slow-fast-critic | slow-fast | one")] = "slow-fast-critic",
-    resume: Annotated[Path | None, typer.Option(help="Continue the run in this directory.")] = None,
-    runs_dir: Annotated[Path, typer.Option(help="Where run directories are created.")] = Path("runs"),
+    resume: Annotated[Path | None, typer.Option(help="Continue a run: its id (the planner finds its directory; "
+                                                     "with --planner the one way), or a local run directory.")]
+    = None,
+    runs_dir: Annotated[Path, typer.Option(help="Where run directories are created (services started here) and "
+                                                "where each run's report is saved, in RUNS_DIR/<run id>.")]
+    = Path("runs"),
     outer: Annotated[int, typer.Option(help="Max outer iterations O.", min=1, max=20)] = 2,
     inner: Annotated[int, typer.Option(help="Max inner iterations I per sub-task.", min=1, max=20)] = 2,
     frames_per_training: Annotated[int, typer.Option(help="Env frames per RL training.", min=1)] = 15000,
@@ -281,13 +285,26 @@ def health(
 
 
 @app.command("report")
-def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")]) -> None:
-    """Write report.md and its PNG plots for a run directory."""
-    from rlgpt.report import write_run_report
+def report(run_dir: Annotated[Path, typer.Argument(help="A local run directory (with request.json and "
+                                                        "state.json).")]) -> None:
+    """Write report.md and its PNG plots again for a local run directory (the planner writes them when a run
+    ends, and `rlgpt run` saves them locally)."""
+    from google.protobuf import json_format
 
+    from rlgpt.v1 import planner_pb2
+    from services.planner.report import outcome, write_run_report
+
+    ended = ""
+    status_path = run_dir / "status.json"
+    if status_path.is_file():
+        try:
+            status = json_format.Parse(status_path.read_text(), planner_pb2.RunStatus())
+            ended = outcome(status.state, status.error)
+        except (json_format.ParseError, ValueError):
+            log.warning("%s cannot be read; the report says nothing of how the run ended", status_path)
     try:
-        path = write_run_report(run_dir)
-    except ValueError as exc:
+        path = write_run_report(run_dir, ended=ended)
+    except RlgptError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     print(path)

@@ -26,7 +26,6 @@ from rlgpt.llm.chat_server import ChatServer
 from rlgpt.llm.factory import needs_local_server
 from rlgpt.llm.local_server import MODEL_ALIAS, LocalLLMServer
 from rlgpt.llm.replay import RecordedCalls, ReplayAnswerer
-from rlgpt.report import write_run_report
 from rlgpt.v1 import common_pb2, planner_pb2, planner_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -41,7 +40,10 @@ class RunOptions:
     mode: str
     agents: str
     resume: Path | None
+    """A run to continue: a local run directory (with request.json; services started here), or a run id the
+    planner knows (``--planner``: the last part of a path is taken as the id, so ``runs/<run_id>`` works too)."""
     runs_dir: Path
+    """Where run directories are created (services started here) and where each run's report is saved."""
     outer: int
     inner: int
     frames_per_training: int
@@ -77,7 +79,7 @@ def recorded_request(run_dir: Path) -> planner_pb2.StartRunRequest:
         request = json_format.Parse(path.read_text(), planner_pb2.StartRunRequest())
     except (json_format.ParseError, ValueError) as exc:
         raise FailedPrecondition(f"{path} cannot be read ({str(exc)[:200]}); it is not a run's request") from None
-    if request.resume_run_dir:
+    if request.resume_run_dir or request.resume_run_id:
         raise FailedPrecondition(f"{path} resumes another run; replay the run it started from")
     return request
 
@@ -173,8 +175,51 @@ def follow(stub: planner_pb2_grpc.PlannerServiceStub, run_id: str, console: Cons
     return last
 
 
+def fetch_report(stub: planner_pb2_grpc.PlannerServiceStub, run_id: str, local_dir: Path) -> Path | None:
+    """Saves a run's report (``GetRunReport``: report.md and its plots) into ``local_dir``; returns the local
+    report.md, or None when the planner has no report for the run (FAILED_PRECONDITION)."""
+    files: dict[str, bytearray] = {}
+    sizes: dict[str, int] = {}
+    try:
+        for chunk in stub.GetRunReport(planner_pb2.GetRunReportRequest(run_id=run_id), timeout=300):
+            if chunk.name != Path(chunk.name).name or chunk.name.startswith("."):
+                raise Unavailable(f"the planner sent a report file named {chunk.name[:80]!r}, not a plain file name")
+            data = files.setdefault(chunk.name, bytearray())
+            if chunk.offset != len(data):
+                raise Unavailable(f"the planner sent {chunk.name} out of order (offset {chunk.offset}, "
+                                  f"{len(data)} bytes so far)")
+            data += chunk.content
+            sizes[chunk.name] = chunk.size
+    except grpc.RpcError as exc:
+        if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:
+            log.warning("no report for run %s: %s", run_id, exc.details())
+            return None
+        raise Unavailable(f"the report of run {run_id} could not be fetched: {exc.code().name}: "
+                          f"{exc.details()}") from None
+    short = [name for name, data in files.items() if len(data) != sizes[name]]
+    if short or "report.md" not in files:
+        raise Unavailable(f"the report of run {run_id} came incomplete: "
+                          f"{', '.join(short) if short else 'report.md'} missing bytes")
+    local_dir.mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        (local_dir / name).write_bytes(bytes(data))
+    return local_dir / "report.md"
+
+
+def _resume_request(options: RunOptions, resume: Path) -> planner_pb2.StartRunRequest:
+    """The StartRunRequest of ``--resume``: a local run directory (services started here) or a run id."""
+    if not options.planner and (resume / "request.json").exists():
+        options.runs_dir = resume.resolve().parent  # the planner started here works in the run's own folder
+        return planner_pb2.StartRunRequest(resume_run_dir=str(resume.resolve()))
+    if not options.planner and len(resume.parts) != 1:
+        raise FailedPrecondition(f"{resume} is not a run directory (no request.json); --resume takes a run "
+                                 "directory or a run id")
+    return planner_pb2.StartRunRequest(resume_run_id=resume.name)
+
+
 def run_rlgpt(options: RunOptions) -> Path:
-    """Starts (or resumes) a run, follows it, writes its report; returns the report path."""
+    """Starts (or resumes) a run, follows it, saves its report (from the planner) under ``runs_dir/<run id>``;
+    returns the local report path."""
     console = Console(stderr=True)
     problems = [f"{name} must be >= 1 (a budget of zero does nothing), got {value}" for name, value in (
         ("--frames-per-training", options.frames_per_training), ("--eval-episodes", options.eval_episodes),
@@ -193,10 +238,7 @@ def run_rlgpt(options: RunOptions) -> Path:
                                     total_env_frames=options.total_frames, eval_episodes=options.eval_episodes,
                                     candidates=options.candidates))
     if options.resume is not None:
-        if not (options.resume / "request.json").exists():
-            raise FailedPrecondition(f"{options.resume} is not a run directory (no request.json)")
-        request = planner_pb2.StartRunRequest(resume_run_dir=str(options.resume.resolve()))
-        options.runs_dir = options.resume.resolve().parent
+        request = _resume_request(options, Path(options.resume))
     options.runs_dir = options.runs_dir.resolve()
     options.runs_dir.mkdir(parents=True, exist_ok=True)
     log_dir = options.runs_dir / "logs"
@@ -217,18 +259,20 @@ def run_rlgpt(options: RunOptions) -> Path:
             started = stub.StartRun(request)
         except grpc.RpcError as exc:
             raise InvalidArgument(f"the planner refused the run: {exc.code().name}: {exc.details()}") from None
-        console.print(f"run {started.run_id} in {started.run_dir}")
+        console.print(f"run {started.run_id} (on the planner at {planner_target}, in its {started.run_dir})")
         last = follow(stub, started.run_id, console)
+        local_dir = options.runs_dir / started.run_id  # the run directory itself when the planner runs here
+        report = fetch_report(stub, started.run_id, local_dir)
         channel.close()
-    run_dir = Path(started.run_dir)
     if replay is not None:
-        _write_replay_summary(run_dir, options.replay, replay.answerer.calls, console)
-    report = write_run_report(run_dir) if (run_dir / "state.json").exists() else None
+        _write_replay_summary(local_dir, options.replay, replay.answerer.calls, console)
     if last is not None and last.WhichOneof("payload") == "error":
         where = f"; partial report {report}" if report else ""
-        raise Unavailable(f"the run stopped: {last.error.message}{where}. Resume with: rlgpt run --resume {run_dir}")
+        again = (f"--resume {started.run_id} --planner {options.planner}" if options.planner
+                 else f"--resume {local_dir}")
+        raise Unavailable(f"the run stopped: {last.error.message}{where}. Resume with: rlgpt run {again}")
     if report is None:
-        raise Unavailable(f"the run ended without state in {run_dir}")
+        raise Unavailable(f"the planner has no report of run {started.run_id} (see the planner's log)")
     console.print(f"final success {last.run_end.success_rate:.0%}; report: {report}" if last else f"report: {report}")
     return report
 
@@ -237,6 +281,6 @@ def _write_replay_summary(run_dir: Path, source: Path, calls: RecordedCalls, con
     """How closely the replay followed the record, in ``replay.json`` beside the run's other files."""
     summary = {"source": str(source), "recorded_calls": calls.total, "replayed_calls": sum(calls.taken.values()),
                "same_prompt": calls.same_prompt, "unused": calls.left()}
-    if run_dir.is_dir():
-        (run_dir / "replay.json").write_text(json.dumps(summary, indent=1))
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "replay.json").write_text(json.dumps(summary, indent=1))
     console.print(calls.summary())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import uuid
@@ -12,9 +13,21 @@ from typing import Any
 from google.protobuf import json_format
 
 from rlgpt import metrics
-from rlgpt.errors import FailedPrecondition
+from rlgpt.errors import FailedPrecondition, InvalidArgument, shown
 from rlgpt.llm.client import CallRecord, record_json
 from rlgpt.v1 import planner_pb2
+
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,199}")
+"""A run id: the name of its directory under the planner's runs directory, so never a path."""
+
+
+def check_run_id(run_id: str, field: str = "run_id") -> None:
+    """Raises InvalidArgument unless ``run_id`` has the form of a run id."""
+    if not run_id:
+        raise InvalidArgument(f"{field} is empty: give the run id StartRun returned")
+    if not RUN_ID.fullmatch(run_id):
+        raise InvalidArgument(f"{field}={shown(run_id)} is not a run id: a run id is 1..200 letters, digits, '_', "
+                              "'-' or '.', starting with a letter or digit (the run_id StartRun returned)")
 
 
 class Run:
@@ -31,6 +44,8 @@ class Run:
         self.tokens = 0
         self.success_rate = 0.0
         self.error = ""
+        self.report_problem = ""
+        """Why the report could not be written when the run ended ("" when it was)."""
         self.events: list[planner_pb2.RunEvent] = list(events or [])
         self.stop_requested = threading.Event()
         self._llm_calls: int | None = None  # calls recorded in llm/, counted on first use (resume)
@@ -41,7 +56,7 @@ class Run:
 
     @classmethod
     def create(cls, root: Path, request: planner_pb2.StartRunRequest) -> Run:
-        name = request.task.name or "task"
+        name = re.sub(r"[^A-Za-z0-9_-]", "_", request.task.name)[:48] or "task"  # a directory name, never a path
         return cls(root / f"{name}__{time.strftime('%Y%m%d-%H%M%S')}__{uuid.uuid4().hex[:6]}", request)
 
     @classmethod

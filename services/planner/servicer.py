@@ -16,7 +16,8 @@ from rlgpt.grpc_client import create_channel
 from rlgpt.v1 import critic_pb2_grpc, env_pb2, env_pb2_grpc, learner_pb2_grpc, planner_pb2, planner_pb2_grpc
 from services.planner.agents import CompletesJSON, MeteredLLM
 from services.planner.loops import StopRequested, Stubs, TwoLoops, describe_failure
-from services.planner.runs import Run
+from services.planner.report import outcome, report_chunks, write_run_report
+from services.planner.runs import Run, check_run_id
 from services.planner.skill_library import SkillLibrary
 from services.planner.state import RunState
 
@@ -91,8 +92,14 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
     def StartRun(self, request: planner_pb2.StartRunRequest,
                  context: grpc.ServicerContext) -> planner_pb2.StartRunResponse:
         resumed = None
-        if request.resume_run_dir:
-            resumed = Run.resume(Path(request.resume_run_dir))
+        if request.resume_run_dir and request.resume_run_id:
+            raise InvalidArgument("set resume_run_id or resume_run_dir, not both (prefer resume_run_id)")
+        if request.resume_run_id or request.resume_run_dir:
+            if request.resume_run_id:
+                run_dir, _ = self._find(request.resume_run_id, "resume_run_id")
+            else:
+                run_dir = Path(request.resume_run_dir)
+            resumed = Run.resume(run_dir)
             RunState.load(resumed.dir)  # a corrupt state file is reported now, not in the run's thread
             request = resumed.request
         describe = self._validate(request)
@@ -111,16 +118,19 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         return planner_pb2.StartRunResponse(run_id=run.id, run_dir=str(run.dir))
 
     def _execute(self, run: Run, describe: env_pb2.DescribeResponse) -> None:
+        state: RunState | None = None
         try:
             state = RunState.load(run.dir)
             loops = TwoLoops(run, state, describe, self.llm, self.library,
                              Stubs(self.env, self.learner, self.critic), self.settings)
             loops.execute()
             final = state.final or {}
+            report = self._write_report(run, state, planner_pb2.RUN_STATE_DONE)
             run.emit(run_end=planner_pb2.RunEnd(success_rate=float(final.get("success_rate", 0.0)),
-                                                report=str(run.dir / "report.md")))
+                                                report=str(report or "")))
             run.finish(planner_pb2.RUN_STATE_DONE)
         except StopRequested:
+            self._write_report(run, state, planner_pb2.RUN_STATE_STOPPED)
             run.emit(error=planner_pb2.ErrorEvent(message="stopped on request; resumable", resumable=True))
             run.finish(planner_pb2.RUN_STATE_STOPPED, "stopped on request")
         except Exception as exc:  # a run's thread must never die silently
@@ -129,10 +139,35 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
                 log.warning("run %s paused: %s", run.id, message)
             else:
                 log.exception("run %s crashed", run.id)
+            self._write_report(run, state, planner_pb2.RUN_STATE_FAILED, message)
             run.emit(error=planner_pb2.ErrorEvent(message=message, resumable=resumable))
             run.finish(planner_pb2.RUN_STATE_FAILED, message)
         finally:
             metrics.PLANNER_RUNS_ACTIVE.dec()
+
+    @staticmethod
+    def _write_report(run: Run, state: RunState | None, end: int, error: str = "") -> Path | None:
+        """Writes the run's report before its last event, so a client that saw the run end can fetch it."""
+        try:
+            path = write_run_report(run.dir, state, outcome(end, error))
+        except Exception as exc:  # a report that cannot be written must not hide how the run ended
+            log.exception("run %s: the report could not be written", run.id)
+            run.report_problem = f"{type(exc).__name__}: {str(exc)[:300]}"
+            return None
+        run.report_problem = ""
+        return path
+
+    def _find(self, run_id: str, field: str = "run_id") -> tuple[Path, Run | None]:
+        """A run's directory (and the run, when this process has it in memory) from a well-formed run id."""
+        check_run_id(run_id, field)
+        run = self.runs.get(run_id)
+        if run is not None:
+            return run.dir, run
+        run_dir = Path(self.settings.run_dir) / run_id
+        if not (run_dir / "request.json").is_file():
+            raise NotFound(f"no run {shown(run_id)} on this planner: it is not running here and its runs "
+                           f"directory {self.settings.run_dir} holds no such run")
+        return run_dir, None
 
     def _run(self, run_id: str) -> Run:
         run = self.runs.get(run_id)
@@ -157,3 +192,16 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         run = self._run(request.run_id)
         run.stop_requested.set()
         return run.status()
+
+    @grpc_errors
+    def GetRunReport(self, request: planner_pb2.GetRunReportRequest,
+                     context: grpc.ServicerContext) -> Iterator[planner_pb2.ReportChunk]:
+        run_dir, run = self._find(request.run_id)
+        if run is not None and run.active:
+            raise FailedPrecondition(f"run {run.id} is still running; its report is written when it ends, fails or "
+                                     "stops (WatchRun until its run_end or error event, then ask again)")
+        if not (run_dir / "report.md").is_file():
+            why = f": writing it failed ({run.report_problem})" if run is not None and run.report_problem else ""
+            raise FailedPrecondition(f"run {shown(request.run_id)} has no report{why}; resuming the run "
+                                     "(StartRun with resume_run_id) writes one when it ends")
+        yield from report_chunks(run_dir)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import grpc
 import pytest
@@ -66,6 +67,15 @@ def code_only(body: dict) -> Reply:
     return Reply.json({"Plan": CODE_PLAN, "SkillAnswer": SKILL}[name])
 
 
+def _report(stub: planner_pb2_grpc.PlannerServiceStub, run_id: str) -> dict[str, bytes]:
+    """The run's report files by name, in the order GetRunReport sent them."""
+    files: dict[str, bytes] = {}
+    for chunk in stub.GetRunReport(planner_pb2.GetRunReportRequest(run_id=run_id), timeout=60):
+        assert chunk.offset == len(files.get(chunk.name, b""))
+        files[chunk.name] = files.get(chunk.name, b"") + chunk.content
+    return files
+
+
 def test_code_run_iterates_judges_and_evaluates_the_chain(planner, tmp_path) -> None:
     stub = planner([code_only])
     run = stub.StartRun(planner_pb2.StartRunRequest(task=common_pb2.TaskSpec(name="collect_wood"), seed=2,
@@ -121,13 +131,15 @@ def test_llm_failing_mid_run_pauses_and_resume_continues(planner, tmp_path) -> N
     assert events[-1].WhichOneof("payload") == "error" and events[-1].error.resumable
     assert "failed 2 times" in events[-1].error.message
     assert stub.GetRun(planner_pb2.GetRunRequest(run_id=run.run_id)).state == planner_pb2.RUN_STATE_FAILED
+    assert "- outcome: failed: " in _report(stub, run.run_id)["report.md"].decode()  # a partial report
     calls["healthy"] = True  # the LLM is back
-    again = stub.StartRun(planner_pb2.StartRunRequest(resume_run_dir=run.run_dir))
-    assert again.run_id == run.run_id
+    again = stub.StartRun(planner_pb2.StartRunRequest(resume_run_id=run.run_id))  # the planner finds the directory
+    assert again.run_id == run.run_id and again.run_dir == run.run_dir
     resumed = list(stub.WatchRun(planner_pb2.WatchRunRequest(run_id=run.run_id, after_seq=len(events)),
                                  timeout=300))
     kinds = [e.WhichOneof("payload") for e in resumed]
     assert "plan" not in kinds and kinds[-1] == "run_end"  # the plan from before the failure was kept
+    assert "- outcome: finished" in _report(stub, run.run_id)["report.md"].decode()
 
 
 def test_corrupt_run_directory_is_named(planner, tmp_path) -> None:
@@ -150,6 +162,8 @@ def test_llm_failing_forever_ends_in_an_error_event(planner) -> None:
     events = list(stub.WatchRun(planner_pb2.WatchRunRequest(run_id=run.run_id), timeout=60))
     assert events[-1].WhichOneof("payload") == "error" and "failed 2 times" in events[-1].error.message
     assert stub.GetRun(planner_pb2.GetRunRequest(run_id=run.run_id)).state == planner_pb2.RUN_STATE_FAILED
+    text = _report(stub, run.run_id)["report.md"].decode()  # written although no plan was ever made
+    assert "- outcome: failed: " in text and "failed 2 times" in text
 
 
 def test_bad_requests(planner) -> None:
@@ -208,3 +222,54 @@ def test_the_critic_gets_the_rules_and_the_test_protocol_and_keeps_a_passed_subt
     assert rules.text.strip() in prompt  # the planner passed the served rules on
     assert "How the attempt was tested:\nThe skill is tested on 2 episodes" in prompt
     assert "at most 150 frames" in prompt and "Items every test episode started with: nothing" in prompt
+
+
+def test_the_report_is_served_once_the_run_ended(planner, tmp_path) -> None:
+    gate = threading.Event()
+
+    def held(body: dict) -> Reply:
+        gate.wait(4)  # the run stays in its first LLM call until the test looked at it
+        return code_only(body)
+
+    stub = planner([held])
+    run = stub.StartRun(planner_pb2.StartRunRequest(task=common_pb2.TaskSpec(name="collect_wood"), seed=2))
+    with pytest.raises(grpc.RpcError) as info:
+        _report(stub, run.run_id)
+    assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "still running" in info.value.details()
+    gate.set()
+    events = list(stub.WatchRun(planner_pb2.WatchRunRequest(run_id=run.run_id), timeout=300))
+    assert events[-1].run_end.report == run.run_dir + "/report.md"
+    files = _report(stub, run.run_id)  # as soon as the stream ended
+    assert list(files) == ["report.md", "curves.png", "iterations.png"]
+    run_dir = tmp_path / "runs" / run.run_id
+    assert all(files[name] == (run_dir / name).read_bytes() for name in files)
+    text = files["report.md"].decode()
+    assert "- outcome: finished" in text and "| get_wood | code | done |" in text
+    (run_dir / "report.md").unlink()
+    with pytest.raises(grpc.RpcError) as info:
+        _report(stub, run.run_id)
+    assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "has no report" in info.value.details()
+
+
+def test_bad_report_and_resume_requests(planner) -> None:
+    stub = planner([by_schema])
+    huge = "r/" * 2_500_000
+    for run_id, code, needle in [
+        ("", grpc.StatusCode.INVALID_ARGUMENT, "run_id is empty"),
+        ("../../etc", grpc.StatusCode.INVALID_ARGUMENT, "'../../etc' is not a run id"),
+        (huge, grpc.StatusCode.INVALID_ARGUMENT, "(5000000 chars) is not a run id"),
+        ("nope", grpc.StatusCode.NOT_FOUND, "no run 'nope' on this planner"),
+    ]:
+        with pytest.raises(grpc.RpcError) as info:
+            list(stub.GetRunReport(planner_pb2.GetRunReportRequest(run_id=run_id)))
+        assert info.value.code() == code and needle in info.value.details() and len(info.value.details()) < 400
+    for request, code, needle in [
+        (planner_pb2.StartRunRequest(resume_run_id="nope"), grpc.StatusCode.NOT_FOUND, "no run 'nope'"),
+        (planner_pb2.StartRunRequest(resume_run_id=huge), grpc.StatusCode.INVALID_ARGUMENT,
+         "resume_run_id='r/r/"),
+        (planner_pb2.StartRunRequest(resume_run_id="a", resume_run_dir="/tmp"), grpc.StatusCode.INVALID_ARGUMENT,
+         "not both"),
+    ]:
+        with pytest.raises(grpc.RpcError) as info:
+            stub.StartRun(request)
+        assert info.value.code() == code and needle in info.value.details() and len(info.value.details()) < 400

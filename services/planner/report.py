@@ -1,0 +1,146 @@
+"""A run's report: ``report.md`` and its PNG plots in the run directory.
+
+The planner writes them when a run ends, fails or stops, and serves them with ``GetRunReport``: a client never
+reads the run directory (on a cluster it cannot). ``rlgpt report RUN_DIR`` writes them again for a local copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import matplotlib
+from google.protobuf import json_format
+
+matplotlib.use("Agg")  # headless: reports are written on servers and in CI
+import matplotlib.pyplot as plt
+
+from rlgpt.errors import FailedPrecondition
+from rlgpt.v1 import planner_pb2
+from services.planner.state import RunState
+
+REPORT_FILES = ("report.md", "curves.png", "iterations.png")
+"""The report's files, the markdown first: what ``GetRunReport`` sends."""
+CURVES, ITERATIONS = REPORT_FILES[1:]
+CHUNK_BYTES = 1 << 20
+"""Content of one ``ReportChunk`` at most."""
+
+
+def outcome(state: int, error: str = "") -> str:
+    """How a run ended, in words, for the report's header (``state``: a ``RunState`` value)."""
+    if state == planner_pb2.RUN_STATE_DONE:
+        return "finished"
+    if state == planner_pb2.RUN_STATE_STOPPED:
+        return "stopped on request; resumable (rlgpt run --resume RUN_ID)"
+    if state == planner_pb2.RUN_STATE_FAILED:
+        return f"failed: {error[:500]}" if error else "failed"
+    return "running: this report is partial"
+
+
+def plot_subtask_curves(state: RunState, path: Path) -> Path:
+    """Success rate vs env frames: training curves of RL sub-tasks, test results of coded attempts."""
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for name, sub in state.subtasks.items():
+        trainings: dict[str, list[dict[str, float]]] = {}
+        for point in sub.curve:
+            trainings.setdefault(str(point.get("job_id", "")), []).append(point)
+        for points in trainings.values():
+            label = f"{name} (RL training, iteration {points[0].get('iteration', 0)})"
+            ax.plot([p["env_frames"] for p in points], [p["success_rate"] for p in points], label=label)
+        if sub.tests:
+            coded = sub.decision == "code"
+            ax.scatter([t.get("frames", 0) for t in sub.tests], [t.get("success_rate", 0.0) for t in sub.tests],
+                       marker="o" if coded else "s", label=f"{name} ({'code tests' if coded else 'evaluations'})")
+    ax.set_xlabel("env frames spent on the sub-task")
+    ax.set_ylabel("success rate")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title("Sub-tasks: success rate vs env frames")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def plot_iterations(state: RunState, path: Path) -> Path:
+    """Tokens per outer iteration, and the final success rate."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
+    left.bar([int(i["iteration"]) for i in state.iterations], [i["tokens"] for i in state.iterations],
+             color="tab:blue")
+    left.set_xlabel("outer iteration")
+    left.set_ylabel("LLM tokens")
+    left.set_title("Tokens per iteration")
+    final = state.final or {}
+    right.bar(["final task"], [final.get("success_rate", 0.0)], color="tab:green")
+    right.set_ylim(0, 1)
+    right.set_title(f"Final success over {final.get('episodes', 0)} episodes")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def _request(run_dir: Path) -> planner_pb2.StartRunRequest:
+    path = run_dir / "request.json"
+    if not path.exists():
+        raise FailedPrecondition(f"{run_dir} is not a run directory: {path.name} is missing")
+    try:
+        return json_format.Parse(path.read_text(), planner_pb2.StartRunRequest())
+    except (json_format.ParseError, ValueError) as exc:
+        raise FailedPrecondition(f"run directory is corrupt: {path} cannot be read ({str(exc)[:200]})") from None
+
+
+def write_run_report(run_dir: Path, state: RunState | None = None, ended: str = "") -> Path:
+    """Writes report.md, curves.png and iterations.png into ``run_dir``; returns report.md's path.
+
+    ``state``: the run's state (read from state.json when not given; a corrupt file raises FailedPrecondition
+    naming it). ``ended``: how the run ended (``outcome``), one line of the header when given.
+    """
+    run_dir = Path(run_dir)
+    request = _request(run_dir)
+    state = state if state is not None else RunState.load(run_dir)
+    task = request.task
+    final = state.final or {}
+    curves = plot_subtask_curves(state, run_dir / CURVES)
+    iterations_png = plot_iterations(state, run_dir / ITERATIONS)
+    lines = [f"# RL-GPT run: {task.name or task.description or 'task'}", "",
+             f"- mode: {request.mode or 'rl-gpt'}, agents: {request.agents or 'slow-fast-critic'}, "
+             f"seed: {request.seed}"]
+    if ended:
+        lines.append(f"- outcome: {ended}")
+    lines += [f"- final task success: **{final.get('success_rate', 0.0):.0%}** over {final.get('episodes', 0)} "
+              f"episodes ({final.get('controller', 'not evaluated')})",
+              f"- env frames spent (skill tests + training): {state.frames_used}", "",
+              "## Sub-tasks", "", "| sub-task | decision | status | success rate | frames | attempts |",
+              "|---|---|---|---:|---:|---:|"]
+    for name, sub in state.subtasks.items():
+        lines.append(f"| {name} | {sub.decision} | {sub.status} | {sub.success_rate:.0%} | {sub.frames} | "
+                     f"{len(sub.tests)} |")
+    lines += ["", f"![success vs frames]({curves.name})", "", "## Iterations", "",
+              "| iteration | LLM tokens | seconds | env frames |", "|---:|---:|---:|---:|"]
+    for it in state.iterations:
+        lines.append(f"| {int(it['iteration'])} | {int(it['tokens'])} | {it['seconds']:.0f} | {int(it['frames'])} |")
+    lines += ["", f"![tokens and final success]({iterations_png.name})", "", "## The plan as it evolved", ""]
+    for number, plan in enumerate(state.plans):
+        steps = ", ".join(f"{s['name']} ({'code' if s.get('decision') == 'DECISION_CODE' else 'rl'})"
+                          for s in plan.get("subtasks", []))
+        lines.append(f"{number + 1}. {steps}" + (f" - {plan['rationale'][:200]}" if plan.get("rationale") else ""))
+    lines.append("")
+    path = run_dir / REPORT_FILES[0]
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("\n".join(lines))
+    tmp.replace(path)  # a reader never sees half a report
+    return path
+
+
+def report_chunks(run_dir: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[planner_pb2.ReportChunk]:
+    """The report's files as ``ReportChunk`` messages, report.md first; files that were not written are left out."""
+    for name in REPORT_FILES:
+        path = run_dir / name
+        if not path.is_file():
+            continue
+        data = path.read_bytes()
+        for offset in range(0, max(len(data), 1), chunk_bytes):
+            yield planner_pb2.ReportChunk(name=name, offset=offset, content=data[offset:offset + chunk_bytes],
+                                          size=len(data))

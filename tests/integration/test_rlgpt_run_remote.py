@@ -1,0 +1,103 @@
+"""`rlgpt run --planner HOST:PORT`: the four real services on loopback, started apart from the client with their
+runs in a directory the client never reads (as on a cluster); a scripted LLM (test double). The client gets the
+report and its plots over gRPC, and `--resume RUN_ID` continues a paused run through the planner."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fakes.fake_openai import FakeOpenAIServer, Reply
+
+from rlgpt.errors import InvalidArgument, Unavailable
+from rlgpt.runner import RunOptions, local_services, run_rlgpt
+from services.env_server.skills.reference import COLLECT_WOOD
+
+pytestmark = pytest.mark.timeout(600)
+PLAN = {"rationale": "wood by code", "subtasks": [
+    {"name": "get_wood", "description": "collect wood", "success": [{"achievement": "collect_wood"}],
+     "decision": "code", "skills": []}]}
+VERDICT = {"success": True, "diagnosis": "scripted critic", "suggestion": "keep", "target": "keep"}
+REPORT_FILES = {"report.md", "curves.png", "iterations.png"}
+
+
+class Script:
+    """Answers by schema like a model would; while ``failing``, every call after the plan fails (HTTP 500)."""
+
+    def __init__(self) -> None:
+        self.failing = False
+        self.plans = 0
+
+    def __call__(self, body: dict) -> Reply:
+        name = body["response_format"]["json_schema"]["name"]
+        if name == "Plan":
+            self.plans += 1
+        elif self.failing:
+            return Reply(status=500)
+        answers = {"Plan": PLAN, "SkillAnswer": {"name": "get_wood", "description": "chop", "code": COLLECT_WOOD},
+                   "CriticAnswer": VERDICT}
+        return Reply.json(answers[name])
+
+
+def options(runs_dir: Path, **overrides) -> RunOptions:
+    fields = dict(task="collect_wood", success="", mode="rl-gpt", agents="slow-fast-critic", resume=None,
+                  runs_dir=runs_dir, outer=1, inner=1, frames_per_training=1000, total_frames=6000, eval_episodes=2,
+                  candidates=1, seed=3)
+    fields.update(overrides)
+    return RunOptions(**fields)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Iterator[tuple[str, Path, Script]]:
+    """A planner (with env, learner, critic) whose runs lie in a folder of its own; yields its address, that
+    folder and the LLM's script."""
+    script = Script()
+    planner_side = tmp_path_factory.mktemp("planner-volume")
+    with FakeOpenAIServer([script]) as llm, pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RLGPT_LLM_BASE_URL", llm.base_url)
+        mp.setenv("RLGPT_LLM_MODEL", "local")
+        mp.setenv("RLGPT_LLM_MAX_RETRIES", "1")
+        mp.setenv("RLGPT_LLM_BACKOFF_SECONDS", "0.01")
+        with local_services(options(planner_side / "runs"), planner_side / "logs") as services:
+            yield services["planner"].target, planner_side / "runs", script
+
+
+def test_the_report_comes_over_grpc_into_the_clients_runs_dir(cluster, tmp_path) -> None:
+    target, planner_runs, _ = cluster
+    report = run_rlgpt(options(tmp_path / "client", planner=target))
+    run_id = report.parent.name
+    assert report == (tmp_path / "client").resolve() / run_id / "report.md"
+    assert {p.name for p in report.parent.iterdir()} == REPORT_FILES  # the report only: state stays on the planner
+    assert (planner_runs / run_id / "state.json").exists()
+    text = report.read_text()
+    assert "- outcome: finished" in text and "| get_wood | code | done | 100% |" in text
+    for name in REPORT_FILES:
+        assert (report.parent / name).read_bytes() == (planner_runs / run_id / name).read_bytes()
+
+
+def test_resume_by_run_id_through_the_planner(cluster, tmp_path) -> None:
+    target, planner_runs, script = cluster
+    client = tmp_path / "client"
+    plans = script.plans
+    script.failing = True  # the LLM fails after the plan: the run pauses, resumable
+    try:
+        with pytest.raises(Unavailable, match=r"Resume with: rlgpt run --resume (\S+) --planner ") as info:
+            run_rlgpt(options(client, planner=target))
+    finally:
+        script.failing = False
+    run_id = info.value.args[0].split("--resume ")[1].split()[0]
+    partial = client.resolve() / run_id / "report.md"
+    assert f"partial report {partial}" in str(info.value)
+    assert "- outcome: failed: " in partial.read_text()
+    # The client gives the id (a path to the local copy works too: its last part is the id).
+    report = run_rlgpt(options(client, planner=target, resume=client / run_id))
+    assert report == partial and "- outcome: finished" in report.read_text()
+    assert script.plans == plans + 1  # the plan of before the pause was kept
+    assert (planner_runs / run_id / "state.json").exists() and not (client / run_id / "state.json").exists()
+
+
+def test_resume_of_a_run_the_planner_does_not_know(cluster, tmp_path) -> None:
+    target, _, _ = cluster
+    with pytest.raises(InvalidArgument, match=r"NOT_FOUND: no run 'collect_wood__nope' on this planner"):
+        run_rlgpt(options(tmp_path, planner=target, resume=Path("collect_wood__nope")))
