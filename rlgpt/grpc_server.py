@@ -140,9 +140,13 @@ def create_server(addr: str, services: Sequence[ServiceBinding], *, max_workers:
         binding.add_to_server(binding.servicer, server)
     names = [b.name for b in services]
     reflection.enable_server_reflection([*names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
-    port = server.add_insecure_port(addr)
+    try:
+        port = server.add_insecure_port(addr)
+    except RuntimeError:  # grpc >= 1.6x raises instead of returning 0
+        port = 0
     if port == 0:
-        raise OSError(f"could not bind gRPC server to {addr}")
+        raise OSError(f"could not bind the gRPC server to {addr}: the port is taken or the address is not one of "
+                      "this machine's; pick another port (0 picks a free one)")
     server.start()
     for name in ["", *names]:
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)

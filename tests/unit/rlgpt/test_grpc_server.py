@@ -246,5 +246,5 @@ def test_an_address_that_cannot_be_bound_is_an_error() -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        with pytest.raises(RuntimeError, match="Failed to bind"):
+        with pytest.raises(OSError, match=rf"could not bind the gRPC server to 127.0.0.1:{port}: the port is taken"):
             create_server(f"127.0.0.1:{port}", [])
