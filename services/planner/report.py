@@ -1,7 +1,8 @@
 """A run's report: ``report.md`` and its PNG plots in the run directory.
 
 The planner writes them when a run ends, fails or stops, and serves them with ``GetRunReport``: a client never
-reads the run directory (on a cluster it cannot). ``rlgpt report RUN_DIR`` writes them again for a local copy.
+reads the run directory (on a cluster it cannot). ``rlgpt report RUN_DIR`` writes them again for a run
+directory on the local disk.
 """
 
 from __future__ import annotations
