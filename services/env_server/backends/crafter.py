@@ -10,7 +10,7 @@ from crafter import constants, objects
 
 from services.env_server.backends.base import Backend, BackendEnv, BackendSpec, RawStep
 from services.env_server.backends.crafter_rules import STATUS, crafter_rules
-from services.env_server.skills.api import CRAFTER_SKILL_API
+from services.env_server.skills.api_doc import CRAFTER_SKILL_API
 
 ITEMS = tuple(name for name in constants.items if name not in STATUS)
 VECTOR_LABELS = (

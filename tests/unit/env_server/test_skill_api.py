@@ -8,7 +8,8 @@ from crafter import constants
 
 from services.env_server.backends.crafter import CrafterBackend
 from services.env_server.backends.crafter_rules import crafter_rules
-from services.env_server.skills.api import AGENT_API_DOC, CRAFTER_SKILL_API, CrafterAgent
+from services.env_server.skills.api import CrafterAgent
+from services.env_server.skills.api_doc import AGENT_API_DOC, CRAFTER_SKILL_API
 from services.env_server.skills.recipes import Recipes, compact_rules
 
 WORKER_RULES = Recipes(compact_rules(crafter_rules()))  # what a sandbox worker gets from the server
