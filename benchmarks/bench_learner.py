@@ -38,7 +38,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
-import gymnasium as gym
 import numpy as np
 import psutil
 import typer
@@ -51,6 +50,7 @@ from benchmarks import bench_env
 from benchmarks.bench_env import MIB, REPO_ROOT, fmt_rate, fmt_ratio, machine_info
 from benchmarks.common import write_section
 from rlgpt.config import EnvServerSettings
+from rlgpt.env_client import EnvStep, SessionEnv
 from rlgpt.launcher import ServiceProcess, start_service
 from rlgpt.v1 import common_pb2, learner_pb2
 from services.env_server.backends.base import get_backend
@@ -58,7 +58,7 @@ from services.env_server.backends.crafter import CrafterBackend
 from services.env_server.session import Action, Session
 from services.env_server.tasks import parse_reward_terms, parse_task
 from services.learner.jobs import read_progress, train_command, write_job_config
-from services.learner.sf_env import load_job_config
+from services.learner.sf_env import learning_env, load_job_config, slot_seed
 
 log = logging.getLogger("benchmarks.bench_learner")
 console = Console(stderr=True)
@@ -80,15 +80,13 @@ SF_FPS_RE = re.compile(r"Collected \{(?P<steps>[^}]*)\}, FPS: (?P<fps>[0-9.]+)")
 
 
 # --- the in-process Sample Factory env --------------------------------------------------------------
-class InProcessEnv(gym.Env):
-    """``EnvServerEnv``'s twin over a local ``Session`` of 1 env: same spaces, rewards, info and episode stats.
+class LocalSession:
+    """One env of a local ``Session``, as ``rlgpt.env_client.SessionEnv`` steps it (``OneEnv``).
 
     The session is built the way the env server builds one for ``CreateSession`` (same task and reward
-    parsing, autoreset off, reset through ``Session.reset``), so the only difference to the env-server path
-    is the missing gRPC hop.
+    parsing, autoreset off, reset through ``Session.reset``) and stepped through the learner's own env
+    (``learning_env``), so the only difference to the env-server path is the missing gRPC hop.
     """
-
-    metadata = {"render_modes": []}
 
     def __init__(self, config: learner_pb2.RLConfig, seed: int):
         if config.skills:
@@ -96,68 +94,43 @@ class InProcessEnv(gym.Env):
         backend = get_backend(config.backend)
         spec = backend.spec
         settings = EnvServerSettings()
-        names = list(config.primitive_actions) or list(spec.actions)
+        self.actions = list(config.primitive_actions) or list(spec.actions)
+        self.image_shape = tuple(spec.image_shape)
+        self.vector_shape = (len(spec.vector_labels),)
         self._session = Session(
             session_id=f"inprocess-{seed}", backend=backend, task=parse_task(config.task, spec),
             reward_terms=parse_reward_terms(list(config.reward_terms), spec), seed=seed, num_envs=1,
             episode_length=config.episode_length or spec.default_episode_length,
-            actions=[Action(name=name, primitive=spec.actions.index(name)) for name in names],
+            actions=[Action(name=name, primitive=spec.actions.index(name)) for name in self.actions],
             skill_max_steps=config.skill_max_steps or settings.default_skill_steps, autoreset=False,
             settings=settings, client="bench-learner")
-        height, width, channels = spec.image_shape
-        self.action_names = names
-        self.action_space = gym.spaces.Discrete(len(names))
-        self.observation_space = gym.spaces.Dict({
-            "image": gym.spaces.Box(0, 255, (channels, height, width), np.uint8),
-            "vector": gym.spaces.Box(-1e6, 1e6, (len(spec.vector_labels),), np.float32),
-        })
-        self._fresh = True  # a new session starts reset, as with CreateSession
-        self._reset_stats()
 
-    def _observation(self) -> dict[str, np.ndarray]:
+    def initial_observation(self) -> dict[str, np.ndarray]:
         images, vectors = self._session.observations([0])
-        return {"image": np.ascontiguousarray(images[0].transpose(2, 0, 1)), "vector": vectors[0].copy()}
+        return {"image": images[0], "vector": vectors[0]}
 
-    def _reset_stats(self) -> None:
-        self._frames = 0
-        self._achievements = 0
+    def reset_env(self, seed: int = 0) -> dict[str, np.ndarray]:
+        self._session.reset([0], seed)
+        return self.initial_observation()
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
-              ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        super().reset(seed=seed)
-        self._reset_stats()
-        if self._fresh:
-            self._fresh = False
-        else:
-            self._session.reset([0])
-        return self._observation(), {}
-
-    def step(self, action: int) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
-        out = self._session.step([int(action)])
-        frames = int(out.frames[0])
-        info_step = out.infos[0]
-        self._frames += frames
-        self._achievements += len(info_step["achievements"])
-        terminated, truncated = bool(out.terminated[0]), bool(out.truncated[0])
-        info: dict[str, Any] = {"frames": frames}
-        if terminated or truncated:
-            # The same keys as EnvServerEnv, so ProgressObserver counts frames the same way.
-            info["episode_extra_stats"] = {
-                "success": float(info_step["success"]), "frames": float(self._frames), "skill_frames": 0.0,
-                "skill_uses": 0.0, "skill_errors": 0.0, "achievements": float(self._achievements),
-            }
-        return self._observation(), float(out.rewards[0]), terminated, truncated, info
+    def step_env(self, action: int) -> EnvStep:
+        out = self._session.step([action])
+        info = out.infos[0]
+        return EnvStep(observation=self.initial_observation(), reward=float(out.rewards[0]),
+                       terminated=bool(out.terminated[0]), truncated=bool(out.truncated[0]),
+                       frames=int(out.frames[0]), success=info["success"], achievements=info["achievements"],
+                       episode_steps=info["episode_steps"], skill_finished=info.get("skill_finished", False),
+                       skill_error=info.get("skill_error"))
 
     def close(self) -> None:
         self._session.close()
 
 
 def make_inprocess_env(full_env_name: str, cfg: Any = None, env_config: Any = None,
-                       render_mode: str | None = None) -> InProcessEnv:
-    """Sample Factory's env factory, with ``make_sf_env``'s per-slot seeds."""
+                       render_mode: str | None = None) -> SessionEnv:
+    """Sample Factory's env factory, with ``make_sf_env``'s per-slot seeds and env."""
     config, _doc = load_job_config(Path(cfg.rlgpt_job_dir))
-    env_id = int(env_config.env_id) if env_config is not None else 0
-    return InProcessEnv(config, int(config.seed) + 1_000_003 * (env_id + 1))
+    return learning_env(LocalSession(config, slot_seed(config, env_config)))
 
 
 def run_inprocess_job(job_dir: Path) -> int:
@@ -624,20 +597,12 @@ def run_training(variant: str, work_dir: Path, frames: int, seed: int, timeout: 
                 kill_group(process)
         result.update(rc=rc, timed_out=rc is None, wall_s=wall, **monitor.result())
     finally:
-        if process is not None and process.poll() is None:
-            kill_group(process)
-        elif process is not None:
+        if process is not None:
             # Sample Factory's workers normally exit with the runner; make sure no orphan keeps a core busy.
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            kill_group(process)
         if server is not None:
             server.stop()
-            try:
-                os.killpg(server.process.pid, signal.SIGKILL)  # the server's own children, if any
-            except ProcessLookupError:
-                pass
+            kill_group(server.process)  # the server's own children, if any
         progress.update(task, visible=False)
     log_text = (job_dir / "train.log").read_text(errors="replace")
     shutil.copyfile(job_dir / "train.log", raw_dir / f"learner-{variant}-train.log")

@@ -1,10 +1,19 @@
-"""Client side of the env server: a typed session handle and a ``gymnasium.Env`` over one session."""
+"""Client side of the env server: a session handle and the one ``gymnasium.Env`` over one env of a session.
+
+``SessionEnv`` is the gymnasium view every caller shares: scripts (``RemoteEnv``), the learner's Sample
+Factory envs (``services/learner/sf_env.py``) and the benchmark's in-process env all step through it, so
+frame counting and per-episode stats are written once. It steps anything that follows ``OneEnv``:
+``RemoteSession`` over gRPC, or an in-process session.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import dataclasses
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
+import grpc
 import gymnasium as gym
 import numpy as np
 
@@ -12,37 +21,154 @@ from rlgpt.grpc_client import create_channel
 from rlgpt.tensors import from_tensor
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc
 
+log = logging.getLogger(__name__)
+Observation = dict[str, np.ndarray]
+SKILL_PREFIX = "skill:"
+# Codes after which a session cannot go on (server gone, session expired, request refused for good).
+FATAL_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.NOT_FOUND, grpc.StatusCode.DEADLINE_EXCEEDED,
+                         grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.FAILED_PRECONDITION,
+                         grpc.StatusCode.INVALID_ARGUMENT})
+
+
+class EnvServerLost(RuntimeError):
+    """The env server stopped answering a session; the caller cannot go on with it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvStep:
+    """One env's result of one step, whichever way it was carried."""
+
+    observation: Observation
+    """``image`` (HWC uint8, as served) and ``vector`` (float32) of this env."""
+    reward: float
+    terminated: bool
+    truncated: bool
+    frames: int
+    """Frames the step consumed: 1 for a primitive, up to K for a skill action."""
+    success: bool
+    achievements: list[str]
+    """Achievements unlocked during this step."""
+    episode_steps: int
+    skill_finished: bool
+    skill_error: Any = None
+    """What a failing skill raised (``common_pb2.SkillError`` from the server), else None."""
+
+
+class OneEnv(Protocol):
+    """One env of a session, as ``SessionEnv`` steps it."""
+
+    actions: list[str]
+    image_shape: tuple[int, ...]
+    """One image, HWC."""
+    vector_shape: tuple[int, ...]
+
+    def initial_observation(self) -> Observation:
+        """The observation the session was created with (a new session starts reset)."""
+        ...
+
+    def reset_env(self, seed: int = 0) -> Observation:
+        """Starts the next episode; a non-zero ``seed`` restarts the session's world sequence."""
+        ...
+
+    def step_env(self, action: int) -> EnvStep: ...
+
+    def close(self) -> None: ...
+
 
 class RemoteSession:
-    """One env-server session of N envs: batched reset/step returning NumPy arrays."""
+    """One env-server session of N envs: batched reset/step returning NumPy arrays.
+
+    With ``on_lost``, a call failing with one of ``FATAL_CODES`` calls ``on_lost(message)`` (the message names
+    the server and the status) and raises ``EnvServerLost``; without it the ``grpc.RpcError`` propagates.
+    ``timeout`` bounds every call; the channel retries calls that never reached the server (UNAVAILABLE).
+    """
 
     def __init__(self, stub: env_pb2_grpc.EnvServiceStub, request: env_pb2.CreateSessionRequest,
-                 timeout: float = 60.0):
+                 timeout: float = 60.0, *, target: str = "", on_lost: Callable[[str], None] | None = None,
+                 channel: grpc.Channel | None = None):
         self._stub = stub
         self._timeout = timeout
-        response = stub.CreateSession(request, timeout=timeout)
+        self._target = target
+        self._on_lost = on_lost
+        self._channel = channel
+        self._closed = False
+        try:
+            response = self._call(stub.CreateSession, request)
+        except BaseException:
+            self._close_channel()
+            raise
         self.id = response.session_id
         self.actions = list(response.actions)
         self.num_envs = response.num_envs
         self.fields = {f.name: f for f in response.observation}
+        self.image_shape = tuple(self.fields["image"].shape)
+        self.vector_shape = tuple(self.fields["vector"].shape)
         self.first_observations = self._obs(response.observations)
 
+    @classmethod
+    def connect(cls, target: str, request: env_pb2.CreateSessionRequest, *, timeout: float = 60.0,
+                on_lost: Callable[[str], None] | None = None) -> RemoteSession:
+        """A session on its own channel to ``target``; ``close`` closes both."""
+        channel = create_channel(target, default_timeout=timeout)
+        return cls(env_pb2_grpc.EnvServiceStub(channel), request, timeout, target=target, on_lost=on_lost,
+                   channel=channel)
+
+    def _call(self, method: Any, request: Any) -> Any:
+        try:
+            return method(request, timeout=self._timeout)
+        except grpc.RpcError as exc:
+            if self._on_lost is None or exc.code() not in FATAL_CODES:
+                raise
+            message = f"env server at {self._target} failed: {exc.code().name}: {exc.details()}"
+            self._on_lost(message)
+            raise EnvServerLost(message) from None
+
     @staticmethod
-    def _obs(obs: env_pb2.Observations) -> dict[str, np.ndarray]:
+    def _obs(obs: env_pb2.Observations) -> Observation:
         return {"image": from_tensor(obs.image), "vector": from_tensor(obs.vector)}
 
-    def reset(self, env_indices: Sequence[int] = (), seed: int = 0) -> dict[str, np.ndarray]:
-        response = self._stub.Reset(env_pb2.ResetRequest(session_id=self.id, env_indices=list(env_indices),
-                                                         seed=seed), timeout=self._timeout)
+    def reset(self, env_indices: Sequence[int] = (), seed: int = 0) -> Observation:
+        response = self._call(self._stub.Reset, env_pb2.ResetRequest(session_id=self.id, env_indices=list(env_indices),
+                                                                     seed=seed))
         return self._obs(response.observations)
 
-    def step(self, actions: Sequence[int]) -> tuple[dict[str, np.ndarray], env_pb2.StepResponse]:
-        response = self._stub.Step(env_pb2.StepRequest(session_id=self.id, actions=list(actions)),
-                                   timeout=self._timeout)
+    def step(self, actions: Sequence[int]) -> tuple[Observation, env_pb2.StepResponse]:
+        response = self._call(self._stub.Step, env_pb2.StepRequest(session_id=self.id, actions=list(actions)))
         return self._obs(response.observations), response
 
-    def close(self) -> None:
-        self._stub.CloseSession(env_pb2.CloseSessionRequest(session_id=self.id), timeout=self._timeout)
+    # --- OneEnv: env 0 -----------------------------------------------------------------------------
+    def initial_observation(self) -> Observation:
+        return {k: v[0] for k, v in self.first_observations.items()}
+
+    def reset_env(self, seed: int = 0) -> Observation:
+        return {k: v[0] for k, v in self.reset(seed=seed).items()}
+
+    def step_env(self, action: int) -> EnvStep:
+        obs, response = self.step([action])
+        info = response.infos[0]
+        return EnvStep(
+            observation={k: v[0] for k, v in obs.items()}, reward=float(response.rewards[0]),
+            terminated=bool(response.terminated[0]), truncated=bool(response.truncated[0]),
+            frames=response.frames[0], success=info.success, achievements=list(info.achievements),
+            episode_steps=info.episode_steps, skill_finished=info.skill_finished,
+            skill_error=info.skill_error if info.HasField("skill_error") else None)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Closes the session; a server that is already gone is fine (its reaper closes idle sessions). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._stub.CloseSession(env_pb2.CloseSessionRequest(session_id=self.id), timeout=timeout)
+        except grpc.RpcError as exc:
+            log.debug("closing session %s: %s", self.id, exc.code())
+        finally:
+            self._close_channel()
+
+    def _close_channel(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
 
 
 def list_all_skills(stub: env_pb2_grpc.EnvServiceStub, backend: str = "", *, include_code: bool = False,
@@ -59,58 +185,116 @@ def list_all_skills(stub: env_pb2_grpc.EnvServiceStub, backend: str = "", *, inc
             return every
 
 
-class RemoteEnv(gym.Env[dict[str, np.ndarray], int]):
-    """A single-env session as a gymnasium env: Dict(image HWC uint8, vector float32), Discrete actions.
+@dataclasses.dataclass
+class EpisodeStats:
+    """What one episode consumed; reported in ``info["episode_extra_stats"]`` when it ends."""
 
-    Frames consumed by a skill action are reported in ``info["frames"]`` so sample counts stay honest.
+    frames: int = 0
+    skill_frames: int = 0
+    skill_uses: int = 0
+    skill_errors: int = 0
+    achievements: int = 0
+
+    def as_info(self, success: bool) -> dict[str, float]:
+        return {"success": float(success), "frames": float(self.frames), "skill_frames": float(self.skill_frames),
+                "skill_uses": float(self.skill_uses), "skill_errors": float(self.skill_errors),
+                "achievements": float(self.achievements)}
+
+
+class SessionEnv(gym.Env[Observation, int]):
+    """One env of a session as a gymnasium env: Dict(image uint8, vector float32), Discrete(actions).
+
+    A skill action may consume up to K frames: ``info["frames"]`` says how many, and when an episode ends
+    ``info["episode_extra_stats"]`` sums its frames, skill frames, skill uses, skill errors and achievements,
+    so frame budgets and FPS count frames, not decisions (Sample Factory reads that key).
+
+    - ``channels_first``: images CHW (what Sample Factory's conv encoders want) instead of HWC as served.
+    - ``reseed``: a ``reset(seed=s)`` restarts the session's worlds from ``s`` (gymnasium's meaning). Off,
+      reset seeds are ignored and the session's own seed decides the worlds (Sample Factory passes env indices).
+      A reset without a seed right after the session was created returns the session's first observation,
+      with no round trip: env 0 of a session with seed s plays world s first either way.
+    - ``end_on_skill_error``: a failing skill ends (truncates) the episode; it is counted either way.
     """
 
     metadata = {"render_modes": []}
+
+    def __init__(self, session: OneEnv, *, channels_first: bool = False, reseed: bool = True,
+                 end_on_skill_error: bool = False):
+        self._session = session
+        self._channels_first = channels_first
+        self._reseed = reseed
+        self._end_on_skill_error = end_on_skill_error
+        self.action_names = list(session.actions)
+        self.skill_actions = {i for i, name in enumerate(self.action_names) if name.startswith(SKILL_PREFIX)}
+        height, width, channels = session.image_shape
+        self.action_space = gym.spaces.Discrete(len(self.action_names))
+        self.observation_space = gym.spaces.Dict({
+            "image": gym.spaces.Box(0, 255, (channels, height, width) if channels_first else (height, width, channels),
+                                    np.uint8),
+            # Finite bounds: positions and counts are large but never infinite.
+            "vector": gym.spaces.Box(-1e6, 1e6, tuple(session.vector_shape), np.float32),
+        })
+        self._fresh = True  # a new session starts reset
+        self._stats = EpisodeStats()
+
+    def _observation(self, obs: Observation) -> Observation:
+        image = obs["image"]
+        if self._channels_first:
+            image = np.ascontiguousarray(image.transpose(2, 0, 1))
+        return {"image": image, "vector": obs["vector"].copy()}
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
+              ) -> tuple[Observation, dict[str, Any]]:
+        super().reset(seed=seed)
+        self._stats = EpisodeStats()
+        world_seed = seed if seed and self._reseed else 0
+        if self._fresh and not world_seed:
+            obs = self._session.initial_observation()
+        else:
+            obs = self._session.reset_env(world_seed)
+        self._fresh = False
+        return self._observation(obs), {}
+
+    def step(self, action: int) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
+        action = int(action)
+        out = self._session.step_env(action)
+        stats = self._stats
+        stats.frames += out.frames
+        stats.achievements += len(out.achievements)
+        if action in self.skill_actions:
+            stats.skill_uses += 1
+            stats.skill_frames += out.frames
+        terminated, truncated = out.terminated, out.truncated
+        info: dict[str, Any] = {"frames": out.frames, "success": out.success, "achievements": out.achievements,
+                                "episode_steps": out.episode_steps, "skill_finished": out.skill_finished}
+        if out.skill_error is not None:
+            stats.skill_errors += 1
+            info["skill_error"] = out.skill_error
+            if self._end_on_skill_error:
+                truncated = truncated or not terminated
+        if terminated or truncated:
+            info["episode_extra_stats"] = stats.as_info(out.success)
+        return self._observation(out.observation), out.reward, terminated, truncated, info
+
+    def close(self) -> None:
+        self._session.close()
+
+
+class RemoteEnv(SessionEnv):
+    """A single-env session on the env server at ``target`` as a gymnasium env (images HWC, as served).
+
+    Passes gymnasium's ``check_env``; ``reset(seed=s)`` replays the worlds of seed ``s``.
+    """
 
     def __init__(self, target: str, *, task: str = "", backend: str = "crafter", seed: int = 0,
                  skills: Sequence[str] = (), primitive_actions: Sequence[str] = (), skill_max_steps: int = 0,
                  episode_length: int = 0, reward_terms: Sequence[common_pb2.RewardTerm] = (),
                  start_inventory: dict[str, int] | None = None, timeout: float = 60.0):
-        self._channel = create_channel(target, default_timeout=timeout)
-        self._stub = env_pb2_grpc.EnvServiceStub(self._channel)
         task_spec = common_pb2.TaskSpec(name=task, start_inventory=[
             common_pb2.ItemCount(item=k, count=v) for k, v in (start_inventory or {}).items()])
         # autoreset off: gymnasium's contract is that the caller resets after an episode ends.
-        self._session = RemoteSession(self._stub, env_pb2.CreateSessionRequest(
+        super().__init__(RemoteSession.connect(target, env_pb2.CreateSessionRequest(
             backend=backend, task=task_spec, seed=seed, num_envs=1, skills=list(skills),
             primitive_actions=list(primitive_actions), skill_max_steps=skill_max_steps,
             episode_length=episode_length, reward_terms=list(reward_terms), autoreset=False,
-            client="gymnasium"), timeout=timeout)
-        image, vector = self._session.fields["image"], self._session.fields["vector"]
-        self.action_names = self._session.actions
-        self.action_space = gym.spaces.Discrete(len(self.action_names))
-        self.observation_space = gym.spaces.Dict({
-            "image": gym.spaces.Box(0, 255, tuple(image.shape), np.uint8),
-            # Finite bounds: positions and counts are large but never infinite.
-            "vector": gym.spaces.Box(-1e6, 1e6, tuple(vector.shape), np.float32),
-        })
-        self._base_seed = seed
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
-              ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        super().reset(seed=seed)
-        obs = self._session.reset(seed=seed if seed else 0)
-        return {k: v[0] for k, v in obs.items()}, {}
-
-    def step(self, action: int) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
-        obs, response = self._session.step([int(action)])
-        info_pb = response.infos[0]
-        info: dict[str, Any] = {
-            "frames": response.frames[0], "success": info_pb.success, "achievements": list(info_pb.achievements),
-            "episode_steps": info_pb.episode_steps, "skill_finished": info_pb.skill_finished,
-        }
-        if info_pb.HasField("skill_error"):
-            info["skill_error"] = info_pb.skill_error
-        return ({k: v[0] for k, v in obs.items()}, float(response.rewards[0]), bool(response.terminated[0]),
-                bool(response.truncated[0]), info)
-
-    def close(self) -> None:
-        try:
-            self._session.close()
-        finally:
-            self._channel.close()
+            client="gymnasium"), timeout=timeout))

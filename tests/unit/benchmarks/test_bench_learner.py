@@ -1,0 +1,47 @@
+"""bench-learner's in-process env is the learner's env over a local session: same worlds, rewards, info and stats."""
+
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import pytest
+
+from benchmarks.bench_learner import LocalSession, make_inprocess_env, rl_config
+from services.learner.jobs import write_job_config
+from services.learner.sf_env import make_sf_env
+
+
+def test_in_process_env_steps_as_the_env_server_env(env_server, tmp_path) -> None:
+    config = rl_config(frames=1000, seed=2)
+    config.episode_length = 40
+    write_job_config(tmp_path, config, {"env_server": env_server.target})
+    cfg, slot = types.SimpleNamespace(rlgpt_job_dir=str(tmp_path)), types.SimpleNamespace(env_id=1)
+    local, remote = make_inprocess_env("rlgpt_inprocess", cfg, slot), make_sf_env("rlgpt", cfg, slot)
+    actions = np.random.default_rng(0).integers(0, remote.action_space.n, size=90)
+    try:
+        assert local.observation_space == remote.observation_space and local.action_names == remote.action_names
+        for env_obs in zip(local.reset(seed=0)[0].values(), remote.reset(seed=0)[0].values(), strict=True):
+            assert np.array_equal(*env_obs)
+        episodes = 0
+        for action in actions:
+            (l_obs, l_rew, l_term, l_trunc, l_info), (r_obs, r_rew, r_term, r_trunc, r_info) = (
+                local.step(action), remote.step(action))
+            assert np.array_equal(l_obs["image"], r_obs["image"]) and np.array_equal(l_obs["vector"], r_obs["vector"])
+            assert (l_rew, l_term, l_trunc) == pytest.approx((r_rew, r_term, r_trunc))
+            assert l_info == r_info
+            if l_term or l_trunc:
+                episodes += 1
+                for env_obs in zip(local.reset()[0].values(), remote.reset()[0].values(), strict=True):
+                    assert np.array_equal(*env_obs)
+        assert episodes >= 2  # stats of whole episodes compared, and the worlds after a reset
+    finally:
+        local.close()
+        remote.close()
+
+
+def test_local_session_refuses_skills() -> None:
+    config = rl_config(frames=1000, seed=2)
+    config.skills.append("anything")
+    with pytest.raises(ValueError, match="primitive actions only"):
+        LocalSession(config, 1)
