@@ -32,7 +32,7 @@ app = typer.Typer(add_completion=False, help=__doc__)
 TITLE = "## RL-GPT with a capable model through the relay, replayed (make bench-replay)"
 RUNS = Path("docs/runs")
 RESULTS = Path("docs/bench-raw/replay")
-KEPT = ("request.json", "state.json", "report.md", "llm", "attempts")
+KEPT = ("request.json", "library_start.json", "state.json", "report.md", "llm", "attempts")
 
 
 def run_summary(run_dir: Path) -> dict[str, Any]:

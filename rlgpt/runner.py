@@ -69,6 +69,16 @@ def task_spec(task: str, success: str) -> common_pb2.TaskSpec:
     return spec
 
 
+def replay_library(source: Path, runs_dir: Path) -> Path:
+    """A fresh copy of the skill library the recorded run started with (its ``library_start.json``; a run
+    recorded without one started empty): the prompts quote the library, so a replay must start from the same."""
+    path = runs_dir / "replay-libraries" / f"{source.resolve().name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    start = source / "library_start.json"
+    path.write_text(start.read_text() if start.exists() else "[]")
+    return path
+
+
 def recorded_request(run_dir: Path) -> planner_pb2.StartRunRequest:
     """The request a recorded run started with (its ``request.json``), for ``--replay``."""
     path = run_dir / "request.json"
@@ -86,16 +96,17 @@ def recorded_request(run_dir: Path) -> planner_pb2.StartRunRequest:
 
 @contextlib.contextmanager
 def local_services(options: RunOptions, log_dir: Path,
-                   llm_env: dict[str, str] | None = None) -> Iterator[dict[str, ServiceProcess]]:
+                   service_env: dict[str, str] | None = None) -> Iterator[dict[str, ServiceProcess]]:
     """Starts env, learner, critic and planner (and the embedded LLM when needed); yields them by name.
 
-    ``llm_env``: ``RLGPT_LLM_*`` settings the planner and the critic get (a replay's server)."""
+    ``service_env``: settings the services get on top of this process's (a replay's LLM server and skill
+    library)."""
     started: list[ServiceProcess] = []
     llm_server: LocalLLMServer | None = None
     saved_env = dict(os.environ)
     log_dir.mkdir(parents=True, exist_ok=True)
     try:
-        os.environ.update(llm_env or {})
+        os.environ.update(service_env or {})
         llm = LLMSettings.load()
         if options.mode != "pure-rl" and needs_local_server(llm):
             llm_server = LocalLLMServer(llm, log_path=log_dir / "llm-server.log").start()
@@ -110,7 +121,7 @@ def local_services(options: RunOptions, log_dir: Path,
         critic_args = ("--no-llm",) if options.mode == "pure-rl" else ()
         critic = start_service("critic", log_dir, extra_args=critic_args)
         started.append(critic)
-        os.environ.update(RLGPT_PLANNER_LIBRARY_PATH=str(options.runs_dir / "skill_library.json"))
+        os.environ.setdefault("RLGPT_PLANNER_LIBRARY_PATH", str(options.runs_dir / "skill_library.json"))
         planner = start_service("planner", log_dir, extra_args=(
             "--env-server", env.target, "--learner", learner.target, "--critic", critic.target,
             "--run-dir", str(options.runs_dir)))
@@ -249,7 +260,8 @@ def run_rlgpt(options: RunOptions) -> Path:
             options.mode = request.mode or options.mode  # pure-rl starts no LLM; the recorded mode decides
             replay = stack.enter_context(ChatServer(ReplayAnswerer(options.replay / "llm"), model="replay"))
             llm_env = {"RLGPT_LLM_BASE_URL": replay.base_url, "RLGPT_LLM_MODEL": "replay",
-                       "RLGPT_LLM_STRUCTURED": "json_schema"}
+                       "RLGPT_LLM_STRUCTURED": "json_schema",
+                       "RLGPT_PLANNER_LIBRARY_PATH": str(replay_library(options.replay, options.runs_dir))}
             console.print(f"replaying the LLM calls of {options.replay} (skills and trainings run live)")
         services = None if options.planner else stack.enter_context(local_services(options, log_dir, llm_env))
         planner_target = options.planner or services["planner"].target

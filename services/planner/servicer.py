@@ -112,6 +112,8 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
             if resumed is not None and resumed.id in self.runs and self.runs[resumed.id].active:
                 raise FailedPrecondition(f"run {resumed.id} is still active")
             run = resumed or Run.create(Path(self.settings.run_dir), request)
+            if resumed is None:
+                self.library.snapshot(run.dir / "library_start.json")
             self.runs[run.id] = run
         metrics.PLANNER_RUNS_ACTIVE.inc()
         threading.Thread(target=self._execute, args=(run, describe), daemon=True, name=f"run-{run.id}").start()

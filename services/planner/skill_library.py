@@ -63,9 +63,18 @@ class SkillLibrary:
             self._skills[skill.name] = skill
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_suffix(".tmp")
-            tmp.write_text(json.dumps([dataclasses.asdict(s) for s in self._skills.values()], indent=1))
+            tmp.write_text(self._json())
             tmp.replace(self.path)
             return True
+
+    def snapshot(self, path: Path) -> None:
+        """Writes the library as it is now to ``path`` (a run keeps the library it started with, so that a
+        replay of the run starts from the same skills)."""
+        with self._lock:
+            path.write_text(self._json())
+
+    def _json(self) -> str:
+        return json.dumps([dataclasses.asdict(s) for s in self._skills.values()], indent=1)
 
     def all(self) -> list[LibrarySkill]:
         with self._lock:

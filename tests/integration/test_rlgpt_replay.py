@@ -62,6 +62,11 @@ def test_replay_re_runs_the_record_with_no_llm(recorded, tmp_path, monkeypatch) 
     # The replayed run keeps its own records, so it can be replayed in turn.
     assert [json.loads(p.read_text())["agent"] for p in sorted((run_dir / "llm").glob("*.json"))] == \
         [json.loads(p.read_text())["agent"] for p in recorded_calls]
+    # Each run keeps the library it started with, and a replay starts from it: the prompts quote the library, so
+    # a second replay into the same runs directory (whose library now holds get_wood) still meets every prompt.
+    assert json.loads((recorded / "library_start.json").read_text()) == []
+    again = run_rlgpt(options(tmp_path / "runs", replay=recorded)).parent
+    assert json.loads((again / "replay.json").read_text())["same_prompt"] == len(recorded_calls)
 
 
 def test_a_call_the_record_lacks_stops_the_run_with_its_name(recorded, tmp_path, monkeypatch) -> None:
