@@ -213,6 +213,16 @@ def _serve(name: str, server_settings: Any, service_name: str, add_fn: Any, serv
     serve_until_signal(server, server_settings.grace_seconds)
 
 
+def _budget_help(what: str, field: str) -> str:
+    """A budget option's help: unset, the planner decides (its default is read from PlannerSettings, the one
+    place it is written; the planner checks the value too)."""
+    from rlgpt.config import PlannerSettings
+
+    default = PlannerSettings.__dataclass_fields__[field].default
+    return (f"{what}. Unset: the planner's default ({default} unless RLGPT_PLANNER_{field.upper()} is set "
+            "on the planner); the planner checks the range.")
+
+
 @app.command("run")
 def run(
     task: Annotated[str, typer.Option(help="A Crafter achievement (e.g. make_wood_pickaxe) or free text with "
@@ -227,13 +237,18 @@ def run(
     runs_dir: Annotated[Path, typer.Option(help="Where run directories are created (services started here) and "
                                                 "where each run's report is saved, in RUNS_DIR/<run id>.")]
     = Path("runs"),
-    outer: Annotated[int, typer.Option(help="Max outer iterations O.", min=1, max=20)] = 2,
-    inner: Annotated[int, typer.Option(help="Max inner iterations I per sub-task.", min=1, max=20)] = 2,
-    frames_per_training: Annotated[int, typer.Option(help="Env frames per RL training.", min=1)] = 15000,
-    total_frames: Annotated[int, typer.Option(help="Env frames the whole run may spend (0: unbounded).",
-                                              min=0)] = 60000,
-    eval_episodes: Annotated[int, typer.Option(help="Final evaluation episodes E.", min=1, max=64)] = 8,
-    candidates: Annotated[int, typer.Option(help="Skill candidates per fast-agent step.", min=1, max=16)] = 1,
+    outer: Annotated[int | None, typer.Option(help=_budget_help("Max outer iterations O", "max_outer_iterations"),
+                                              show_default=False)] = None,
+    inner: Annotated[int | None, typer.Option(help=_budget_help("Max inner iterations I per sub-task",
+                                                                "max_inner_iterations"), show_default=False)] = None,
+    frames_per_training: Annotated[int | None, typer.Option(help=_budget_help(
+        "Env frames per RL training", "env_frames_per_training"), show_default=False)] = None,
+    total_frames: Annotated[int | None, typer.Option(help=_budget_help(
+        "Env frames the whole run may spend, 0: unbounded", "total_env_frames"), show_default=False)] = None,
+    eval_episodes: Annotated[int | None, typer.Option(help=_budget_help("Final evaluation episodes E",
+                                                                        "eval_episodes"), show_default=False)] = None,
+    candidates: Annotated[int | None, typer.Option(help=_budget_help("Skill candidates per fast-agent step",
+                                                                     "candidates"), show_default=False)] = None,
     seed: Annotated[int, typer.Option(help="Seed.")] = 0,
     planner: Annotated[str, typer.Option(help="Use this planner (host:port) instead of starting all services "
                                               "here (e.g. a cluster).")] = "",

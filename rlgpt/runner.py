@@ -44,15 +44,26 @@ class RunOptions:
     planner knows (``--planner``: the last part of a path is taken as the id, so ``runs/<run_id>`` works too)."""
     runs_dir: Path
     """Where run directories are created (services started here) and where each run's report is saved."""
-    outer: int
-    inner: int
-    frames_per_training: int
-    total_frames: int
-    eval_episodes: int
-    candidates: int
-    seed: int
+    # The budgets the user typed, sent as they are; None: the planner's default. The planner alone defaults and
+    # checks budgets (a refused value comes back as InvalidArgument).
+    outer: int | None = None
+    inner: int | None = None
+    frames_per_training: int | None = None
+    total_frames: int | None = None
+    """0: unbounded."""
+    eval_episodes: int | None = None
+    candidates: int | None = None
+    seed: int = 0
     planner: str = ""
     replay: Path | None = None
+
+
+def budgets(options: RunOptions) -> planner_pb2.Budgets:
+    """The budgets the user gave; the others stay unset, for the planner to default."""
+    given = {"max_outer_iterations": options.outer, "max_inner_iterations": options.inner,
+             "env_frames_per_training": options.frames_per_training, "total_env_frames": options.total_frames,
+             "eval_episodes": options.eval_episodes, "candidates": options.candidates}
+    return planner_pb2.Budgets(**{name: value for name, value in given.items() if value is not None})
 
 
 def task_spec(task: str, success: str) -> common_pb2.TaskSpec:
@@ -232,22 +243,12 @@ def run_rlgpt(options: RunOptions) -> Path:
     """Starts (or resumes) a run, follows it, saves its report (from the planner) under ``runs_dir/<run id>``;
     returns the local report path."""
     console = Console(stderr=True)
-    problems = [f"{name} must be >= 1 (a budget of zero does nothing), got {value}" for name, value in (
-        ("--frames-per-training", options.frames_per_training), ("--eval-episodes", options.eval_episodes),
-        ("--outer", options.outer), ("--inner", options.inner), ("--candidates", options.candidates)) if value < 1]
-    if options.total_frames < 0:
-        problems.append(f"--total-frames must be >= 0 (0: unbounded), got {options.total_frames}")
     if options.replay is not None and (options.planner or options.resume is not None):
-        problems.append("--replay starts a new run on services started here; it cannot be combined with "
-                        f"--{'planner' if options.planner else 'resume'}")
-    if problems:
-        raise InvalidArgument("; ".join(problems))
+        raise InvalidArgument("--replay starts a new run on services started here; it cannot be combined with "
+                              f"--{'planner' if options.planner else 'resume'}")
     request = planner_pb2.StartRunRequest(
         task=task_spec(options.task, options.success), mode=options.mode, agents=options.agents, seed=options.seed,
-        budgets=planner_pb2.Budgets(max_outer_iterations=options.outer, max_inner_iterations=options.inner,
-                                    env_frames_per_training=options.frames_per_training,
-                                    total_env_frames=options.total_frames, eval_episodes=options.eval_episodes,
-                                    candidates=options.candidates))
+        budgets=budgets(options))
     if options.resume is not None:
         request = _resume_request(options, Path(options.resume))
     options.runs_dir = options.runs_dir.resolve()

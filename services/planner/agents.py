@@ -174,15 +174,16 @@ class FastAgent:
     """Writes skills (tested on the env server) and RL configs (checked by the learner)."""
 
     def __init__(self, llm: CompletesJSON, env: env_pb2_grpc.EnvServiceStub, describe: env_pb2.DescribeResponse,
-                 library: SkillLibrary, *, test_episodes: int = 4, test_steps: int = 300, seed: int = 0,
-                 protocol: EvalProtocol | None = None):
-        """``protocol``: the run's budgets (the loops pass theirs); without it, one from test_episodes/steps."""
+                 library: SkillLibrary, *, test_episodes: int | None = None, test_steps: int | None = None,
+                 seed: int = 0, protocol: EvalProtocol | None = None):
+        """``protocol``: the run's budgets (the loops pass theirs); without it, the planner's defaults with
+        ``test_episodes``/``test_steps`` where given."""
         self.llm = llm
         self.env = env
         self.describe = describe
         self.library = library
-        self.protocol = (protocol or EvalProtocol(test_episodes=test_episodes, test_steps=test_steps)).with_rules(
-            describe.rules)
+        given = {k: v for k, v in (("test_episodes", test_episodes), ("test_steps", test_steps)) if v is not None}
+        self.protocol = (protocol or EvalProtocol(**given)).with_rules(describe.rules)
         self.test_episodes = self.protocol.test_episodes
         self.test_steps = self.protocol.test_steps
         self.seed = seed

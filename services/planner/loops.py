@@ -47,14 +47,13 @@ from rlgpt.v1 import (
 )
 from rlgpt.world_rules import achievement_items
 from services.planner.agents import FastAgent, SlowAgent
+from services.planner.budgets import resolve_budgets
 from services.planner.prompts import EvalProtocol
 from services.planner.runs import Run
 from services.planner.skill_library import SkillLibrary
 from services.planner.state import RunState, SubTaskState
 
 log = logging.getLogger(__name__)
-DEFAULT_OUTER, DEFAULT_INNER, DEFAULT_EVAL = 2, 2, 8
-FINAL_EPISODE_FRAMES = 1000
 SUMMARY_FEEDBACK_CHARS = 400
 _DEF = re.compile(r"^def\s+(\w+)\s*\(", re.MULTILINE)
 
@@ -115,18 +114,19 @@ class TwoLoops:
         self.run, self.state, self.describe, self.stubs, self.settings = run, state, describe, stubs, settings
         self.mode = request.mode or "rl-gpt"
         self.agents = request.agents or "slow-fast-critic"
-        budgets = request.budgets
-        self.outer = budgets.max_outer_iterations or DEFAULT_OUTER
-        self.inner = budgets.max_inner_iterations or DEFAULT_INNER
-        self.eval_episodes = budgets.eval_episodes or DEFAULT_EVAL
-        self.candidates = budgets.candidates or settings.candidates
-        self.frames_per_training = budgets.env_frames_per_training or settings.env_frames_per_training
+        budgets = resolve_budgets(request.budgets, settings)  # the planner's defaults where the request has none
+        self.outer = budgets.max_outer_iterations
+        self.inner = budgets.max_inner_iterations
+        self.eval_episodes = budgets.eval_episodes
+        self.candidates = budgets.candidates
+        self.frames_per_training = budgets.env_frames_per_training
         self.total_frames = budgets.total_env_frames
         self.max_tokens = budgets.max_tokens
+        self.final_frames = settings.final_episode_frames
         self.library = library
         self.protocol = EvalProtocol(test_episodes=settings.test_episodes, test_steps=settings.test_steps,
                                      env_frames=self.frames_per_training, eval_episodes=self.eval_episodes,
-                                     final_frames=FINAL_EPISODE_FRAMES).with_rules(describe.rules)
+                                     final_frames=self.final_frames).with_rules(describe.rules)
         self.slow = SlowAgent(llm, describe, library, self.protocol) if llm is not None else None
         self.fast = (FastAgent(llm, stubs.env, describe, library, seed=request.seed, protocol=self.protocol)
                      if llm is not None else None)
@@ -200,7 +200,7 @@ class TwoLoops:
         frames = self.total_frames or self.frames_per_training
         config = learner_pb2.RLConfig(
             name=st.name, task=common_pb2.TaskSpec(name=st.name, success=list(st.success)), env_frames=frames,
-            episode_length=FINAL_EPISODE_FRAMES, seed=self.run.request.seed,
+            episode_length=self.final_frames, seed=self.run.request.seed,
             reward_terms=[common_pb2.RewardTerm(kind="success", weight=10.0),
                           common_pb2.RewardTerm(kind="achievement", target="*", weight=1.0)])
         self._train(st, state, config)
@@ -504,7 +504,7 @@ class TwoLoops:
                     description="the run's coded sub-task skills in plan order"))
                 result = self.stubs.env.RunSkill(env_pb2.RunSkillRequest(
                     skill=f"chain_{self.run.id[-6:]}", episodes=min(self.eval_episodes, 64), seed=self.run.request.seed
-                    + 1000, max_steps=FINAL_EPISODE_FRAMES, task=whole))
+                    + 1000, max_steps=self.final_frames, task=whole))
                 final.update(controller="chain of coded skills", success_rate=result.success_rate,
                              returns=[e.episode_return for e in result.episodes])
             except grpc.RpcError as exc:

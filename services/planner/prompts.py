@@ -11,11 +11,13 @@ import functools
 from pathlib import Path
 
 from rlgpt import prompts
+from rlgpt.config import PlannerSettings
 from rlgpt.v1 import common_pb2
 
 PROMPT_DIR = Path(__file__).parent / "prompts"
 render = functools.partial(prompts.render, PROMPT_DIR)
 """A planner prompt by name (``prompts/<name>.txt``), its fields filled."""
+_DEFAULTS = PlannerSettings()
 
 
 def inventory_text(items: list[common_pb2.ItemCount] | dict[str, int]) -> str:
@@ -33,11 +35,11 @@ class EvalProtocol:
     where the texts say placed things do not carry over into a test's new world.
     """
 
-    test_episodes: int = 4
-    test_steps: int = 300
-    env_frames: int = 20000
-    eval_episodes: int = 8
-    final_frames: int = 1000
+    test_episodes: int = _DEFAULTS.test_episodes
+    test_steps: int = _DEFAULTS.test_steps
+    env_frames: int = _DEFAULTS.env_frames_per_training
+    eval_episodes: int = _DEFAULTS.eval_episodes
+    final_frames: int = _DEFAULTS.final_episode_frames
     placed: tuple[str, ...] = ()
 
     def with_rules(self, rules: common_pb2.WorldRules) -> EvalProtocol:

@@ -15,6 +15,7 @@ from rlgpt.errors import FailedPrecondition, InvalidArgument, NotFound, Resource
 from rlgpt.grpc_client import create_channel
 from rlgpt.v1 import critic_pb2_grpc, env_pb2, env_pb2_grpc, learner_pb2_grpc, planner_pb2, planner_pb2_grpc
 from services.planner.agents import CompletesJSON, MeteredLLM
+from services.planner.budgets import budget_problems
 from services.planner.loops import StopRequested, Stubs, TwoLoops, describe_failure
 from services.planner.report import outcome, report_chunks, write_run_report
 from services.planner.runs import Run, check_run_id
@@ -60,17 +61,8 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
             problems.append(f"mode={shown(request.mode)}: must be one of {', '.join(MODES)}")
         if request.agents and request.agents not in AGENT_SETUPS:
             problems.append(f"agents={shown(request.agents)}: must be one of {', '.join(AGENT_SETUPS)}")
-        b = request.budgets
-        for name, value, high in (("max_outer_iterations", b.max_outer_iterations, 20),
-                                  ("max_inner_iterations", b.max_inner_iterations, 20),
-                                  ("eval_episodes", b.eval_episodes, 64), ("candidates", b.candidates, 16)):
-            if not 0 <= value <= high:
-                problems.append(f"budgets.{name}={value} must be in 0..{high} (0 means the default)")
-        if b.env_frames_per_training < 0 or b.max_tokens < 0:
-            problems.append("budgets: env_frames_per_training and max_tokens must be >= 0")
-        if b.total_env_frames < 0:
-            problems.append(f"budgets.total_env_frames={b.total_env_frames} must be >= 0 (0: unbounded)")
-        if request.mode in ("rl-gpt", "pure-rl") and self.learner is None and request.mode == "pure-rl":
+        problems.extend(budget_problems(request.budgets, self.settings))
+        if request.mode == "pure-rl" and self.learner is None:
             problems.append("mode=pure-rl needs a learner (RLGPT_PLANNER_LEARNER)")
         if problems:
             raise InvalidArgument("; ".join(problems))

@@ -1,0 +1,42 @@
+"""A run's budgets: the planner alone defaults and checks them.
+
+``rlgpt.v1.Budgets`` fields are optional. An unset field takes the planner's default, the
+:class:`~rlgpt.config.PlannerSettings` field of the same name (``RLGPT_PLANNER_<FIELD>``); a set field must lie
+in the range that settings field declares (its ``ge``/``le``). Clients (``rlgpt run``, benchmarks) send only
+what a user chose.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from rlgpt.config import PlannerSettings
+from rlgpt.v1 import planner_pb2
+
+BUDGET_FIELDS = tuple(f.name for f in planner_pb2.Budgets.DESCRIPTOR.fields)
+_SETTINGS = {f.name: f for f in dataclasses.fields(PlannerSettings)}
+
+
+def allowed_range(name: str) -> str:
+    """The values a set budget may take, from its settings field (``ge``, optional ``le``): ``in 1..20``,
+    ``>= 1``."""
+    meta = _SETTINGS[name].metadata
+    return f"in {meta['ge']}..{meta['le']}" if "le" in meta else f">= {meta['ge']}"
+
+
+def _allowed(name: str, value: int) -> bool:
+    meta = _SETTINGS[name].metadata
+    return meta["ge"] <= value <= meta.get("le", value)
+
+
+def budget_problems(budgets: planner_pb2.Budgets, settings: PlannerSettings) -> list[str]:
+    """One line per set budget outside its range, naming the field, the range and the default."""
+    return [f"budgets.{name}={getattr(budgets, name)} must be {allowed_range(name)} (unset: the planner's "
+            f"default, {getattr(settings, name)})"
+            for name in BUDGET_FIELDS if budgets.HasField(name) and not _allowed(name, getattr(budgets, name))]
+
+
+def resolve_budgets(budgets: planner_pb2.Budgets, settings: PlannerSettings) -> planner_pb2.Budgets:
+    """Every field set: the request's value where it has one, the planner's default elsewhere."""
+    return planner_pb2.Budgets(**{name: getattr(budgets, name) if budgets.HasField(name) else getattr(settings, name)
+                                  for name in BUDGET_FIELDS})
