@@ -89,18 +89,27 @@ class TokenLedger:
 
 
 _GRAMMAR_HEAVY = {"maxLength", "minLength", "pattern"}
+_MAX_SENT_LENGTH = 256  # a larger maxLength is left to pydantic: a grammar that long is slow to build
 
 
-def server_schema(schema: type[BaseModel]) -> dict[str, Any]:
-    """The schema sent to the server: shape, types and enums, without string length and pattern limits.
+def server_schema(schema: type[BaseModel], *, keep_limits: bool = True) -> dict[str, Any]:
+    """The schema sent to the server: shape, types, enums and, with ``keep_limits``, the string limits a
+    grammar can carry (patterns, minLength, maxLength up to 256).
 
-    llama.cpp turns ``maxLength: 1200`` into a 1200-deep nested grammar it cannot parse (and its server
-    dies); pydantic still enforces every limit on the answer, and the repair attempt quotes a violation.
+    Without them a constrained decoder is free to write ``{"name": ", "}``, as vLLM with a small model did. But
+    llama.cpp turns ``maxLength: 1200`` into a 1200-deep nested grammar it cannot parse (and its server dies),
+    so ``json_object`` mode sends no string limits. Pydantic enforces every limit on the answer either way, and
+    the repair attempt quotes a violation.
     """
+
+    def sent(key: str, value: Any) -> bool:
+        if key not in _GRAMMAR_HEAVY:
+            return True
+        return keep_limits and (key != "maxLength" or (isinstance(value, int) and value <= _MAX_SENT_LENGTH))
 
     def strip(node: Any) -> Any:
         if isinstance(node, dict):
-            return {k: strip(v) for k, v in node.items() if k not in _GRAMMAR_HEAVY}
+            return {k: strip(v) for k, v in node.items() if sent(k, v)}
         if isinstance(node, list):
             return [strip(v) for v in node]
         return node
@@ -153,10 +162,9 @@ class LLMClient:
             return self._seq
 
     def _response_format(self, schema: type[BaseModel]) -> dict[str, Any]:
-        json_schema = server_schema(schema)
         if self.structured == "json_object":
-            return {"type": "json_object", "schema": json_schema}
-        return {"type": "json_schema", "json_schema": {"name": schema.__name__, "schema": json_schema}}
+            return {"type": "json_object", "schema": server_schema(schema, keep_limits=False)}
+        return {"type": "json_schema", "json_schema": {"name": schema.__name__, "schema": server_schema(schema)}}
 
     def _create(self, messages: list[dict[str, str]], schema: type[BaseModel], headers: dict[str, str]) -> Any:
         delay = self.settings.backoff_seconds

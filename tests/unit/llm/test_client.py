@@ -38,7 +38,7 @@ def test_valid_answer_with_schema_and_accounting(tmp_path) -> None:
     assert record.prompt_tokens == 11 and record.completion_tokens == 7 and record.attempts == 1
     sent = server.requests[0]["response_format"]
     assert sent["type"] == "json_schema" and sent["json_schema"]["schema"]["properties"]["count"]["maximum"] == 10
-    assert "maxLength" not in json.dumps(sent)  # string limits stay client-side (llama.cpp grammars choke on them)
+    assert sent["json_schema"]["schema"]["properties"]["name"]["maxLength"] == 50  # a grammar can carry it
     saved = json.loads(next(tmp_path.glob("*-fast.json")).read_text())
     assert saved["parsed"] == {"name": "wood", "count": 3} and saved["messages"][0]["content"] == "go"
 
@@ -49,6 +49,7 @@ def test_llama_cpp_mode_sends_json_object_with_schema() -> None:
         ask(c)
     assert server.requests[0]["response_format"]["type"] == "json_object"
     assert "schema" in server.requests[0]["response_format"]
+    assert "maxLength" not in json.dumps(server.requests[0])  # llama.cpp's grammars choke on string limits
 
 
 @pytest.mark.parametrize("bad", ["I think the answer is wood.", '{"name": "wood", "count": 99}', ""])
@@ -135,3 +136,16 @@ def test_headers_name_the_agent_and_the_call() -> None:
     first, repair = server.headers
     assert first["x-rlgpt-agent"] == "fast" and first["x-rlgpt-attempt"] == "1"
     assert repair["x-rlgpt-attempt"] == "2" and repair["x-rlgpt-call"] == first["x-rlgpt-call"]
+
+
+def test_json_schema_mode_sends_patterns_and_short_limits_but_not_long_ones() -> None:
+    from rlgpt.llm.client import server_schema
+
+    class Skill(BaseModel):
+        name: str = Field(pattern=r"^[a-z_]+$", min_length=1, max_length=40)
+        code: str = Field(min_length=10, max_length=8000)
+
+    props = server_schema(Skill)["properties"]
+    assert props["name"] == {"maxLength": 40, "minLength": 1, "pattern": "^[a-z_]+$", "title": "Name", "type": "string"}
+    assert props["code"]["minLength"] == 10 and "maxLength" not in props["code"]
+    assert "pattern" not in json.dumps(server_schema(Skill, keep_limits=False))
