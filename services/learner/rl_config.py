@@ -37,8 +37,25 @@ class EnvVocabulary:
                    max_episode_length=describe.limits.max_episode_length)
 
 
+# The learner's defaults for the RLConfig fields a client leaves at 0 (the learner alone defaults the RL config:
+# the planner sends only what its agents chose).
+DEFAULT_NUM_WORKERS = 2
+"""Rollout workers when ``num_workers`` is 0, capped by this machine's cores (:func:`num_workers`)."""
+DEFAULT_ENVS_PER_WORKER = 4
+"""Envs per rollout worker when ``envs_per_worker`` is 0."""
+DEFAULT_SKILL_MAX_STEPS = 32
+"""K, frames per skill action, when ``skill_max_steps`` is 0 and the config has skills (1 without)."""
+DEFAULT_EPISODE_LENGTH = 1000
+"""Episode length in frames when ``episode_length`` is 0."""
+
+
 def cpu_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def num_workers(config: learner_pb2.RLConfig) -> int:
+    """The rollout workers a config trains with: its own, or the default capped by this machine's cores."""
+    return config.num_workers or min(DEFAULT_NUM_WORKERS, cpu_cores())
 
 
 def validate_rl_config(config: learner_pb2.RLConfig, vocabulary: EnvVocabulary,
@@ -49,10 +66,10 @@ def validate_rl_config(config: learner_pb2.RLConfig, vocabulary: EnvVocabulary,
     filled.CopyFrom(config)
     filled.backend = config.backend or vocabulary.backend
     filled.runner = config.runner or settings.runner
-    filled.num_workers = config.num_workers or min(2, cpu_cores())
-    filled.envs_per_worker = config.envs_per_worker or 4
-    filled.skill_max_steps = config.skill_max_steps or (32 if config.skills else 1)
-    filled.episode_length = config.episode_length or 1000
+    filled.num_workers = num_workers(config)
+    filled.envs_per_worker = config.envs_per_worker or DEFAULT_ENVS_PER_WORKER
+    filled.skill_max_steps = config.skill_max_steps or (DEFAULT_SKILL_MAX_STEPS if config.skills else 1)
+    filled.episode_length = config.episode_length or DEFAULT_EPISODE_LENGTH
 
     if config.env_frames <= 0:
         problems.append(f"env_frames={config.env_frames}: the frame budget must be > 0")

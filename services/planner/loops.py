@@ -399,7 +399,7 @@ class TwoLoops:
                     and name not in config.skills:
                 config.skills.append(name)
         if config.skills and config.skill_max_steps <= 1:
-            config.skill_max_steps = 32
+            config.skill_max_steps = 0  # one frame per skill is no macro action: K is the learner's default
         del config.task.start_inventory[:]
         config.task.start_inventory.extend(start)
         state.rl_config = json_format.MessageToDict(config, preserving_proto_field_name=True)
@@ -408,7 +408,6 @@ class TwoLoops:
     def _train(self, st: planner_pb2.SubTask, state: SubTaskState, config: learner_pb2.RLConfig,
                start: list[common_pb2.ItemCount] | None = None) -> critic_pb2.Verdict | None:
         assert self.stubs.learner is not None
-        config.num_workers = config.num_workers or 2
         self.run.emit(st.name, config=config)
         try:
             job_id = self.stubs.learner.StartTraining(learner_pb2.StartTrainingRequest(config=config)).job_id
