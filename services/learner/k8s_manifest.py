@@ -29,6 +29,7 @@ from rlgpt.config import LearnerSettings
 from rlgpt.errors import InvalidArgument
 from rlgpt.v1 import learner_pb2
 from services.learner.jobs import train_command
+from services.learner.rl_config import num_workers
 
 JOB_NAME_PREFIX = "rlgpt-train-"
 MAX_NAME_LENGTH = 63
@@ -41,7 +42,6 @@ ANNOTATION_JOB_DIR = "rlgpt.dev/job-dir"
 GPU_RESOURCE = "nvidia.com/gpu"
 RUN_AS_USER = 10001  # the uid of the rlgpt images (deploy/docker)
 TTL_SECONDS_AFTER_FINISHED = 3600
-_DEFAULT_NUM_WORKERS = 2  # what validate_rl_config fills in for num_workers=0 on a >= 2-core machine
 
 _LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
@@ -94,7 +94,7 @@ def container_job_dir(job_dir: Path, settings: LearnerSettings) -> PurePosixPath
 
 def _cpu_count(config: learner_pb2.RLConfig) -> int:
     # One core per rollout worker plus one for Sample Factory's learner/batcher process.
-    return (config.num_workers or _DEFAULT_NUM_WORKERS) + 1
+    return num_workers(config) + 1
 
 
 def build_job_manifest(job_id: str, job_dir: Path, config: learner_pb2.RLConfig,
