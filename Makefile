@@ -9,7 +9,7 @@ EXTRAS := env,learner,planner,critic,local-llm,dev
 PROTOS := $(wildcard proto/rlgpt/v1/*.proto)
 TEST_TIMEOUT ?= 1800
 
-.PHONY: setup setup-system proto run test test-e2e vllm-setup llm-vllm lint bench-env bench-learner bench-llm bench-rlgpt bench-skills clean help \
+.PHONY: setup setup-system proto run test test-e2e vllm-setup llm-vllm lint bench-env bench-learner bench-llm bench-rlgpt bench-skills bench-replay clean help \
 	images images-local smoke-images play-kube check-deploy kind-up deploy kind-down
 
 help:
@@ -23,6 +23,7 @@ help:
 	@echo "make bench-llm - embedded LLMs on the agents' prompts -> docs/BENCHMARKS.md"
 	@echo "make bench-rlgpt - pure RL vs pure code vs RL-GPT at one frame budget -> docs/BENCHMARKS.md"
 	@echo "make bench-skills - a capable model's recorded skills for 14 sub-tasks, re-tested -> docs/BENCHMARKS.md"
+	@echo "make bench-replay - a capable model's RL-GPT runs (docs/runs, recorded through the relay) replayed -> docs/BENCHMARKS.md"
 	@echo "make images  - build every service image with docker or podman"
 	@echo "make images-local - build the CPU images with podman on a debootstrap base (no registry)"
 	@echo "make smoke-images - run the service + LLM containers and a short rlgpt run against them"
@@ -120,6 +121,12 @@ SKILL_MODEL ?= Claude (Anthropic), as helper agents told to read nothing but the
 bench-skills: setup
 	$(PY) -m benchmarks.bench_skills run --answers $(SKILL_ANSWERS)
 	$(PY) -m benchmarks.bench_skills report --answers $(SKILL_ANSWERS) --model "$(SKILL_MODEL)"
+
+# Replays the RL-GPT runs kept in docs/runs (a capable model answering through `rlgpt serve llm-relay`): every LLM
+# call from the record, skills, trainings and the final evaluation live (see benchmarks/bench_replay.py).
+bench-replay: setup
+	$(PY) -m benchmarks.bench_replay run
+	$(PY) -m benchmarks.bench_replay report
 
 clean:
 	rm -rf $(VENV) $(STAMPS) rlgpt/v1/*_pb2*.py rlgpt/v1/*_pb2.pyi
