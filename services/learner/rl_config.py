@@ -8,9 +8,8 @@ import os
 
 from rlgpt.config import LearnerSettings
 from rlgpt.errors import InvalidArgument
+from rlgpt.reward_kinds import takes_target
 from rlgpt.v1 import env_pb2, learner_pb2
-
-REWARD_KINDS_WITH_TARGET = {"achievement", "inventory_gain"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,7 +107,7 @@ def validate_rl_config(config: learner_pb2.RLConfig, vocabulary: EnvVocabulary,
         if term.kind not in vocabulary.reward_kinds:
             problems.append(f"reward_terms[{i}]: unknown kind {term.kind!r}; "
                             f"known: {', '.join(vocabulary.reward_kinds)}")
-        elif term.kind in REWARD_KINDS_WITH_TARGET and term.target != "*":
+        elif takes_target(term.kind) and term.target != "*":
             known = vocabulary.achievements if term.kind == "achievement" else vocabulary.items
             if term.target not in known:
                 problems.append(f"reward_terms[{i}]: unknown {term.kind} target {term.target!r}")

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from rlgpt import metrics
 from rlgpt.llm.client import CallRecord, StructuredOutputError
 from rlgpt.prompts import CompletesJSON, conditions_text
+from rlgpt.reward_kinds import REWARD_KINDS
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2, planner_pb2
 from services.planner.prompts import EvalProtocol, render
 from services.planner.schemas import (
@@ -62,17 +63,6 @@ MAX_SHOWN_CODE = 2
 """Library skills whose code the fast agent sees (the most relevant to its sub-task)."""
 MAX_SHOWN_CODE_CHARS = 2500
 """A library skill's code is shown whole or not at all (cut code cannot be copied)."""
-# What each reward kind does: the contract of RewardTerm (proto/rlgpt/v1/common.proto). Only the kinds the env
-# server lists in Describe are shown; a kind it lists that is not described here is shown by name.
-REWARD_KIND_DOC = {
-    "success": "weight once, on the frame the success condition first holds (no target)",
-    "achievement": "weight each time the target achievement (or any, \"*\") is unlocked",
-    "inventory_gain": "weight per unit of the target item (or any, \"*\") gained; losses are not penalised",
-    "step": "weight on every frame (a small negative weight is a time penalty; no target)",
-    "health": "weight times the change of health on the frame (no target)",
-    "death": "weight on the frame the player dies (no target)",
-    "native": "weight times the game's own reward (no target)",
-}
 
 
 def describe_env(describe: env_pb2.DescribeResponse) -> str:
@@ -93,7 +83,9 @@ def skill_api_text(describe: env_pb2.DescribeResponse) -> str:
 
 
 def reward_kinds_text(describe: env_pb2.DescribeResponse) -> str:
-    return "\n".join(f"- {kind}: {REWARD_KIND_DOC[kind]}" if kind in REWARD_KIND_DOC else f"- {kind}"
+    """The kinds the env server lists (Describe), each with what it pays (rlgpt.reward_kinds); a kind listed
+    that rlgpt.reward_kinds does not describe is shown by name."""
+    return "\n".join(f"- {kind}: {REWARD_KINDS[kind].doc}" if kind in REWARD_KINDS else f"- {kind}"
                       for kind in describe.reward_kinds) or "(none listed)"
 
 

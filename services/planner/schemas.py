@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, Field, create_model, model_validator
 
+from rlgpt.reward_kinds import takes_target
 from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
 from rlgpt.world_rules import achievement_rule, ways_to_get
 
@@ -32,9 +33,6 @@ def snake_name(value: Any) -> Any:
 
 
 SnakeName = Annotated[str, BeforeValidator(snake_name), Field(pattern=NAME_PATTERN)]
-# The RewardTerm kinds that take a target (the contract of common.proto's RewardTerm); the kinds themselves
-# come from Describe (describe.reward_kinds).
-_TARGETED = ("achievement", "inventory_gain")
 
 
 class SkillAnswer(BaseModel):
@@ -164,9 +162,9 @@ def rl_config_to_proto(answer: BaseModel, subtask: planner_pb2.SubTask, env_fram
                                                     success=list(subtask.success)),
         primitive_actions=list(dict.fromkeys(_value(a) for a in answer.primitive_actions)),
         skills=list(dict.fromkeys(_value(s) for s in answer.skills)), skill_max_steps=answer.skill_max_steps,
-        # Only achievement and inventory_gain take a target; a model's stray target elsewhere is dropped.
+        # Only some kinds take a target (rlgpt.reward_kinds); a model's stray target elsewhere is dropped.
         reward_terms=[common_pb2.RewardTerm(kind=_value(t.kind), weight=t.weight,
-                                            target=_value(t.target) if _value(t.kind) in _TARGETED else "")
+                                            target=_value(t.target) if takes_target(_value(t.kind)) else "")
                       for t in answer.reward_terms],
         episode_length=answer.episode_length, env_frames=env_frames, seed=seed)
 

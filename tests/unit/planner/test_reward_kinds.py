@@ -1,0 +1,23 @@
+"""The reward term vocabulary has one description (rlgpt.reward_kinds): the env server accepts those kinds, the
+fast agent's prompt describes each, and targets are kept only for the kinds that take one."""
+
+from __future__ import annotations
+
+from rlgpt.reward_kinds import REWARD_KINDS, TARGETED_KINDS, takes_target
+from rlgpt.v1 import env_pb2
+from services.planner.agents import reward_kinds_text
+
+
+def test_the_env_server_accepts_exactly_the_described_kinds(env_server) -> None:
+    describe = env_server.stub.Describe(env_pb2.DescribeRequest())
+    assert list(describe.reward_kinds) == list(REWARD_KINDS)
+    assert {"achievement", "inventory_gain"} == TARGETED_KINDS
+    assert takes_target("inventory_gain") and not takes_target("step") and not takes_target("unheard_of")
+
+
+def test_the_prompt_describes_each_listed_kind_and_names_unknown_ones() -> None:
+    describe = env_pb2.DescribeResponse(reward_kinds=["step", "inventory_gain", "sparkle"])
+    assert reward_kinds_text(describe).splitlines() == [
+        f"- step: {REWARD_KINDS['step'].doc}", f"- inventory_gain: {REWARD_KINDS['inventory_gain'].doc}",
+        "- sparkle"]
+    assert reward_kinds_text(env_pb2.DescribeResponse()) == "(none listed)"
