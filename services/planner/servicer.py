@@ -16,7 +16,8 @@ from rlgpt.grpc_client import create_channel
 from rlgpt.v1 import critic_pb2_grpc, env_pb2, env_pb2_grpc, learner_pb2_grpc, planner_pb2, planner_pb2_grpc
 from services.planner.agents import CompletesJSON, MeteredLLM
 from services.planner.budgets import budget_problems
-from services.planner.loops import StopRequested, Stubs, TwoLoops, describe_failure
+from services.planner.context import AgentSetup, Mode, StopRequested, Stubs
+from services.planner.loops import TwoLoops, describe_failure
 from services.planner.report import outcome, report_chunks, write_run_report
 from services.planner.runs import Run, check_run_id
 from services.planner.skill_library import SkillLibrary
@@ -24,8 +25,8 @@ from services.planner.state import RunState
 
 log = logging.getLogger(__name__)
 SERVICE_NAME = planner_pb2.DESCRIPTOR.services_by_name["PlannerService"].full_name
-MODES = ("rl-gpt", "pure-rl", "pure-code")
-AGENT_SETUPS = ("slow-fast-critic", "slow-fast", "one")
+MODES = tuple(Mode)
+AGENT_SETUPS = tuple(AgentSetup)
 
 
 class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
@@ -62,7 +63,7 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         if request.agents and request.agents not in AGENT_SETUPS:
             problems.append(f"agents={shown(request.agents)}: must be one of {', '.join(AGENT_SETUPS)}")
         problems.extend(budget_problems(request.budgets, self.settings))
-        if request.mode == "pure-rl" and self.learner is None:
+        if request.mode == Mode.PURE_RL and self.learner is None:
             problems.append("mode=pure-rl needs a learner (RLGPT_PLANNER_LEARNER)")
         if problems:
             raise InvalidArgument("; ".join(problems))
@@ -95,7 +96,7 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
             RunState.load(resumed.dir)  # a corrupt state file is reported now, not in the run's thread
             request = resumed.request
         describe = self._validate(request)
-        if self.llm is None and (request.mode or "rl-gpt") != "pure-rl":
+        if self.llm is None and (request.mode or Mode.RL_GPT) != Mode.PURE_RL:
             raise FailedPrecondition("this planner has no LLM; only mode=pure-rl can run")
         with self._lock:
             active = sum(r.active for r in self.runs.values())

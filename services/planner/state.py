@@ -1,8 +1,15 @@
-"""What a run has finished, persisted in ``<run_dir>/state.json`` so ``--resume`` redoes nothing."""
+"""What a run has finished, persisted in ``<run_dir>/state.json`` so ``--resume`` redoes nothing.
+
+The vocabulary is typed (:class:`Decision`, :class:`Status`, :class:`AttemptKind`: string enums, so they are
+written as the same strings runs always wrote) and every record the loops append is built from a dataclass
+(:class:`TestRecord`, :class:`IterationRecord`, :class:`FinalResult`) whose ``as_json`` is the shape state.json
+has always held; a state written before these types loads unchanged.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 from pathlib import Path
 from typing import Any
@@ -13,14 +20,90 @@ from rlgpt.errors import FailedPrecondition
 from rlgpt.v1 import planner_pb2
 
 
+class Decision(enum.StrEnum):
+    """How a sub-task is solved: coded by the fast agent, or learned with RL."""
+
+    CODE = "code"
+    RL = "rl"
+
+    @classmethod
+    def of(cls, subtask: planner_pb2.SubTask) -> Decision:
+        return cls.RL if subtask.decision == planner_pb2.DECISION_RL else cls.CODE
+
+    @property
+    def proto(self) -> planner_pb2.Decision.ValueType:
+        return planner_pb2.DECISION_RL if self is Decision.RL else planner_pb2.DECISION_CODE
+
+
+class Status(enum.StrEnum):
+    """Where a sub-task stands."""
+
+    PENDING = "pending"
+    DONE = "done"
+    FAILED = "failed"
+
+
+AttemptKind = Decision
+"""An attempt's kind is the decision it tried (a code test, or an RL training and its evaluation)."""
+
+
+def _without_empty(record: Any, keep: tuple[str, ...]) -> dict[str, Any]:
+    return {k: v for k, v in dataclasses.asdict(record).items() if v or k in keep}
+
+
+@dataclasses.dataclass
+class TestRecord:
+    """One attempt of a sub-task: its measured success (0 when it failed) and the sub-task's frames by then."""
+
+    __test__ = False  # not a pytest class
+
+    iteration: int
+    kind: AttemptKind
+    success_rate: float = 0.0
+    frames: int = 0
+    error: str = ""
+    job_id: str = ""
+    """The training of an RL attempt ("" for code, or when the learner refused the config)."""
+
+    def as_json(self) -> dict[str, Any]:
+        return _without_empty(self, ("iteration", "kind", "success_rate", "frames", "error"))
+
+
+@dataclasses.dataclass
+class IterationRecord:
+    """What one outer iteration cost."""
+
+    iteration: int
+    tokens: int
+    seconds: float
+    frames: int
+
+    def as_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class FinalResult:
+    """The task-level controller's evaluation of the whole task."""
+
+    episodes: int
+    frames_used: int
+    controller: str = ""
+    success_rate: float = 0.0
+    returns: list[float] = dataclasses.field(default_factory=list)
+    error: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        return _without_empty(self, ("episodes", "frames_used", "controller", "success_rate"))
+
+
 @dataclasses.dataclass
 class SubTaskState:
     """Progress of one sub-task of the plan."""
 
     name: str
-    status: str = "pending"
-    """pending | done | failed"""
-    decision: str = "code"
+    status: Status = Status.PENDING
+    decision: Decision = Decision.CODE
     skill_code: str = ""
     success_rate: float = 0.0
     job_id: str = ""
@@ -32,9 +115,19 @@ class SubTaskState:
     """Learning curve points of every training of the sub-task: env_frames (counted over the sub-task, as
     ``frames``), success_rate, mean_return, job_id, iteration."""
     tests: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    """Every attempt: iteration, kind (code/rl), success_rate, frames, error."""
+    """Every attempt, a :class:`TestRecord` as JSON."""
     rl_config: dict[str, Any] = dataclasses.field(default_factory=dict)
     """The RL config the last attempt trained (``RLConfig`` as a dict), shown to the fast agent when it revises."""
+
+    def __post_init__(self) -> None:
+        self.status, self.decision = Status(self.status), Decision(self.decision)  # a loaded state has strings
+
+    def record(self, test: TestRecord) -> None:
+        self.tests.append(test.as_json())
+
+    @property
+    def last_error(self) -> str:
+        return self.tests[-1].get("error", "") if self.tests else ""
 
 
 @dataclasses.dataclass
@@ -48,8 +141,9 @@ class RunState:
     frames_used: int = 0
     slow_feedback: str = ""
     iterations: list[dict[str, float]] = dataclasses.field(default_factory=list)
-    """Per outer iteration: tokens, seconds, frames."""
+    """Per outer iteration, an :class:`IterationRecord` as JSON."""
     final: dict[str, Any] | None = None
+    """The :class:`FinalResult` as JSON, once the whole task was evaluated."""
     finished: bool = False
 
     def plan_proto(self) -> planner_pb2.Plan | None:
@@ -59,9 +153,9 @@ class RunState:
         self.plan = json_format.MessageToDict(plan, preserving_proto_field_name=True)
         self.plans.append(self.plan)
         for st in plan.subtasks:
-            decision = "code" if st.decision == planner_pb2.DECISION_CODE else "rl"
+            decision = Decision.of(st)
             state = self.subtasks.setdefault(st.name, SubTaskState(name=st.name, decision=decision))
-            if state.status != "done":
+            if state.status != Status.DONE:
                 state.decision = decision
 
     def save(self, run_dir: Path) -> None:

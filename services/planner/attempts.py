@@ -1,0 +1,210 @@
+"""One attempt at a sub-task: a coded attempt (the fast agent writes skill candidates, RunSkill tests them) or an
+RL attempt (the fast agent writes an RL config, the learner trains and evaluates it), then the verdict (the
+critic's, or without a critic one from the measured success rate). Each attempt is recorded as a
+:class:`~services.planner.state.TestRecord` and its details under ``attempts/``."""
+
+from __future__ import annotations
+
+import logging
+
+import grpc
+from google.protobuf import json_format
+
+from rlgpt.errors import FailedPrecondition
+from rlgpt.llm.client import StructuredOutputError, record_from_json
+from rlgpt.v1 import common_pb2, critic_pb2, learner_pb2, planner_pb2
+from services.planner.agents import FastAgent
+from services.planner.context import AgentSetup, RunContext, StopRequested
+from services.planner.plans import later_subtasks
+from services.planner.state import Decision, Status, SubTaskState, TestRecord
+
+log = logging.getLogger(__name__)
+PASSING_RATE = 0.5
+"""Without a critic, the measured success rate at which a sub-task counts as solved."""
+
+
+def training_frames(per_training: int, left: int | None, later_rl_subtasks: int) -> int:
+    """Frames for one training: the per-training budget, but never more than this sub-task's share of what is
+    left, so that the RL sub-tasks after it (the task's own goal is the last) still get trained when a weak plan
+    starts with a side quest that never succeeds."""
+    if left is None:
+        return per_training
+    return min(per_training, left // (1 + later_rl_subtasks))
+
+
+def increasing(points: list[critic_pb2.CurvePoint]) -> list[critic_pb2.CurvePoint]:
+    """Curve points with strictly increasing frames (the critic refuses repeats)."""
+    out: list[critic_pb2.CurvePoint] = []
+    for p in points:
+        if not out or p.env_frames > out[-1].env_frames:
+            out.append(p)
+    return out
+
+
+def measured_verdict(rollouts: list[common_pb2.EpisodeSummary],
+                     errors: list[common_pb2.SkillError]) -> critic_pb2.Verdict:
+    """The verdict without a critic: the agents only see the measured success rate and the first error."""
+    rate = sum(e.success for e in rollouts) / len(rollouts) if rollouts else 0.0
+    error = errors[0] if errors else None
+    passed = rate >= PASSING_RATE
+    return critic_pb2.Verdict(success=passed, success_rate=rate,
+                              target=critic_pb2.TARGET_KEEP if passed else critic_pb2.TARGET_FAST,
+                              diagnosis=f"success rate {rate:.0%}" + (f"; error {error.type}: {error.message}"
+                                                                      if error else ""))
+
+
+def joined_skills(config: learner_pb2.RLConfig, subtask: planner_pb2.SubTask, plan: planner_pb2.Plan,
+                  ctx: RunContext) -> None:
+    """Skills that work join the RL action space (RL-GPT's key mechanism): the library skills the plan suggested
+    for this sub-task (the slow agent was told they would), then the coded earlier sub-tasks of the plan."""
+    working = [s.name for s in ctx.library.all() if s.success_rate > 0]
+    config.skills.extend(name for name in subtask.skills if name in working and name not in config.skills)
+    for name in (s.name for s in plan.subtasks):
+        if name == subtask.name:
+            break
+        earlier = ctx.state.subtasks.get(name)
+        if earlier and earlier.status == Status.DONE and earlier.decision == Decision.CODE and name in working \
+                and name not in config.skills:
+            config.skills.append(name)
+    if config.skills and config.skill_max_steps <= 1:
+        config.skill_max_steps = 0  # one frame per skill is no macro action: K is the learner's default
+
+
+class Attempts:
+    """Runs coded and RL attempts of sub-tasks and judges them."""
+
+    def __init__(self, ctx: RunContext, fast: FastAgent | None):
+        self.ctx, self.fast = ctx, fast
+
+    def code(self, st: planner_pb2.SubTask, state: SubTaskState,
+             start: list[common_pb2.ItemCount]) -> critic_pb2.Verdict | None:
+        """N skill candidates tested with RunSkill; the best is kept and judged."""
+        ctx, fast = self.ctx, self._fast()
+        candidates = fast.write_skill(st, iteration=ctx.state.outer_iteration, candidates=ctx.budgets.candidates,
+                                      previous_code=state.skill_code, error=state.last_error,
+                                      feedback=state.feedback, start_inventory=start)
+        for c in candidates:
+            if c.record is not None:
+                ctx.run.llm_call(c.record, st.name)
+            ctx.spend(state, sum(e.steps for e in c.episodes))
+            ctx.run.emit(st.name, code=planner_pb2.CodeEvent(
+                skill=st.name, code=c.answer.code if c.answer else "", candidate=c.index,
+                success_rate=c.success_rate, error=c.error))
+        best = candidates[0]
+        error_text = f"{best.error.type} line {best.error.line}: {best.error.message}" if best.error else ""
+        state.record(TestRecord(iteration=ctx.state.outer_iteration, kind=Decision.CODE, frames=state.frames,
+                                success_rate=max(0.0, best.success_rate), error=error_text))
+        ctx.attempt_file(f"{st.name}_code{state.inner_iterations}", {
+            "candidates": [{"index": c.index, "code": c.answer.code if c.answer else None,
+                            "success_rate": c.success_rate, "error": str(c.error) if c.error else ""}
+                           for c in candidates]})
+        if best.answer is not None:
+            state.skill_code = best.answer.code
+        if best.success_rate <= 0:
+            state.code_failures += 1
+        return self.judge(st, Decision.CODE, list(best.episodes), code=state.skill_code,
+                          errors=[best.error] if best.error else [], start=start)
+
+    def rl(self, st: planner_pb2.SubTask, state: SubTaskState, start: list[common_pb2.ItemCount],
+           plan: planner_pb2.Plan) -> critic_pb2.Verdict | None:
+        """The fast agent's RL config, with the working skills joined, trained and judged."""
+        ctx = self.ctx
+        if ctx.stubs.learner is None:
+            state.feedback = "no learner is configured: RL sub-tasks cannot be trained"
+            return critic_pb2.Verdict(success=False, diagnosis=state.feedback, target=critic_pb2.TARGET_SLOW)
+        fast = self._fast()
+        frames = training_frames(ctx.budgets.env_frames_per_training, ctx.frames_left(), sum(
+            1 for name in later_subtasks(plan, st) if ctx.state.subtasks[name].decision == Decision.RL
+            and ctx.state.subtasks[name].status != Status.DONE))
+        previous = json_format.ParseDict(state.rl_config, learner_pb2.RLConfig()) if state.rl_config else None
+        try:
+            config, record = fast.write_rl_config(st, env_frames=frames, iteration=ctx.state.outer_iteration,
+                                                  previous=previous, feedback=state.feedback, start_inventory=start)
+        except StructuredOutputError as exc:
+            # An unusable answer is a failed attempt with feedback, not the end of the run.
+            state.feedback = str(exc)
+            if exc.record is not None:
+                ctx.run.llm_call(exc.record, st.name)
+            state.record(TestRecord(iteration=ctx.state.outer_iteration, kind=Decision.RL, error=str(exc)[:500],
+                                    frames=state.frames))
+            return None
+        ctx.run.llm_call(record, st.name)
+        joined_skills(config, st, plan, ctx)
+        del config.task.start_inventory[:]
+        config.task.start_inventory.extend(start)
+        state.rl_config = json_format.MessageToDict(config, preserving_proto_field_name=True)
+        return self.train(st, state, config, start)
+
+    def train(self, st: planner_pb2.SubTask, state: SubTaskState, config: learner_pb2.RLConfig,
+              start: list[common_pb2.ItemCount] | None = None) -> critic_pb2.Verdict | None:
+        """One training (the learner defaults what the config leaves at 0), its evaluation and the verdict."""
+        ctx, learner = self.ctx, self.ctx.stubs.learner
+        if learner is None:
+            raise FailedPrecondition(f"{st.name} needs training and this planner has no learner")
+        ctx.run.emit(st.name, config=config)
+        try:
+            job_id = learner.StartTraining(learner_pb2.StartTrainingRequest(config=config)).job_id
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
+                state.feedback = f"the learner refused the config: {exc.details()}"
+                state.record(TestRecord(iteration=ctx.state.outer_iteration, kind=Decision.RL,
+                                        error=state.feedback, frames=state.frames))
+                return None
+            raise
+        state.job_id = job_id
+        ctx.save()
+        curve: list[dict[str, float]] = []
+        final = None
+        for progress in learner.WatchJob(learner_pb2.WatchJobRequest(job_id=job_id), timeout=24 * 3600):
+            if ctx.run.stop_requested.is_set():
+                learner.StopJob(learner_pb2.StopJobRequest(job_id=job_id))
+                raise StopRequested()
+            curve.append({"env_frames": progress.env_frames, "success_rate": progress.success_rate,
+                          "mean_return": progress.mean_return})
+            ctx.run.emit(st.name, training=progress)
+            final = progress
+        # Every training of the sub-task stays on its curve, on the frames the sub-task had spent by then.
+        state.curve.extend({**point, "env_frames": state.frames + point["env_frames"], "job_id": job_id,
+                            "iteration": ctx.state.outer_iteration} for point in curve)
+        ctx.spend(state, final.env_frames if final else 0)
+        if final is None or final.state != learner_pb2.JOB_STATE_SUCCEEDED:
+            message = final.message if final else "no progress"
+            state.record(TestRecord(iteration=ctx.state.outer_iteration, kind=Decision.RL, error=message,
+                                    frames=state.frames, job_id=job_id))
+            raise FailedPrecondition(f"training of {st.name} (job {job_id}) did not finish: {message}; resume with "
+                                     "--resume once the failed service is back")
+        evaluation = learner.Evaluate(learner_pb2.EvaluateRequest(
+            job_id=job_id, episodes=ctx.budgets.eval_episodes, seed=ctx.seed), timeout=3600)
+        state.record(TestRecord(iteration=ctx.state.outer_iteration, kind=Decision.RL, job_id=job_id,
+                                success_rate=evaluation.success_rate, frames=state.frames))
+        ctx.attempt_file(f"{st.name}_rl{state.inner_iterations}", {
+            "job_id": job_id, "curve": curve, "evaluation_success_rate": evaluation.success_rate})
+        points = [critic_pb2.CurvePoint(env_frames=int(p["env_frames"]), success_rate=p["success_rate"],
+                                        mean_return=p["mean_return"]) for p in curve]
+        return self.judge(st, Decision.RL, list(evaluation.episodes), curve=increasing(points), start=start,
+                          env_frames=config.env_frames)
+
+    def judge(self, st: planner_pb2.SubTask, decision: Decision, rollouts: list[common_pb2.EpisodeSummary], *,
+              code: str = "", errors: list[common_pb2.SkillError] | None = None,
+              curve: list[critic_pb2.CurvePoint] | None = None, start: list[common_pb2.ItemCount] | None = None,
+              env_frames: int | None = None) -> critic_pb2.Verdict:
+        """The critic's verdict; without a critic (or in a setup without one), :func:`measured_verdict`."""
+        ctx = self.ctx
+        if ctx.stubs.critic is None or ctx.agents != AgentSetup.SLOW_FAST_CRITIC:
+            return measured_verdict(rollouts, errors or [])
+        response = ctx.stubs.critic.Judge(critic_pb2.JudgeRequest(
+            subtask=st.name, description=st.description, success=list(st.success), rollouts=rollouts[:64],
+            code=code[:60000], errors=(errors or [])[:64], curve=(curve or [])[-2000:], decision=str(decision),
+            rules=ctx.describe.rules, start_inventory=start or [],
+            test_protocol=ctx.protocol.judge_text(str(decision), list(start or []), env_frames)), timeout=600)
+        if response.llm_record:
+            try:
+                ctx.run.llm_call(record_from_json(response.llm_record), st.name)
+            except ValueError as exc:  # a critic of another version: the verdict still counts
+                log.warning("critic's LLM record of %s is unreadable: %s", st.name, exc)
+        return response.verdict
+
+    def _fast(self) -> FastAgent:
+        if self.fast is None:
+            raise FailedPrecondition("this planner has no LLM: only mode=pure-rl can run")
+        return self.fast

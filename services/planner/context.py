@@ -1,0 +1,115 @@
+"""What every part of a run shares: the run, its state, the services, its resolved budgets, and the bookkeeping
+(stop checks, the frame budget, saving)."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+from typing import Any
+
+from rlgpt.config import PlannerSettings
+from rlgpt.errors import FailedPrecondition
+from rlgpt.v1 import critic_pb2_grpc, env_pb2, env_pb2_grpc, learner_pb2_grpc, planner_pb2
+from services.planner.budgets import resolve_budgets
+from services.planner.prompts import EvalProtocol
+from services.planner.runs import Run
+from services.planner.skill_library import SkillLibrary
+from services.planner.state import RunState, SubTaskState
+
+
+class Mode(enum.StrEnum):
+    """What solves the sub-tasks (the paper's ablations; StartRunRequest.mode)."""
+
+    RL_GPT = "rl-gpt"
+    """Both: code where the agents decide, RL elsewhere, code that keeps failing moves to RL."""
+    PURE_RL = "pure-rl"
+    """One RL training on the whole task, primitives only, no LLM."""
+    PURE_CODE = "pure-code"
+    """Every sub-task coded."""
+
+
+class AgentSetup(enum.StrEnum):
+    """Which agents take part (StartRunRequest.agents)."""
+
+    SLOW_FAST_CRITIC = "slow-fast-critic"
+    SLOW_FAST = "slow-fast"
+    """No critic: the agents see the measured success rate and the first error."""
+    ONE = "one"
+    """No slow agent (the whole task is one sub-task) and no critic."""
+
+
+@dataclasses.dataclass
+class Stubs:
+    """The services the loops call; learner and critic are optional (setups without them)."""
+
+    env: env_pb2_grpc.EnvServiceStub
+    learner: learner_pb2_grpc.LearnerServiceStub | None
+    critic: critic_pb2_grpc.CriticServiceStub | None
+
+
+class StopRequested(Exception):
+    """StopRun was called; the run saves its state and ends resumable."""
+
+
+@dataclasses.dataclass
+class RunContext:
+    """One run's shared pieces; ``budgets`` has every field set (the planner's defaults filled in)."""
+
+    run: Run
+    state: RunState
+    describe: env_pb2.DescribeResponse
+    stubs: Stubs
+    library: SkillLibrary
+    settings: PlannerSettings
+    budgets: planner_pb2.Budgets
+    mode: Mode
+    agents: AgentSetup
+    protocol: EvalProtocol
+
+    @classmethod
+    def create(cls, run: Run, state: RunState, describe: env_pb2.DescribeResponse, stubs: Stubs,
+               library: SkillLibrary, settings: PlannerSettings) -> RunContext:
+        request = run.request
+        budgets = resolve_budgets(request.budgets, settings)  # the planner's defaults where the request has none
+        protocol = EvalProtocol(test_episodes=settings.test_episodes, test_steps=settings.test_steps,
+                                env_frames=budgets.env_frames_per_training, eval_episodes=budgets.eval_episodes,
+                                final_frames=settings.final_episode_frames).with_rules(describe.rules)
+        (run.dir / "attempts").mkdir(exist_ok=True)
+        return cls(run=run, state=state, describe=describe, stubs=stubs, library=library, settings=settings,
+                   budgets=budgets, mode=Mode(request.mode or Mode.RL_GPT),
+                   agents=AgentSetup(request.agents or AgentSetup.SLOW_FAST_CRITIC), protocol=protocol)
+
+    @property
+    def seed(self) -> int:
+        return self.run.request.seed
+
+    @property
+    def items(self) -> set[str]:
+        return set(self.describe.items)
+
+    def check_stop(self) -> None:
+        """Raises StopRequested after StopRun, FailedPrecondition once the token budget is spent."""
+        if self.run.stop_requested.is_set():
+            raise StopRequested()
+        if self.budgets.max_tokens and self.run.tokens >= self.budgets.max_tokens:
+            raise FailedPrecondition(f"the run used {self.run.tokens} LLM tokens, its budget "
+                                     f"({self.budgets.max_tokens})")
+
+    def frames_left(self) -> int | None:
+        """Frames the run may still spend; None: unbounded."""
+        total = self.budgets.total_env_frames
+        return None if not total else max(0, total - self.state.frames_used)
+
+    def spend(self, subtask: SubTaskState, frames: int) -> None:
+        self.state.frames_used += frames
+        subtask.frames += frames
+
+    def save(self) -> None:
+        self.state.save(self.run.dir)
+        self.run.save_status()
+
+    def attempt_file(self, name: str, payload: dict[str, Any]) -> None:
+        """An attempt's details (candidates, curve) in ``attempts/iter<outer>_<name>.json``."""
+        path = self.run.dir / "attempts" / f"iter{self.state.outer_iteration}_{name}.json"
+        path.write_text(json.dumps(payload, indent=1))
