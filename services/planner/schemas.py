@@ -32,7 +32,9 @@ def snake_name(value: Any) -> Any:
     return name or value
 
 
-SnakeName = Annotated[str, BeforeValidator(snake_name), Field(pattern=NAME_PATTERN)]
+# The pattern before the validator: so it is in the JSON schema the server gets (a grammar enforces it), and
+# still checked after snake_name ran.
+SnakeName = Annotated[str, Field(pattern=NAME_PATTERN), BeforeValidator(snake_name)]
 
 
 class SkillAnswer(BaseModel):

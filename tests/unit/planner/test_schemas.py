@@ -161,3 +161,11 @@ def test_complete_action_space_adds_moves_and_what_the_goal_needs(env_server) ->
     everything = learner_pb2.RLConfig(task=config.task)  # empty means every action: nothing to add
     assert complete_action_space(everything, list(describe.actions), describe.rules) == []
     assert not everything.primitive_actions
+
+
+def test_the_name_pattern_reaches_the_llm_servers_schema() -> None:
+    from rlgpt.llm.client import server_schema
+    from services.planner.schemas import NAME_PATTERN, SkillAnswer
+
+    assert server_schema(SkillAnswer)["properties"]["name"]["pattern"] == NAME_PATTERN
+    assert SkillAnswer(name="<Get Sand>", description="d", code="def skill(agent): yield 'noop'").name == "get_sand"
