@@ -7,7 +7,8 @@ import types
 import numpy as np
 import pytest
 
-from benchmarks.bench_learner import LocalSession, make_inprocess_env, rl_config
+from benchmarks.learner.inprocess import LocalSession, make_inprocess_env
+from benchmarks.learner.measure import rl_config
 from services.learner.jobs import write_job_config
 from services.learner.sf_env import make_sf_env
 

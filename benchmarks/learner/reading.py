@@ -1,0 +1,125 @@
+"""The plain-words reading of a bench-learner run: every sentence is computed from that run's numbers (which
+variant is faster, by how much, whether the goal is crossed, what CPU per frame and SF's timers say)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchmarks.common import fmt_pct
+from benchmarks.learner import VARIANTS
+
+GOAL_RATIO = 0.70  # training frames/s as a share of raw stepping in num_workers processes
+CPU_BOUND = 0.9  # share of the cores a variant's processes kept busy from which CPU, not waiting, limits it
+
+
+def ratios(results: dict[str, Any]) -> dict[str, float | None]:
+    raw2 = results.get("raw_2", {}).get("frames_per_s")
+    raw1 = results.get("raw_1", {}).get("frames_per_s")
+    local = results.get("inprocess", {}).get("fps_second_half")
+    remote = results.get("env_server", {}).get("fps_second_half")
+
+    def div(a: float | None, b: float | None) -> float | None:
+        return a / b if a and b else None
+
+    return {"inprocess_vs_raw2": div(local, raw2), "env_server_vs_raw2": div(remote, raw2),
+            "env_server_vs_inprocess": div(remote, local), "raw2_vs_raw1": div(raw2, raw1)}
+
+
+def busy_cores(run: dict[str, Any]) -> float:
+    """Cores the variant's own processes (training tree, env server) kept busy over the steady window."""
+    steady = run.get("steady_cpu_util", {})
+    return steady.get("training", 0.0) + steady.get("env_server", 0.0)
+
+
+def rest_of_cores(run: dict[str, Any], cores: int) -> str:
+    """Where the cores a variant did not use went: to other processes, or idle (its pipeline waiting)."""
+    used, others = busy_cores(run), run.get("steady_cpu_util", {}).get("others", 0.0)
+    idle = max(0.0, cores - used - others)
+    return (f"the other {cores - used:.2f} went to other processes ({others:.2f}) or sat idle ({idle:.2f}) "
+            "while it waited")
+
+
+def verdict(rel: dict[str, float | None], workers: int) -> str:
+    local, remote = rel["inprocess_vs_raw2"], rel["env_server_vs_raw2"]
+    if local is None or remote is None:
+        return "**A training run failed, so the goal could not be checked**; see the raw JSON and training logs."
+    reached = [name for name, value in (("in-process", local), ("via the env server", remote))
+               if value >= GOAL_RATIO]
+    return (f"**The goal (training at >= {GOAL_RATIO:.0%} of raw {workers}-core Crafter stepping) is "
+            f"{'met' if reached else 'not met'}**" + (f" ({' and '.join(reached)})" if reached else "")
+            + f": in-process {fmt_pct(local)}, via the env server {fmt_pct(remote)}.")
+
+
+def cpu_limit(results: dict[str, Any], cores: int) -> str:
+    """In-process training's CPU per frame against raw stepping's, and the rate all cores could give at that cost."""
+    raw2, run = results["raw_2"], results["inprocess"]
+    raw_ms, train_ms = raw2.get("cpu_ms_per_frame"), run.get("cpu_ms_per_frame")
+    if not (raw_ms and train_ms and raw2.get("frames_per_s")):
+        return ""
+    raw_busy = sum(p["cpu_util"] for p in raw2["parts"])
+    ceiling = cores * 1000 / train_ms / raw2["frames_per_s"]
+    used = busy_cores(run)
+    return (f"Raw stepping kept {raw_busy:.2f} of the {cores} cores busy at {raw_ms:.2f} ms of CPU per frame; "
+            f"in-process training costs {train_ms:.2f} ms of CPU per frame ({train_ms / raw_ms:.1f}x), so with all "
+            f"{cores} cores busy it could reach about {ceiling:.0%} of raw stepping. Its processes kept "
+            f"{used:.2f} cores busy" + (f" (at least {CPU_BOUND:.0%} of them), so CPU per frame is what limits it."
+                                        if used >= CPU_BOUND * cores else
+                                        f"; {rest_of_cores(run, cores)}."))
+
+
+def sf_timers(results: dict[str, Any], cores: int) -> str:
+    s = results["inprocess"].get("sf_profile_summary", {})
+    main = s.get("runner/main_loop", 0.0)
+    if not main:
+        return ""
+
+    def share(key: str) -> str:
+        return f"{s.get(key, 0.0) / (cores * main):.0%}"
+
+    return (f"Sample Factory's timers (wall-clock inside each process, so they include waiting for a core): "
+            f"in-process, env_step filled {share('rollout/env_step')} of the {cores} cores' time, "
+            f"enqueue_policy_requests {share('rollout/enqueue_policy_requests')}, inference forward "
+            f"{share('inference/forward')} and learner training {share('learner/train')} (backward and optimizer "
+            f"{share('learner/update')}).")
+
+
+def env_step_share(run: dict[str, Any]) -> float | None:
+    """SF's env_step as a share of the reported rollout workers' main-loop time."""
+    s = run.get("sf_profile_summary", {})
+    workers, main = s.get("rollout_workers_reported", 0), s.get("runner/main_loop", 0.0)
+    return s.get("rollout/env_step", 0.0) / (workers * main) if workers and main else None
+
+
+def env_server(results: dict[str, Any], rel: dict[str, float | None], cores: int) -> str:
+    ratio = rel["env_server_vs_inprocess"]
+    if not ratio:
+        return ""
+    local, remote = results["inprocess"], results["env_server"]
+    word = "faster" if ratio > 1 else "slower" if ratio < 1 else "as fast"
+    text = (f"Through the env server, training is {word} than in-process ({fmt_pct(ratio)} of its rate)"
+            if ratio != 1 else "Through the env server, training is as fast as in-process")
+    local_ms, remote_ms = local.get("cpu_ms_per_frame"), remote.get("cpu_ms_per_frame")
+    if local_ms and remote_ms:
+        text += f" and costs {remote_ms:.2f} ms of CPU per frame ({remote_ms / local_ms:.1f}x in-process)"
+    steady = remote.get("steady_cpu_util", {})
+    if steady:
+        used = busy_cores(remote)
+        text += (f"; its processes kept {used:.2f} of the {cores} cores busy (training processes "
+                 f"{steady.get('training', 0.0):.2f}, env server {steady.get('env_server', 0.0):.2f}), so "
+                 + ("CPU per frame is what limits it" if used >= CPU_BOUND * cores else
+                    f"it was not CPU-bound: {rest_of_cores(remote, cores)}"))
+    shares = {variant: env_step_share(results[variant]) for variant in VARIANTS}
+    if shares["env_server"] is not None:
+        text += (f". SF's env_step (which includes the gRPC round trip) filled {shares['env_server']:.0%} of the "
+                 "rollout workers' time" + (f", against {shares['inprocess']:.0%} in-process"
+                                            if shares["inprocess"] is not None else ""))
+    return text + "."
+
+
+def reading(results: dict[str, Any]) -> str:
+    rel = ratios(results)
+    cores = results["machine"]["cpu_count"] or 2
+    parts = [verdict(rel, results["settings"]["num_workers"])]
+    if rel["inprocess_vs_raw2"] is not None and rel["env_server_vs_raw2"] is not None:
+        parts += [cpu_limit(results, cores), sf_timers(results, cores), env_server(results, rel, cores)]
+    return " ".join(p for p in parts if p)
