@@ -8,7 +8,8 @@ import json
 import logging
 import os
 import platform
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,18 @@ def load_results(path: Path) -> dict[str, Any]:
     if not path.exists():
         raise FileNotFoundError(f"{path}: no saved results; run the benchmark first (without --report-only)")
     return json.loads(path.read_text())
+
+
+def measured_or_saved(path: Path, report_only: bool, measure: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """With ``report_only`` the results saved at ``path``; otherwise ``measure()``'s, timed and saved there."""
+    if report_only:
+        return load_results(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    results = measure()
+    results["total_seconds"] = time.perf_counter() - started
+    save_results(path, results)
+    return results
 
 
 # --- BENCHMARKS.md ----------------------------------------------------------------------------------

@@ -6,13 +6,12 @@ from __future__ import annotations
 import logging
 import signal
 import sys
-import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from benchmarks.common import load_results, raw_path, save_results, setup_logging, write_section
+from benchmarks.common import measured_or_saved, raw_path, setup_logging, write_section
 from benchmarks.env.report import SECTION_TITLE, print_summary, render_section
 from benchmarks.env.run import console, run_benchmark
 
@@ -48,22 +47,19 @@ def main(
     """Measure Crafter frames/s in-process and through the env server; write docs/BENCHMARKS.md."""
     setup_logging(console, log_level)
     raw_json = raw_json or raw_path("env", "quick.json" if quick else "results.json")
-    if report_only:
-        results = load_results(raw_json)
-    else:
-        if profiler not in ("auto", "cprofile"):
-            raise typer.BadParameter("--profiler must be 'auto' or 'cprofile'")
-        if quick:
-            envs, seconds, rounds = QUICK["envs"], QUICK["seconds"], QUICK["rounds"]
-            profile_envs, profile_seconds = QUICK["profile_envs"], QUICK["profile_seconds"]
+    if profiler not in ("auto", "cprofile"):
+        raise typer.BadParameter("--profiler must be 'auto' or 'cprofile'")
+    if quick:
+        envs, seconds, rounds = QUICK["envs"], QUICK["seconds"], QUICK["rounds"]
+        profile_envs, profile_seconds = QUICK["profile_envs"], QUICK["profile_seconds"]
+
+    def measure() -> dict[str, Any]:
         # SIGTERM (e.g. from `timeout`) unwinds like Ctrl-C, so the finally blocks stop the server.
         signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
-        raw_json.parent.mkdir(parents=True, exist_ok=True)
-        started = time.perf_counter()
-        results = run_benchmark(parse_counts(envs), seconds, rounds, seed, profile_envs, profile_seconds, profiler,
-                                raw_json.parent)
-        results["total_seconds"] = time.perf_counter() - started
-        save_results(raw_json, results)
+        return run_benchmark(parse_counts(envs), seconds, rounds, seed, profile_envs, profile_seconds, profiler,
+                             raw_json.parent)
+
+    results = measured_or_saved(raw_json, report_only, measure)
     write_section(output, SECTION_TITLE, render_section(results))
     print_summary(results)
     log.info("wrote %s from %s", output, raw_json)

@@ -22,8 +22,8 @@ from benchmarks.env.grpc_paths import (
     start_server,
 )
 from benchmarks.env.measure import WARMUP_FRAMES, Measurement, Plan, calibrate, in_process_memory
-from benchmarks.env.profile import run_profile
 from benchmarks.env.runners import InProcessRunner, PipelineRunner, RawCrafterRunner, Runner, measure_interleaved
+from benchmarks.env.server_profile import run_profile
 from rlgpt.grpc_client import create_channel
 from rlgpt.launcher import ServiceProcess
 from rlgpt.v1 import env_pb2_grpc

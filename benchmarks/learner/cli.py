@@ -6,13 +6,12 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
-import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from benchmarks.common import load_results, raw_path, save_results, setup_logging, write_section
+from benchmarks.common import measured_or_saved, raw_path, setup_logging, write_section
 from benchmarks.learner.monitor import Guard
 from benchmarks.learner.report import SECTION_TITLE, print_summary, render_section
 from benchmarks.learner.run import console, run_benchmark
@@ -49,25 +48,21 @@ def main(
     """Measure APPO training FPS on Crafter (env in-process and via the env server) against raw stepping."""
     setup_logging(console, log_level)
     raw_json = raw_json or raw_path("learner", "quick.json" if quick else "results.json")
-    if report_only:
-        results = load_results(raw_json)
-    else:
-        if quick:
-            frames, raw_seconds, timeout = int(QUICK["frames"]), QUICK["raw_seconds"], QUICK["timeout"]
-            redo, quiet_timeout = int(QUICK["redo"]), QUICK["quiet_timeout"]
-        raw_json.parent.mkdir(parents=True, exist_ok=True)
-        own_work_dir = work_dir is None
+    if quick:
+        frames, raw_seconds, timeout = int(QUICK["frames"]), QUICK["raw_seconds"], QUICK["timeout"]
+        redo, quiet_timeout = int(QUICK["redo"]), QUICK["quiet_timeout"]
+    guard = Guard(max_others=max_others, redo=redo, max_load=max_load, quiet_timeout=quiet_timeout)
+
+    def measure() -> dict[str, Any]:
         work = Path(tempfile.mkdtemp(prefix="bench-learner-")) if work_dir is None else work_dir.resolve()
         work.mkdir(parents=True, exist_ok=True)
-        guard = Guard(max_others=max_others, redo=redo, max_load=max_load, quiet_timeout=quiet_timeout)
-        started = time.perf_counter()
         try:
-            results = run_benchmark(frames, raw_seconds, seed, timeout, guard, work, raw_json.parent)
+            return run_benchmark(frames, raw_seconds, seed, timeout, guard, work, raw_json.parent)
         finally:
-            if own_work_dir:
+            if work_dir is None:
                 shutil.rmtree(work, ignore_errors=True)
-        results["total_seconds"] = time.perf_counter() - started
-        save_results(raw_json, results)
+
+    results = measured_or_saved(raw_json, report_only, measure)
     write_section(output, SECTION_TITLE, render_section(results))
     print_summary(results)
     log.info("wrote %s from %s", output, raw_json)

@@ -253,7 +253,7 @@ def run_profile(profiler: str, stub: env_pb2_grpc.EnvServiceStub, server: Servic
     if py_spy:
         log.info("profiling the server (%d envs, unary Step) with %s for %d s", plan.envs, py_spy, seconds)
         try:
-            return profile_with_py_spy(py_spy, stub, server, plan, seed, seconds, raw_dir / "env-profile.txt")
+            return profile_with_py_spy(py_spy, stub, server, plan, seed, seconds, raw_dir / "py-spy-profile.txt")
         except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
             log.warning("py-spy profile failed (%s); falling back to cProfile", exc)
     elif profiler == "auto":
