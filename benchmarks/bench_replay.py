@@ -36,7 +36,7 @@ KEPT = ("request.json", "library_start.json", "state.json", "report.md", "llm", 
 
 
 def run_summary(run_dir: Path) -> dict[str, Any]:
-    """Task, final success, frames, LLM calls and tokens, and wall time of one run directory."""
+    """Task, budgets, final success, frames, sub-task results, LLM calls and wall time of one run directory."""
     state = json.loads((run_dir / "state.json").read_text())
     request = recorded_request(run_dir)
     records = [json.loads(p.read_text()) for p in sorted((run_dir / "llm").glob("*.json"))]
@@ -45,10 +45,16 @@ def run_summary(run_dir: Path) -> dict[str, Any]:
     events = run_dir / "events.jsonl"
     if events.exists():
         times = [json.loads(line)["time"] for line in events.read_text().splitlines() if line.strip()]
+    subtasks = state.get("subtasks", {})
+    budgets = request.budgets
     return {"task": request.task.name, "success_rate": final.get("success_rate"), "finished": state.get("finished"),
             "controller": final.get("controller", ""), "frames_used": state.get("frames_used", 0),
+            "budgets": {f.name: getattr(budgets, f.name) for f in budgets.DESCRIPTOR.fields
+                        if budgets.HasField(f.name)},
             "plan": [s["name"] + f" ({s.get('decision', '')})".replace("DECISION_", "").lower()
                      for s in state.get("plan", {}).get("subtasks", [])],
+            "subtask_best": {name: max((t.get("success_rate", 0.0) for t in sub.get("tests", [])), default=0.0)
+                             for name, sub in subtasks.items()},
             "llm_calls": len(records), "llm_calls_by_agent": _count(r["agent"] for r in records),
             "tokens": sum(r.get("prompt_tokens", 0) + r.get("completion_tokens", 0) for r in records),
             "wall_seconds": round(float(times[-1]) - float(times[0]), 1) if len(times) > 1 else None}
@@ -110,37 +116,68 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
 
 
+_BUDGET_NAMES = {"max_outer_iterations": "O", "max_inner_iterations": "I", "env_frames_per_training":
+                 "frames/training", "total_env_frames": "frames in all", "eval_episodes": "E", "candidates": "N"}
+
+
+def _budgets(budgets: dict[str, int]) -> str:
+    return ", ".join(f"{_BUDGET_NAMES.get(k, k)}={v}" for k, v in budgets.items()) or "the planner's defaults"
+
+
+def summary_sentences(pairs: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> list[str]:
+    """What the table shows, computed from the recorded and replayed numbers."""
+    out = []
+    solved = [rec["task"] for rec, _ in pairs if (rec["success_rate"] or 0) > 0]
+    unsolved = [rec for rec, _ in pairs if not (rec["success_rate"] or 0) > 0]
+    if solved:
+        out.append(f"The recorded runs solved {', '.join(solved)} ({len(solved)} of {len(pairs)} tasks).")
+    for rec in unsolved:
+        best = rec.get("subtask_best", {})
+        passed = [n for n, r in best.items() if r >= 0.8]
+        failed = ", ".join(f"{n} (best {r:.0%})" for n, r in best.items() if r < 0.8)
+        out.append(f"{rec['task']} ended at {_pct(rec['success_rate'])} over the final episodes; {len(passed)} of "
+                   f"{len(best)} sub-tasks passed their own tests (80%)" + (f", not {failed}" if failed else "") + ".")
+    replayed = [(rec, rep) for rec, rep in pairs if rep]
+    same = [rec["task"] for rec, rep in replayed if rep["success_rate"] == rec["success_rate"]
+            and rep["frames_used"] == rec["frames_used"]]
+    if replayed:
+        out.append(f"Replayed with no model, {len(same)} of {len(replayed)} runs reproduced the recorded final success "
+                   "and frame count exactly" + (f" ({', '.join(same)})" if same else "") + ".")
+    return out
+
+
 @app.command()
 def report(output: Annotated[Path, typer.Option(help="Benchmarks file.")] = Path("docs/BENCHMARKS.md")) -> None:
     """Writes the section from the kept records and the latest replays."""
-    rows, machines, models = [], set(), set()
+    rows, pairs, models, replays = [], [], set(), []
     for source in sorted(p for p in RUNS.iterdir() if (p / "recorded.json").exists()):
-        rec = json.loads((source / "recorded.json").read_text())
+        rec = run_summary(source) | json.loads((source / "recorded.json").read_text())
         models.add(rec["model"])
         raw = RESULTS / f"{source.name}.json"
         rep = json.loads(raw.read_text()) if raw.exists() else None
+        pairs.append((rec, rep))
         if rep:
-            machines.add((rep["machine"], rep["date"]))
+            replays.append(rep)
         agents = ", ".join(f"{a} {n}" for a, n in sorted(rec["llm_calls_by_agent"].items()))
         replayed = (f"{_pct(rep['success_rate'])} | {rep['frames_used']} | {rep['replay']['same_prompt']}/"
                     f"{rep['replay']['replayed_calls']} | {rep['replay_wall_seconds']:.0f}" if rep else
                     "not replayed | - | - | -")
-        rows.append(f"| {rec['task']} | `docs/runs/{source.name}` | {'; '.join(rec['plan'])} | "
-                    f"{_pct(rec['success_rate'])} | {rec['frames_used']} | {rec['llm_calls']} ({agents}) | "
-                    f"{rec['wall_seconds'] or 0:.0f} | {replayed} |")
-    lines = [TITLE, ""]
-    lines.append(f"Answered by: {'; '.join(sorted(models))}. Recorded with `rlgpt run` and its default budgets "
-                 "(O=2, I=2, 15000 frames per training, 60000 in all, 8 final episodes), the planner and the critic "
-                 "pointed at `rlgpt serve llm-relay`; the recorded wall time includes the time the model took to "
-                 "answer. Replayed with `make bench-replay` (`rlgpt run --replay docs/runs/NAME`): every LLM call "
-                 "answered from the record, skills, trainings and the final evaluation run live on "
-                 + ("; ".join(f"{m}, {d}" for m, d in sorted(machines)) or "(no replay yet)") + ".")
-    lines += ["", "| task | record | plan (decision) | recorded success | recorded frames | LLM calls | recorded "
-              "wall s | replayed success | replayed frames | same prompt / replayed calls | replay wall s |",
-              "|---|---|---|---:|---:|---|---:|---:|---:|---:|---:|", *rows, ""]
-    lines.append("Frames: env frames spent on skill tests and trainings (the final evaluation is not counted). "
-                 "Same prompt: replayed calls whose prompt matched the record word for word (a prompt that quotes "
-                 "a live measurement, such as a success rate, can differ).")
+        rows.append(f"| {rec['task']} | `docs/runs/{source.name}` | {_budgets(rec['budgets'])} | "
+                    f"{'; '.join(rec['plan'])} | {_pct(rec['success_rate'])} | {rec['frames_used']} | "
+                    f"{rec['llm_calls']} ({agents}) | {rec['wall_seconds'] or 0:.0f} | {replayed} |")
+    where = (f"on {replays[0]['machine']}, {min(r['date'] for r in replays)} to {max(r['date'] for r in replays)}"
+             if replays else "(no replay yet)")
+    lines = [TITLE, "", f"Answered by: {'; '.join(sorted(models))}. Recorded with `rlgpt run`, the planner and the "
+             "critic pointed at `rlgpt serve llm-relay` (the model saw each request file and nothing else); the "
+             "recorded wall time includes the time the model took to answer. Replayed with `make bench-replay` "
+             "(`rlgpt run --replay docs/runs/NAME`): every LLM call answered from the record, skills, trainings and "
+             f"the final evaluation run live, {where}.", "",
+             "| task | record | budgets | plan (decision) | recorded success | recorded frames | LLM calls | "
+             "recorded wall s | replayed success | replayed frames | same prompt / replayed calls | replay wall s |",
+             "|---|---|---|---|---:|---:|---|---:|---:|---:|---:|---:|", *rows, "", *summary_sentences(pairs), "",
+             "Frames: env frames spent on skill tests and trainings (the final evaluation is not counted). Same "
+             "prompt: replayed calls whose first message matched the record word for word. Token counts through the "
+             "relay are estimates (characters / 4) and are left out."]
     write_section(output, TITLE, "\n".join(lines))
     console.print(f"wrote {output}")
 
