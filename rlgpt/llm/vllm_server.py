@@ -12,19 +12,17 @@ The vLLM CPU image (Dockerfile target ``llm-vllm``) runs the same command line (
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import logging
 import os
 import shlex
-import sys
 from pathlib import Path
 from typing import ClassVar
 
 from rlgpt.config import Settings, setting
-from rlgpt.errors import ConfigError, FailedPrecondition
-from rlgpt.llm.local_server import ServerProcess, serve_foreground
+from rlgpt.errors import FailedPrecondition
+from rlgpt.llm.local_server import ServerProcess, ready_or_exit, serve_args, serve_foreground
 
 log = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parents[2]
@@ -122,21 +120,18 @@ class VllmServer(ServerProcess):
         return client_settings(self.settings, self.base_url)
 
 
+def _checked_settings() -> VllmSettings:
+    settings = VllmSettings.load()
+    check_setup(settings)
+    return settings
+
+
 def main(argv: list[str] | None = None) -> None:
     """Serves vLLM in the foreground until SIGTERM/SIGINT, after printing the settings that use it."""
-    parser = argparse.ArgumentParser(prog="python -m rlgpt.llm.vllm_server",
-                                     description="vLLM's OpenAI-compatible server on CPU from .venv-vllm "
-                                                 "(settings: RLGPT_VLLM_*; set up with make vllm-setup).")
-    parser.add_argument("--host", default="127.0.0.1", help="interface to bind")
-    parser.add_argument("--port", type=int, default=8000, help="HTTP port")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        settings = VllmSettings.load()
-        check_setup(settings)
-    except (ConfigError, FailedPrecondition) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
+    args = serve_args(argv, "python -m rlgpt.llm.vllm_server",
+                      "vLLM's OpenAI-compatible server on CPU from .venv-vllm (settings: RLGPT_VLLM_*; set up with "
+                      "make vllm-setup).", 8000)
+    settings = ready_or_exit(_checked_settings)
     url_host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
     exports = " ".join(f"{k}={v}" for k, v in client_settings(settings, f"http://{url_host}:{args.port}/v1").items())
     print(f"vLLM serves {settings.served_model_name!r} on http://{url_host}:{args.port}/v1 once it has loaded "
