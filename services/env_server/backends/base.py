@@ -6,6 +6,7 @@ import abc
 import dataclasses
 import importlib
 from collections.abc import Callable
+from importlib import metadata
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,13 @@ import numpy as np
 from rlgpt.errors import FailedPrecondition, InvalidArgument, shown
 from rlgpt.v1 import common_pb2
 
+
+def package_version(distribution: str) -> str:
+    """The installed version of ``distribution``, or "unknown" (named in a game's rules as their source)."""
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 @dataclasses.dataclass(frozen=True)
 class BackendSpec:

@@ -14,13 +14,13 @@ import inspect
 import logging
 import textwrap
 from collections.abc import Callable
-from importlib import metadata
 from typing import Any
 
 from crafter import constants, objects
 
 from rlgpt.v1 import common_pb2
 from rlgpt.world_rules import render_rules
+from services.env_server.backends.base import package_version
 
 log = logging.getLogger(__name__)
 STATUS = ("health", "food", "drink", "energy")
@@ -275,12 +275,9 @@ def crafter_rules() -> common_pb2.WorldRules:
         else "") for name, info in constants.make.items()]
     items = [common_pb2.ItemLimit(item=name, initial=int(info["initial"]), max=int(info["max"]))
              for name, info in constants.items.items()]
-    try:
-        version = metadata.version("crafter")
-    except metadata.PackageNotFoundError:
-        version = "unknown"
     rules = common_pb2.WorldRules(
-        source=f"crafter {version}: data.yaml, and objects.py for the facts the data leaves implicit",
+        source=f"crafter {package_version('crafter')}: data.yaml, and objects.py for the facts the data leaves "
+               "implicit",
         materials=list(constants.materials), walkable=list(constants.walkable), collect=collect, place=place,
         make=make, items=items, nearby_distance=nearby_distance, facts=_code_facts(nearby_distance))
     rules.text = render_rules(rules, status=STATUS)

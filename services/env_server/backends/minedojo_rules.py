@@ -44,12 +44,12 @@ import dataclasses
 import functools
 import importlib
 import logging
-from importlib import metadata
 from types import ModuleType
 from typing import Any
 
 from rlgpt.v1 import common_pb2
 from rlgpt.world_rules import render_rules
+from services.env_server.backends.base import package_version
 
 log = logging.getLogger(__name__)
 
@@ -185,12 +185,9 @@ def minedojo_rules(mc: ModuleType) -> common_pb2.WorldRules:
     records = _item_records(mc)
     limits = [common_pb2.ItemLimit(item=item, initial=0, max=int(records[item]["stackSize"]))
               for item in items if isinstance(records.get(item, {}).get("stackSize"), int)]
-    try:
-        version = metadata.version("minedojo")
-    except metadata.PackageNotFoundError:
-        version = "unknown"
     rules = common_pb2.WorldRules(
-        source=f"minedojo {version}: sim/mc_meta/mc_constants.json (recipes, items) read through {MC_MODULE}",
+        source=f"minedojo {package_version('minedojo')}: sim/mc_meta/mc_constants.json (recipes, items) read "
+               f"through {MC_MODULE}",
         make=make, items=limits)
     rules.facts.extend(_facts(rules, records, mc, items, tuple(backend.ACTIONS),
                               {alias: name for alias, name in aliases.items() if alias in applied}))
