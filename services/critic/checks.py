@@ -103,12 +103,17 @@ def _error_findings(kind: str, items: list[tuple[ErrorKey, int]]) -> list[str]:
     return lines
 
 
+def _error_check(errors: list[common_pb2.SkillError], timeouts: bool) -> tuple[Check, ErrorKey | None]:
+    """The findings on the distinct timeouts (with ``timeouts``) or other errors, and the first of them seen."""
+    items = _grouped(errors, timeouts)
+    return Check(_error_findings("timeout" if timeouts else "exception", items)), items[0][0] if items else None
+
+
 def exceptions(errors: list[common_pb2.SkillError]) -> Check:
     """Exceptions the code raised, each with its line and source line; the first one diagnosed."""
-    items = _grouped(errors, timeouts=False)
-    check = Check(_error_findings("exception", items))
-    if items:
-        (type_, line, message, code_line), _ = items[0]
+    check, first = _error_check(errors, timeouts=False)
+    if first is not None:
+        type_, line, message, code_line = first
         where = f" at line {line}" + (f" (`{shorten(code_line, 80)}`)" if code_line else "") if line else ""
         said = shorten(message, 150)
         check.diagnosis.append(f"The code raised {type_}{where}: {said}{'' if said.endswith('.') else '.'}")
@@ -118,10 +123,9 @@ def exceptions(errors: list[common_pb2.SkillError]) -> Check:
 
 def timeouts(errors: list[common_pb2.SkillError]) -> Check:
     """Code that ran out of time or of its step budget."""
-    items = _grouped(errors, timeouts=True)
-    check = Check(_error_findings("timeout", items))
-    if items:
-        (type_, line, _message, _code_line), _ = items[0]
+    check, first = _error_check(errors, timeouts=True)
+    if first is not None:
+        type_, line, _message, _code_line = first
         check.diagnosis.append(f"The code hit {type_}" + (f" at line {line}." if line else "."))
         check.suggestion.append("Yield an action on every game step, bound every loop and return when the goal "
                                 "cannot be reached.")
