@@ -61,9 +61,8 @@ def server() -> Iterator[tuple[str, Slow]]:
 
 def test_a_call_without_timeout_gets_the_channels_default_deadline(server) -> None:
     target, _slow = server
-    channel = create_channel(target, default_timeout=0.3, wait_ready_seconds=10)
-    stub = env_pb2_grpc.EnvServiceStub(channel)
-    try:
+    with create_channel(target, default_timeout=0.3, wait_ready_seconds=10) as channel:
+        stub = env_pb2_grpc.EnvServiceStub(channel)
         start = time.monotonic()
         with pytest.raises(grpc.RpcError) as info:
             stub.Describe(env_pb2.DescribeRequest(backend="sleep:1.0"))
@@ -71,14 +70,11 @@ def test_a_call_without_timeout_gets_the_channels_default_deadline(server) -> No
         assert time.monotonic() - start < 0.9
         # An explicit timeout wins over the default.
         assert stub.Describe(env_pb2.DescribeRequest(backend="sleep:0.5"), timeout=5).backend.startswith("answered")
-    finally:
-        channel.close()
 
 
 def test_server_streams_get_the_default_deadline_too(server) -> None:
     target, _slow = server
-    channel = create_channel(target, default_timeout=0.3, wait_ready_seconds=10)
-    try:
+    with create_channel(target, default_timeout=0.3, wait_ready_seconds=10) as channel:
         stream = learner_pb2_grpc.LearnerServiceStub(channel).WatchJob(learner_pb2.WatchJobRequest(job_id="1.0"))
         assert next(stream).job_id == "1.0"
         with pytest.raises(grpc.RpcError) as info:
@@ -87,35 +83,27 @@ def test_server_streams_get_the_default_deadline_too(server) -> None:
         long_stream = learner_pb2_grpc.LearnerServiceStub(channel).WatchJob(
             learner_pb2.WatchJobRequest(job_id="0.5"), timeout=5)
         assert len(list(long_stream)) == 2
-    finally:
-        channel.close()
 
 
 def test_unavailable_is_retried_until_the_server_answers(server) -> None:
     target, slow = server
-    channel = create_channel(target, default_timeout=10, wait_ready_seconds=10)
-    try:
+    with create_channel(target, default_timeout=10, wait_ready_seconds=10) as channel:
         stub = env_pb2_grpc.EnvServiceStub(channel)
         assert stub.Describe(env_pb2.DescribeRequest(backend="flaky:2")).backend == "answered call 3"
         with pytest.raises(grpc.RpcError) as info:  # four attempts in all, then the error reaches the caller
             stub.Describe(env_pb2.DescribeRequest(backend="flaky:10"))
         assert info.value.code() == grpc.StatusCode.UNAVAILABLE and info.value.details() == "call 4 refused"
         assert slow.calls["flaky:10"] == 4
-    finally:
-        channel.close()
 
 
 def test_other_errors_are_not_retried(server) -> None:
     target, slow = server
-    channel = create_channel(target, default_timeout=0.3, wait_ready_seconds=10)
-    try:
+    with create_channel(target, default_timeout=0.3, wait_ready_seconds=10) as channel:
         with pytest.raises(grpc.RpcError) as info:
             env_pb2_grpc.EnvServiceStub(channel).Describe(env_pb2.DescribeRequest(backend="sleep:0.6"))
         assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
         time.sleep(0.4)  # the server finishes the abandoned call
         assert slow.calls["sleep:0.6"] == 1
-    finally:
-        channel.close()
 
 
 def test_wait_ready_raises_when_nothing_listens() -> None:
@@ -130,15 +118,11 @@ def test_wait_ready_raises_when_nothing_listens() -> None:
 
 def test_the_client_receive_limit_is_max_message_mb(server) -> None:
     target, _slow = server
-    small = create_channel(target, max_message_mb=1, wait_ready_seconds=10)
-    large = create_channel(target, wait_ready_seconds=10)
-    try:
+    with (create_channel(target, max_message_mb=1, wait_ready_seconds=10) as small,
+          create_channel(target, wait_ready_seconds=10) as large):
         with pytest.raises(grpc.RpcError) as info:
             env_pb2_grpc.EnvServiceStub(small).Describe(env_pb2.DescribeRequest(backend="big:2"))
         assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         # 64 MB by default: far over grpc's own 4 MB.
         assert len(env_pb2_grpc.EnvServiceStub(large).Describe(
             env_pb2.DescribeRequest(backend="big:6")).skill_api) == 6 * 1024 * 1024
-    finally:
-        small.close()
-        large.close()
