@@ -2,8 +2,9 @@
 
 Every rendered object is validated against the Kubernetes API schemas in strict mode (an unknown or
 misspelt field fails), then checked against what the code needs: the settings names and values the
-services read (rlgpt/config.py), the gRPC and metrics ports, the calls the learner's Kubernetes runner
-makes (services/learner/k8s.py), the labels of its training Jobs, and who may talk to whom.
+services read (rlgpt/config.py, services/<service>/settings.py), the gRPC and metrics ports, the calls
+the learner's Kubernetes runner makes (services/learner/k8s.py), the labels of its training Jobs, and
+who may talk to whom.
 Needs `kubectl` (its built-in kustomize); `make setup` installs it.
 """
 
@@ -21,18 +22,13 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from rlgpt import config as settings_module
-from rlgpt.config import (
-    CriticSettings,
-    EnvServerSettings,
-    LearnerSettings,
-    LLMSettings,
-    PlannerSettings,
-    ServerSettings,
-    Settings,
-)
+from rlgpt.config import LLMSettings, ServerSettings, Settings
 from rlgpt.v1 import learner_pb2
+from services.critic.settings import CriticSettings
+from services.env_server.settings import EnvServerSettings
 from services.learner import k8s as learner_k8s
+from services.learner.settings import LearnerSettings
+from services.planner.settings import PlannerSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
@@ -226,9 +222,8 @@ def ingress_allowed(policies: list[dict[str, Any]], source: Pod, dest: Pod, port
 
 
 def valid_setting_names() -> set[str]:
-    """RLGPT_<PREFIX>_<FIELD> of every settings dataclass in rlgpt/config.py."""
-    classes = [c for c in vars(settings_module).values()
-               if isinstance(c, type) and issubclass(c, Settings) and c is not Settings]
+    """RLGPT_<PREFIX>_<FIELD> of the settings dataclasses the services load."""
+    classes = {ServerSettings} | {c for service in SERVICES.values() for c in service.settings}
     return {f"{c.env_prefix}_{f.name.upper()}" for c in classes for f in dataclasses.fields(c)}
 
 
@@ -331,7 +326,7 @@ def test_every_rlgpt_variable_is_a_real_setting(rendered: dict[str, Manifests], 
     used |= {var["name"] for pod in pod_specs(m).values() for c in containers(pod) for var in c.get("env", [])
              if var["name"].startswith("RLGPT_")}
     assert len(used) > 10, f"expected the settings ConfigMap, found only {sorted(used)}"
-    assert not used - valid, f"not a field of any settings dataclass in rlgpt/config.py: {sorted(used - valid)}"
+    assert not used - valid, f"not a field of any service's settings dataclass: {sorted(used - valid)}"
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -1,0 +1,39 @@
+"""The planner's settings; the loader and the settings services share are in :mod:`rlgpt.config`."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+from rlgpt.config import Settings, setting
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannerSettings(Settings):
+    """Settings of the planner (``RLGPT_PLANNER_*``); the LLM has its own (``RLGPT_LLM_*``)."""
+
+    env_prefix: ClassVar[str] = "RLGPT_PLANNER"
+
+    env_server: str = setting("127.0.0.1:50051", "Address of the env server (Describe, RegisterSkill, RunSkill).")
+    learner: str = setting("", "Address of the learner; empty: RL sub-tasks get configs but are not trained.")
+    critic: str = setting("", "Address of the critic; empty: no verdicts.")
+    run_dir: str = setting("runs", "Directory under which each run gets its own directory.")
+    library_path: str = setting("runs/skill_library.json", "The skill library shared by runs.")
+    # A run's budgets (rlgpt.v1.Budgets): the planner's defaults for the fields a StartRun leaves unset, and
+    # (ge/le) the range StartRun accepts for a set field. The fields are named as in Budgets.
+    max_outer_iterations: int = setting(2, "Budget: max outer (slow agent) iterations O of a run.", ge=1, le=20)
+    max_inner_iterations: int = setting(2, "Budget: max inner (fast agent) iterations I per sub-task.", ge=1,
+                                        le=20)
+    env_frames_per_training: int = setting(15000, "Budget: env frames of one RL training.", ge=1)
+    total_env_frames: int = setting(60000, "Budget: env frames a whole run may spend on skill tests and "
+                                           "training (the final evaluation is not counted); 0: unbounded.", ge=0)
+    eval_episodes: int = setting(8, "Budget: evaluation episodes E of a trained policy and of the whole task "
+                                    "at the end.", ge=1, le=64)
+    candidates: int = setting(1, "Budget: skill candidates N drawn per fast-agent step; the best by test "
+                                 "success is kept.", ge=1, le=16)
+    max_tokens: int = setting(0, "Budget: LLM tokens a whole run may use; 0: unbounded.", ge=0)
+    test_episodes: int = setting(4, "Test episodes per skill candidate (RunSkill).", ge=1, le=64)
+    test_steps: int = setting(300, "Frames per skill test episode.", ge=1)
+    final_episode_frames: int = setting(1000, "Frames of one whole-task episode: the final evaluation's, and "
+                                              "pure RL's training episodes.", ge=1)
+    max_active_runs: int = setting(2, "Runs that may be active at once.", ge=1)
