@@ -13,9 +13,9 @@ import psutil
 from rich.progress import Progress
 
 from benchmarks.env.measure import CpuWindow, LocalBatch, Measurement, Plan
-from rlgpt.config import EnvServerSettings
 from rlgpt.v1 import env_pb2
 from services.env_server.backends.crafter import CrafterBackend
+from services.env_server.settings import EnvServerSettings
 
 
 class StepTracker:

@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from rlgpt.config import EnvServerSettings
 from rlgpt.env_client import EnvStep, SessionEnv
 from rlgpt.v1 import learner_pb2
 from services.env_server.backends.base import get_backend
 from services.env_server.session import Action, Session
+from services.env_server.settings import EnvServerSettings
 from services.env_server.tasks import parse_reward_terms, parse_task
 from services.learner.sf_env import learning_env, load_job_config, slot_seed
 

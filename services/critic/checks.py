@@ -10,10 +10,10 @@ import dataclasses
 import re
 from collections import Counter
 
-from rlgpt.config import CriticSettings
 from rlgpt.prompts import shorten
 from rlgpt.v1 import common_pb2, critic_pb2
 from services.critic.prerequisites import missing_items
+from services.critic.settings import CriticSettings
 
 MAX_TEXT = 600  # diagnosis and suggestion, chars
 MAX_ERROR_FINDINGS = 6

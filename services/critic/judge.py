@@ -13,7 +13,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, Field
 
-from rlgpt.config import CriticSettings
 from rlgpt.errors import RlgptError
 from rlgpt.llm.client import CallRecord
 from rlgpt.prompts import CompletesJSON, shorten
@@ -22,6 +21,7 @@ from services.critic import prompt
 from services.critic.checks import MAX_TEXT, Findings, deterministic_checks
 from services.critic.checks import dead_loop as _dead_loop
 from services.critic.prompt import PROMPT_DIR
+from services.critic.settings import CriticSettings
 
 # PROMPT_DIR and _dead_loop are imported from here by tests of the planner and the env server.
 __all__ = ["DECISIONS", "PROMPT_DIR", "TARGET_NAMES", "CriticAnswer", "Findings", "Judge", "_dead_loop",

@@ -7,10 +7,10 @@ import base64
 from pathlib import Path
 from typing import Any
 
-from rlgpt.config import CriticSettings
 from rlgpt.prompts import conditions_text, render, shorten
 from rlgpt.v1 import common_pb2, critic_pb2
 from services.critic.checks import Findings
+from services.critic.settings import CriticSettings
 
 PROMPT_DIR = Path(__file__).parent / "prompts"
 MAX_PROMPT_ROLLOUTS = 4

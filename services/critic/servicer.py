@@ -9,13 +9,13 @@ import time
 import grpc
 
 from rlgpt import metrics
-from rlgpt.config import CriticSettings
 from rlgpt.errors import InvalidArgument, grpc_errors
 from rlgpt.llm.client import record_json
 from rlgpt.prompts import CompletesJSON
 from rlgpt.v1 import critic_pb2, critic_pb2_grpc
 from services.critic import judge
 from services.critic.judge import DECISIONS, TARGET_NAMES
+from services.critic.settings import CriticSettings
 
 log = logging.getLogger(__name__)
 SERVICE_NAME = critic_pb2.DESCRIPTOR.services_by_name["CriticService"].full_name

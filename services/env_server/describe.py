@@ -3,9 +3,9 @@ kinds, the skill API text and the world's rules) and the server's limits."""
 
 from __future__ import annotations
 
-from rlgpt.config import EnvServerSettings
 from rlgpt.v1 import env_pb2
 from services.env_server.backends.base import BackendSpec, backend_spec
+from services.env_server.settings import EnvServerSettings
 from services.env_server.skill_doc import skill_api_text
 from services.env_server.tasks import REWARD_KINDS
 

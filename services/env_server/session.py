@@ -13,12 +13,12 @@ from typing import Any
 import numpy as np
 
 from rlgpt import metrics
-from rlgpt.config import EnvServerSettings
 from rlgpt.errors import FailedPrecondition, NotFound, shown
 from services.env_server.backends.base import Backend, RawStep
 from services.env_server.episode import EnvSlot, Episode
 from services.env_server.macro_actions import run_skills
 from services.env_server.recording import episode_summary, record_frame, recorder_for
+from services.env_server.settings import EnvServerSettings
 from services.env_server.skills.executor import SkillExecutor, SkillRecord
 from services.env_server.tasks import RewardTerm, Task, step_reward
 from services.env_server.trajectory import TrajectoryRecorder

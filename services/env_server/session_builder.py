@@ -3,12 +3,12 @@ task, reward terms and action space (primitives and registered skills) read for 
 
 from __future__ import annotations
 
-from rlgpt.config import EnvServerSettings
 from rlgpt.errors import InvalidArgument, join_problems, shown
 from rlgpt.v1 import env_pb2
 from services.env_server.backends.base import Backend, get_backend
 from services.env_server.macro_actions import SKILL_PREFIX
 from services.env_server.session import Action, Session
+from services.env_server.settings import EnvServerSettings
 from services.env_server.skills.executor import SkillRegistry
 from services.env_server.tasks import parse_reward_terms, parse_task
 

@@ -11,9 +11,9 @@ import uuid
 from collections.abc import Iterator
 
 from rlgpt import metrics
-from rlgpt.config import EnvServerSettings
 from rlgpt.errors import InvalidArgument, ResourceExhausted, shown
 from services.env_server.session import Session, session_not_found
+from services.env_server.settings import EnvServerSettings
 
 log = logging.getLogger(__name__)
 

@@ -10,9 +10,9 @@ import logging
 import threading
 from typing import Any
 
-from rlgpt.config import EnvServerSettings
 from rlgpt.errors import InvalidArgument, NotFound, shown
 from services.env_server.backends.base import Backend, backend_names, get_backend
+from services.env_server.settings import EnvServerSettings
 from services.env_server.skills.executor import SkillRecord, SkillRegistry
 
 log = logging.getLogger(__name__)

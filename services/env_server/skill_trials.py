@@ -7,10 +7,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from rlgpt.config import EnvServerSettings
 from rlgpt.errors import FailedPrecondition
 from rlgpt.v1 import env_pb2
 from services.env_server.session_builder import build_session
+from services.env_server.settings import EnvServerSettings
 from services.env_server.skills.executor import SkillRegistry
 
 SLOT_WAIT_SECONDS = 30

@@ -14,11 +14,11 @@ import kubernetes.config
 import urllib3.exceptions
 from kubernetes.client.exceptions import ApiException
 
-from rlgpt.config import LearnerSettings
 from rlgpt.errors import FailedPrecondition, Unavailable
 from rlgpt.v1 import learner_pb2
 from services.learner.jobs import JobHandle, JobRunner
 from services.learner.k8s_manifest import build_job_manifest, container_run_dir, job_name
+from services.learner.settings import LearnerSettings
 
 __all__ = ["KubernetesJobHandle", "KubernetesRunner", "build_job_manifest", "container_run_dir", "job_name"]
 """``build_job_manifest`` and ``container_run_dir`` are kept importable from here for older callers."""

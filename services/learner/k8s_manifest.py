@@ -25,11 +25,11 @@ import re
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from rlgpt.config import LearnerSettings
 from rlgpt.errors import InvalidArgument
 from rlgpt.v1 import learner_pb2
 from services.learner.jobs import train_command
 from services.learner.rl_config import num_workers
+from services.learner.settings import LearnerSettings
 
 JOB_NAME_PREFIX = "rlgpt-train-"
 MAX_NAME_LENGTH = 63

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from rlgpt import metrics
-from rlgpt.config import LearnerSettings
 from rlgpt.errors import FailedPrecondition, NotFound, ResourceExhausted, shown
 from rlgpt.v1 import learner_pb2
 from services.learner.jobs import (
@@ -24,6 +23,7 @@ from services.learner.jobs import (
     wait_for_exit,
     write_job_config,
 )
+from services.learner.settings import LearnerSettings
 
 log = logging.getLogger(__name__)
 TERMINAL = {learner_pb2.JOB_STATE_SUCCEEDED, learner_pb2.JOB_STATE_FAILED, learner_pb2.JOB_STATE_STOPPED}

@@ -9,7 +9,6 @@ from typing import Any
 
 import grpc
 
-from rlgpt.config import LearnerSettings
 from rlgpt.env_client import list_all_skills
 from rlgpt.errors import InvalidArgument, Unavailable, grpc_errors, shown
 from rlgpt.grpc_client import create_channel
@@ -18,6 +17,7 @@ from services.learner.evaluate import evaluate
 from services.learner.jobs import JobRunner
 from services.learner.manager import JobManager
 from services.learner.rl_config import EnvVocabulary, validate_rl_config
+from services.learner.settings import LearnerSettings
 from services.learner.sf_env import session_request
 
 log = logging.getLogger(__name__)

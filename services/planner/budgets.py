@@ -1,17 +1,17 @@
 """A run's budgets: the planner alone defaults and checks them.
 
 ``rlgpt.v1.Budgets`` fields are optional. An unset field takes the planner's default, the
-:class:`~rlgpt.config.PlannerSettings` field of the same name (``RLGPT_PLANNER_<FIELD>``); a set field must lie
-in the range that settings field declares (its ``ge``/``le``). Clients (``rlgpt run``, benchmarks) send only
-what a user chose.
+:class:`~services.planner.settings.PlannerSettings` field of the same name (``RLGPT_PLANNER_<FIELD>``); a set
+field must lie in the range that settings field declares (its ``ge``/``le``). Clients (``rlgpt run``,
+benchmarks) send only what a user chose.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from rlgpt.config import PlannerSettings
 from rlgpt.v1 import planner_pb2
+from services.planner.settings import PlannerSettings
 
 BUDGET_FIELDS = tuple(f.name for f in planner_pb2.Budgets.DESCRIPTOR.fields)
 _SETTINGS = {f.name: f for f in dataclasses.fields(PlannerSettings)}

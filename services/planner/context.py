@@ -8,12 +8,12 @@ import enum
 import json
 from typing import Any
 
-from rlgpt.config import PlannerSettings
 from rlgpt.errors import FailedPrecondition
 from rlgpt.v1 import critic_pb2_grpc, env_pb2, env_pb2_grpc, learner_pb2_grpc, planner_pb2
 from services.planner.budgets import resolve_budgets
 from services.planner.prompts import EvalProtocol
 from services.planner.runs import Run
+from services.planner.settings import PlannerSettings
 from services.planner.skill_library import SkillLibrary
 from services.planner.state import RunState, SubTaskState
 

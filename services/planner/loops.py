@@ -22,7 +22,6 @@ import time
 import grpc
 
 from rlgpt import metrics
-from rlgpt.config import PlannerSettings
 from rlgpt.errors import RlgptError
 from rlgpt.llm.client import StructuredOutputError
 from rlgpt.prompts import CompletesJSON, shorten
@@ -33,6 +32,7 @@ from services.planner.context import AgentSetup, Mode, RunContext, StopRequested
 from services.planner.controller import final_evaluation
 from services.planner.plans import ending_in_goal, start_inventory, summary, task_subtask
 from services.planner.runs import Run
+from services.planner.settings import PlannerSettings
 from services.planner.skill_library import SkillLibrary
 from services.planner.state import Decision, IterationRecord, RunState, Status
 

@@ -11,8 +11,8 @@ import functools
 from pathlib import Path
 
 from rlgpt import prompts
-from rlgpt.config import PlannerSettings
 from rlgpt.v1 import common_pb2
+from services.planner.settings import PlannerSettings
 
 PROMPT_DIR = Path(__file__).parent / "prompts"
 render = functools.partial(prompts.render, PROMPT_DIR)

@@ -13,12 +13,13 @@ from fakes.fake_openai import FakeOpenAIServer, Reply
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client import REGISTRY
 
-from rlgpt.config import CriticSettings, LLMSettings
+from rlgpt.config import LLMSettings
 from rlgpt.grpc_client import create_channel
 from rlgpt.grpc_server import ServiceBinding, create_server, stop_server
 from rlgpt.llm import LLMClient
 from rlgpt.v1 import common_pb2, critic_pb2, critic_pb2_grpc
 from services.critic.servicer import SERVICE_NAME, CriticServicer
+from services.critic.settings import CriticSettings
 
 SETTINGS = CriticSettings(max_rollouts=4, max_code_bytes=256, max_frames=1, max_frame_bytes=2048,
                           max_curve_points=8)

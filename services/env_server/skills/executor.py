@@ -13,9 +13,9 @@ import threading
 from typing import Any
 
 from rlgpt import metrics
-from rlgpt.config import EnvServerSettings
 from rlgpt.errors import AlreadyExists, InvalidArgument, NotFound, ResourceExhausted, shown
 from services.env_server.backends.base import get_backend
+from services.env_server.settings import EnvServerSettings
 from services.env_server.skills.compiler import compile_skill
 from services.env_server.skills.pool import IDLE, SandboxBusy, SandboxProcess, WorkerFailure, budget_for
 from services.env_server.skills.recipes import compact_rules

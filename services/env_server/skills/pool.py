@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from rlgpt.config import EnvServerSettings
+from services.env_server.settings import EnvServerSettings
 from services.env_server.skills.worker import _HEADER, IDLE, MARKER, MAX_MESSAGE
 
 log = logging.getLogger(__name__)

@@ -21,9 +21,9 @@ import logging
 import time
 from typing import Any
 
-from rlgpt.config import EnvServerSettings
 from rlgpt.errors import DeadlineExceeded, InvalidArgument, ResourceExhausted
 from services.env_server.backends.base import Backend
+from services.env_server.settings import EnvServerSettings
 from services.env_server.skills.executor import SkillExecutor, SkillRecord
 
 log = logging.getLogger(__name__)

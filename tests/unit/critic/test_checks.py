@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from critic_samples import curve, episode, has, request
 
-from rlgpt.config import CriticSettings
 from rlgpt.v1 import common_pb2, critic_pb2
 from services.critic import checks
 from services.critic.checks import deterministic_checks
+from services.critic.settings import CriticSettings
 
 SETTINGS = CriticSettings()
 

@@ -9,12 +9,13 @@ import pytest
 from critic_samples import episode, has, request
 from fakes.fake_openai import FakeOpenAIServer, Reply
 
-from rlgpt.config import CriticSettings, LLMSettings
+from rlgpt.config import LLMSettings
 from rlgpt.llm import LLMClient
 from rlgpt.llm.client import record_from_json, record_json
 from rlgpt.prompts import render, shorten
 from rlgpt.v1 import common_pb2, critic_pb2
 from services.critic.judge import PROMPT_DIR, CriticAnswer, Judge, deterministic_checks
+from services.critic.settings import CriticSettings
 
 SETTINGS = CriticSettings()
 LLM_SETTINGS = LLMSettings(max_retries=0, backoff_seconds=0.01, timeout_seconds=5, model="local")

@@ -6,10 +6,10 @@ import base64
 
 from critic_samples import curve, episode, request
 
-from rlgpt.config import CriticSettings
 from rlgpt.v1 import common_pb2
 from services.critic import prompt
 from services.critic.checks import deterministic_checks
+from services.critic.settings import CriticSettings
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 8
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from rlgpt.config import EnvServerSettings
+from services.env_server.settings import EnvServerSettings
 from services.env_server.skills.executor import SkillExecutor, SkillRecord
 from services.env_server.skills.pool import budget_for
 

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 from rlgpt import world_rules
-from rlgpt.config import EnvServerSettings
 from rlgpt.v1 import common_pb2, env_pb2
 from services.env_server.backends import base
 from services.env_server.backends.minedojo import ACHIEVEMENTS, ACTIONS, ITEMS, MineDojoBackend
 from services.env_server.backends.minedojo_rules import installed_minedojo_rules, minedojo_rules
 from services.env_server.servicer import EnvServicer
+from services.env_server.settings import EnvServerSettings
 
 try:
     from . import fake_minedojo

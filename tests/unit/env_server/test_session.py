@@ -2,10 +2,10 @@
 
 import pytest
 
-from rlgpt.config import EnvServerSettings
 from rlgpt.errors import FailedPrecondition
 from services.env_server.backends.crafter import CrafterBackend
 from services.env_server.session import Action, Session
+from services.env_server.settings import EnvServerSettings
 from services.env_server.tasks import RewardTerm, Task
 
 

@@ -7,10 +7,10 @@ import re
 
 from crafter import objects
 
-from rlgpt.config import EnvServerSettings
 from services.critic.judge import _dead_loop
 from services.env_server.backends.crafter import CrafterBackend
 from services.env_server.session import Action, Session
+from services.env_server.settings import EnvServerSettings
 from services.env_server.skills.executor import SkillRecord
 from services.env_server.tasks import RewardTerm, Task
 from services.env_server.trajectory import TrajectoryRecorder

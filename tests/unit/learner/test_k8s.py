@@ -14,12 +14,12 @@ import kubernetes.config.kube_config
 import kubernetes_validate
 import pytest
 
-from rlgpt.config import LearnerSettings
 from rlgpt.errors import FailedPrecondition, InvalidArgument, Unavailable
 from rlgpt.v1 import learner_pb2
 from services.learner.jobs import train_command
 from services.learner.k8s import KubernetesJobHandle, KubernetesRunner
 from services.learner.k8s_manifest import build_job_manifest, job_name
+from services.learner.settings import LearnerSettings
 
 try:
     from . import fake_kube_api

@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from rlgpt.config import LearnerSettings
 from rlgpt.errors import FailedPrecondition, NotFound, ResourceExhausted, Unavailable
 from rlgpt.v1 import learner_pb2
 from services.learner import jobs
 from services.learner.jobs import JobHandle, JobRecord, LocalRunner
 from services.learner.manager import TERMINAL, JobManager
+from services.learner.settings import LearnerSettings
 
 SCRIPT = r'''
 import json, os, subprocess, sys, time

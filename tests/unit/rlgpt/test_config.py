@@ -1,7 +1,8 @@
 import pytest
 
-from rlgpt.config import EnvServerSettings, ServerSettings
+from rlgpt.config import ServerSettings
 from rlgpt.errors import ConfigError
+from services.env_server.settings import EnvServerSettings
 
 
 def test_env_vars_then_overrides() -> None:
