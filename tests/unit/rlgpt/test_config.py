@@ -1,8 +1,22 @@
+"""The settings loader (rlgpt/config.py) and the settings dataclasses: the shared ones and each service's."""
+
+import dataclasses
+import re
+from pathlib import Path
+from typing import Any
+
 import pytest
 
-from rlgpt.config import ServerSettings
+from rlgpt.config import LLMSettings, ServerSettings
 from rlgpt.errors import ConfigError
+from services.critic.settings import CriticSettings
 from services.env_server.settings import EnvServerSettings
+from services.learner.settings import LearnerSettings
+from services.planner.settings import PlannerSettings
+
+README = Path(__file__).resolve().parents[3] / "README.md"
+# What the services load (rlgpt/cli.py); backends' own settings (RLGPT_MINEDOJO_*) are documented with them.
+SERVICE_SETTINGS = (ServerSettings, EnvServerSettings, LearnerSettings, PlannerSettings, CriticSettings, LLMSettings)
 
 
 def test_env_vars_then_overrides() -> None:
@@ -28,9 +42,32 @@ def test_range_and_cross_field_checks_are_reported_together() -> None:
     assert "max_sessions=0: must be >= 1" in text and "default_skill_steps=50" in text
 
 
+def test_choices_are_checked_with_the_ranges() -> None:
+    with pytest.raises(ConfigError) as info:
+        LearnerSettings.load({"runner": "slurm", "max_envs_per_worker": 0}, environ={"RLGPT_LEARNER_DEVICE": "tpu"})
+    assert info.value.problems == ["runner='slurm': must be local or kubernetes", "max_envs_per_worker=0: must be >= 1",
+                                   "device='tpu': must be cpu or cuda"]
+
+
 def test_every_field_is_documented() -> None:
-    for cls in (ServerSettings, EnvServerSettings):
+    for cls in SERVICE_SETTINGS:
         assert all(help_text.strip() for help_text in cls.help().values()), cls
+
+
+def shown(default: Any) -> str:
+    """A default as the README's tables write it."""
+    if default == "":
+        return "(empty)"
+    return f"`{str(default).lower() if isinstance(default, bool) else default}`"
+
+
+def test_readme_lists_every_setting_with_its_default() -> None:
+    section = README.read_text().split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+    listed = re.findall(r"^\| `(RLGPT_[A-Z0-9_]+)` \| ([^|]*) \|", section, flags=re.MULTILINE)
+    assert len(listed) == len(dict(listed)), "a variable is listed twice"
+    expected = {f"{cls.env_prefix}_{f.name.upper()}": shown(f.default)
+                for cls in SERVICE_SETTINGS for f in dataclasses.fields(cls)}
+    assert dict((name, default.strip()) for name, default in listed) == expected
 
 
 def test_bool_parsing() -> None:
