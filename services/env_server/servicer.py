@@ -68,22 +68,21 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
         self.sessions.shutdown()
 
     # --- edge checks: sizes of every string and repeated field, before any work ----------------------
-    def _check_task(self, p: Problems, field: str, task: common_pb2.TaskSpec) -> None:
+    def _check_task(self, p: Problems, request: env_pb2.CreateSessionRequest | env_pb2.RunSkillRequest) -> None:
+        """The task and reward terms, which CreateSession and RunSkill share."""
         s = self.settings
-        p.chars(f"{field}.name", task.name, s.max_name_chars)
-        p.chars(f"{field}.description", task.description, s.max_text_chars)
-        if p.entries(f"{field}.success", task.success, s.max_list_entries):
+        task = request.task
+        p.chars("task.name", task.name, s.max_name_chars)
+        p.chars("task.description", task.description, s.max_text_chars)
+        if p.entries("task.success", task.success, s.max_list_entries):
             for i, cond in enumerate(task.success):
-                p.chars(f"{field}.success[{i}].achievement", cond.achievement, s.max_name_chars)
-                p.chars(f"{field}.success[{i}].inventory.item", cond.inventory.item, s.max_name_chars)
-        if p.entries(f"{field}.start_inventory", task.start_inventory, s.max_list_entries):
+                p.chars(f"task.success[{i}].achievement", cond.achievement, s.max_name_chars)
+                p.chars(f"task.success[{i}].inventory.item", cond.inventory.item, s.max_name_chars)
+        if p.entries("task.start_inventory", task.start_inventory, s.max_list_entries):
             for i, item_count in enumerate(task.start_inventory):
-                p.chars(f"{field}.start_inventory[{i}].item", item_count.item, s.max_name_chars)
-
-    def _check_reward_terms(self, p: Problems, terms: Any) -> None:
-        s = self.settings
-        if p.entries("reward_terms", terms, s.max_list_entries):
-            for i, term in enumerate(terms):
+                p.chars(f"task.start_inventory[{i}].item", item_count.item, s.max_name_chars)
+        if p.entries("reward_terms", request.reward_terms, s.max_list_entries):
+            for i, term in enumerate(request.reward_terms):
                 p.chars(f"reward_terms[{i}].kind", term.kind, s.max_name_chars)
                 p.chars(f"reward_terms[{i}].target", term.target, s.max_name_chars)
 
@@ -92,8 +91,7 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
         p = Problems()
         p.chars("backend", request.backend, s.max_name_chars)
         p.chars("client", request.client, s.max_name_chars)
-        self._check_task(p, "task", request.task)
-        self._check_reward_terms(p, request.reward_terms)
+        self._check_task(p, request)
         p.names("primitive_actions", list(request.primitive_actions), s.max_list_entries, s.max_name_chars)
         p.names("skills", list(request.skills), s.max_list_entries, s.max_name_chars)
         p.raise_if_any()
@@ -239,8 +237,7 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
         p = Problems()
         p.chars("skill", request.skill, s.max_name_chars)
         p.chars("backend", request.backend, s.max_name_chars)
-        self._check_task(p, "task", request.task)
-        self._check_reward_terms(p, request.reward_terms)
+        self._check_task(p, request)
         p.in_range("episodes", request.episodes, 1, s.max_run_skill_episodes)
         if request.max_steps:
             p.in_range("max_steps", request.max_steps, 1, s.max_episode_length)
