@@ -42,3 +42,10 @@ def env_server() -> Iterator[RunningEnvServer]:
     finally:
         channel.close()
         stop_server(server, grace_seconds=1)
+
+
+@pytest.fixture
+def no_leftover_sessions(env_server: RunningEnvServer) -> Iterator[None]:
+    """Closes every session a test left open on the shared env server (``pytest.mark.usefixtures``)."""
+    yield
+    env_server.servicer.sessions.close_all()

@@ -15,7 +15,7 @@ from typing import Any
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from env_server_support import assert_healthy
 
 from rlgpt.env_client import list_all_skills
 from rlgpt.v1 import common_pb2, env_pb2
@@ -30,20 +30,7 @@ MAX_I32, MIN_I32 = 2**31 - 1, -(2**31)
 MAX_I64, MIN_I64 = 2**63 - 1, -(2**63)
 
 
-def assert_healthy(env_server) -> None:
-    """Health says SERVING and a fresh session steps."""
-    health = health_pb2_grpc.HealthStub(env_server.channel)
-    reply = health.Check(health_pb2.HealthCheckRequest(service="rlgpt.v1.EnvService"), timeout=5)
-    assert reply.status == health_pb2.HealthCheckResponse.SERVING
-    session = env_server.stub.CreateSession(env_pb2.CreateSessionRequest(num_envs=1, seed=3))
-    env_server.stub.Step(env_pb2.StepRequest(session_id=session.session_id, actions=[0]))
-    env_server.stub.CloseSession(env_pb2.CloseSessionRequest(session_id=session.session_id))
-
-
-@pytest.fixture(autouse=True)
-def _no_leftover_sessions(env_server):
-    yield
-    env_server.servicer.sessions.close_all()
+pytestmark = pytest.mark.usefixtures("no_leftover_sessions")
 
 
 def call(stub: Any, rpc: str, request: Any) -> tuple[grpc.StatusCode, str, Any]:

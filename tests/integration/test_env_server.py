@@ -5,7 +5,7 @@ from __future__ import annotations
 import grpc
 import numpy as np
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from env_server_support import assert_healthy, rpc_error
 
 from rlgpt.tensors import from_tensor
 from rlgpt.v1 import common_pb2, env_pb2
@@ -14,26 +14,7 @@ from services.env_server.skills.reference import COLLECT_WOOD
 WOOD_TASK = common_pb2.TaskSpec(name="collect_wood")
 
 
-def _code(call: grpc.Future | object, fn, request) -> tuple[grpc.StatusCode, str]:
-    with pytest.raises(grpc.RpcError) as info:
-        fn(request)
-    return info.value.code(), info.value.details()
-
-
-def assert_healthy(env_server) -> None:
-    health = health_pb2_grpc.HealthStub(env_server.channel)
-    reply = health.Check(health_pb2.HealthCheckRequest(service="rlgpt.v1.EnvService"), timeout=5)
-    assert reply.status == health_pb2.HealthCheckResponse.SERVING
-    # and it still does real work
-    session = env_server.stub.CreateSession(env_pb2.CreateSessionRequest(num_envs=1, seed=3))
-    env_server.stub.Step(env_pb2.StepRequest(session_id=session.session_id, actions=[0]))
-    env_server.stub.CloseSession(env_pb2.CloseSessionRequest(session_id=session.session_id))
-
-
-@pytest.fixture(autouse=True)
-def _no_leftover_sessions(env_server):
-    yield
-    env_server.servicer.sessions.close_all()
+pytestmark = pytest.mark.usefixtures("no_leftover_sessions")
 
 
 @pytest.fixture(scope="module")
@@ -140,36 +121,36 @@ def test_run_skill_summarises_episodes(env_server, wood_skill) -> None:
 # --- bad input: each gets a clear status, and the server stays healthy ------------------------------
 
 def test_unknown_session(env_server) -> None:
-    code, details = _code(None, env_server.stub.Step, env_pb2.StepRequest(session_id="missing", actions=[0]))
+    code, details = rpc_error(env_server.stub.Step, env_pb2.StepRequest(session_id="missing", actions=[0]))
     assert code == grpc.StatusCode.NOT_FOUND and "missing" in details
     assert_healthy(env_server)
 
 
 def test_action_out_of_range(env_server) -> None:
     s = env_server.stub.CreateSession(env_pb2.CreateSessionRequest(num_envs=2))
-    code, details = _code(None, env_server.stub.Step, env_pb2.StepRequest(session_id=s.session_id, actions=[0, 17]))
+    code, details = rpc_error(env_server.stub.Step, env_pb2.StepRequest(session_id=s.session_id, actions=[0, 17]))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "out of range" in details
-    code, _ = _code(None, env_server.stub.Step, env_pb2.StepRequest(session_id=s.session_id, actions=[-1, 0]))
+    code, _ = rpc_error(env_server.stub.Step, env_pb2.StepRequest(session_id=s.session_id, actions=[-1, 0]))
     assert code == grpc.StatusCode.INVALID_ARGUMENT
     assert_healthy(env_server)
 
 
 def test_batch_larger_than_session(env_server) -> None:
     s = env_server.stub.CreateSession(env_pb2.CreateSessionRequest(num_envs=2))
-    code, details = _code(None, env_server.stub.Step,
-                          env_pb2.StepRequest(session_id=s.session_id, actions=[0] * 100000))
+    code, details = rpc_error(env_server.stub.Step,
+                              env_pb2.StepRequest(session_id=s.session_id, actions=[0] * 100000))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "2 envs" in details
     assert_healthy(env_server)
 
 
 def test_num_envs_over_limit_and_bad_fields(env_server) -> None:
-    code, details = _code(None, env_server.stub.CreateSession, env_pb2.CreateSessionRequest(num_envs=9))
+    code, details = rpc_error(env_server.stub.CreateSession, env_pb2.CreateSessionRequest(num_envs=9))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "num_envs=9" in details and "1..8" in details
-    code, details = _code(None, env_server.stub.CreateSession, env_pb2.CreateSessionRequest(
+    code, details = rpc_error(env_server.stub.CreateSession, env_pb2.CreateSessionRequest(
         num_envs=1, task=common_pb2.TaskSpec(name="fly_to_moon"),
         reward_terms=[common_pb2.RewardTerm(kind="bogus")], primitive_actions=["teleport"]))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and ("fly_to_moon" in details or "teleport" in details)
-    code, details = _code(None, env_server.stub.CreateSession, env_pb2.CreateSessionRequest(
+    code, details = rpc_error(env_server.stub.CreateSession, env_pb2.CreateSessionRequest(
         num_envs=1, skills=["no_such_skill"]))
     assert code == grpc.StatusCode.NOT_FOUND and "no_such_skill" in details
     assert_healthy(env_server)
@@ -209,8 +190,8 @@ BAD_SKILLS = {
 @pytest.mark.parametrize("case", sorted(BAD_SKILLS))
 def test_bad_skill_is_rejected_and_server_survives(env_server, case: str) -> None:
     code_text, expected_code, expected_text = BAD_SKILLS[case]
-    code, details = _code(None, env_server.stub.RegisterSkill,
-                          env_pb2.RegisterSkillRequest(name=f"bad_{case}", code=code_text))
+    code, details = rpc_error(env_server.stub.RegisterSkill,
+                              env_pb2.RegisterSkillRequest(name=f"bad_{case}", code=code_text))
     assert code == expected_code, details
     assert expected_text in details
     with pytest.raises(grpc.RpcError) as info:
@@ -261,15 +242,15 @@ def test_memory_bomb_is_contained(env_server) -> None:
 
 
 def test_run_skill_limits(env_server, wood_skill) -> None:
-    code, details = _code(None, env_server.stub.RunSkill, env_pb2.RunSkillRequest(skill=wood_skill, episodes=1000))
+    code, details = rpc_error(env_server.stub.RunSkill, env_pb2.RunSkillRequest(skill=wood_skill, episodes=1000))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "episodes=1000" in details
-    code, _ = _code(None, env_server.stub.RunSkill, env_pb2.RunSkillRequest(skill="nope", episodes=1))
+    code, _ = rpc_error(env_server.stub.RunSkill, env_pb2.RunSkillRequest(skill="nope", episodes=1))
     assert code == grpc.StatusCode.NOT_FOUND
 
 
 def test_register_existing_name_needs_replace(env_server, wood_skill) -> None:
-    code, details = _code(None, env_server.stub.RegisterSkill,
-                          env_pb2.RegisterSkillRequest(name=wood_skill, code=COLLECT_WOOD))
+    code, details = rpc_error(env_server.stub.RegisterSkill,
+                              env_pb2.RegisterSkillRequest(name=wood_skill, code=COLLECT_WOOD))
     assert code == grpc.StatusCode.ALREADY_EXISTS and "replace" in details
     reply = env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name=wood_skill, code=COLLECT_WOOD,
                                                                        replace=True))
@@ -283,7 +264,7 @@ def test_idle_sessions_expire(env_server) -> None:
     s = env_server.stub.CreateSession(env_pb2.CreateSessionRequest(num_envs=1))
     manager.get(s.session_id).last_used -= 10_000  # pretend it sat idle past the limit
     assert s.session_id in manager.reap()
-    code, _ = _code(None, env_server.stub.Step, env_pb2.StepRequest(session_id=s.session_id, actions=[0]))
+    code, _ = rpc_error(env_server.stub.Step, env_pb2.StepRequest(session_id=s.session_id, actions=[0]))
     assert code == grpc.StatusCode.NOT_FOUND
 
 

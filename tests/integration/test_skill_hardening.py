@@ -13,7 +13,7 @@ import time
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from env_server_support import assert_health_serving, rpc_error
 
 from rlgpt.v1 import common_pb2, env_pb2
 from services.env_server.skills.pool import budget_for
@@ -25,17 +25,9 @@ IF_RICH = " if agent.inventory['wood'] >= 9 else 0"
 LOOP = "def skill(agent):\n    while True:\n        yield 'noop'\n"
 
 
-def _rpc_error(fn, request) -> tuple[grpc.StatusCode, str]:
-    with pytest.raises(grpc.RpcError) as info:
-        fn(request)
-    return info.value.code(), info.value.details()
-
-
 def assert_serves(env_server) -> None:
     """Health says SERVING, and a session steps and a skill registers and runs."""
-    health = health_pb2_grpc.HealthStub(env_server.channel)
-    reply = health.Check(health_pb2.HealthCheckRequest(service="rlgpt.v1.EnvService"), timeout=5)
-    assert reply.status == health_pb2.HealthCheckResponse.SERVING
+    assert_health_serving(env_server)
     stub = env_server.stub
     stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="hardening_ok", code="def skill(agent):\n    yield 'do'\n",
                                                     replace=True))
@@ -67,10 +59,17 @@ def worker_pid(env_server, session_id: str, timeout: float = 10.0) -> int:
     raise AssertionError("the session never started a sandbox worker")
 
 
-@pytest.fixture(autouse=True)
-def _no_leftover_sessions(env_server):
-    yield
-    env_server.servicer.sessions.close_all()
+def step_killing_the_worker(env_server, session_id: str, signum: int) -> common_pb2.SkillError:
+    """Steps the session's first skill while its sandbox worker gets ``signum`` half a second in; the skill
+    error of env 0."""
+    killer = threading.Thread(target=lambda: (time.sleep(0.5), os.kill(worker_pid(env_server, session_id), signum)))
+    killer.start()
+    step = env_server.stub.Step(env_pb2.StepRequest(session_id=session_id, actions=[N_PRIMITIVES]))
+    killer.join()
+    return step.infos[0].skill_error
+
+
+pytestmark = pytest.mark.usefixtures("no_leftover_sessions")
 
 
 # --- deep nesting in the source --------------------------------------------------------------------
@@ -85,7 +84,7 @@ def _no_leftover_sessions(env_server):
 ], ids=["parens300", "binop500", "lists150", "calls150", "sum5000", "unary5000", "attributes3000"])
 def test_deeply_nested_source_is_invalid_argument(env_server, expression: str) -> None:
     code = f"def skill(agent):\n    x = {expression}\n    yield 'noop'\n"
-    status, details = _rpc_error(env_server.stub.RegisterSkill, env_pb2.RegisterSkillRequest(name="deep", code=code))
+    status, details = rpc_error(env_server.stub.RegisterSkill, env_pb2.RegisterSkillRequest(name="deep", code=code))
     assert status == grpc.StatusCode.INVALID_ARGUMENT, details
     assert "nest" in details or "parenthes" in details
     assert_serves(env_server)
@@ -102,8 +101,8 @@ DEEP = "    x = []\n    for _ in range(3000):\n        x = [x]\n"
 ])
 def test_deeply_nested_values_are_reported_not_fatal(env_server, tail: str, kind: str) -> None:
     code = "def skill(agent):\n" + DEEP + tail
-    status, details = _rpc_error(env_server.stub.RegisterSkill,
-                                 env_pb2.RegisterSkillRequest(name="deep_value", code=code))
+    status, details = rpc_error(env_server.stub.RegisterSkill,
+                                env_pb2.RegisterSkillRequest(name="deep_value", code=code))
     assert status == grpc.StatusCode.INVALID_ARGUMENT, details
     assert kind in details and "line 5" in details and "WorkerCrashed" not in details, details
     assert_serves(env_server)
@@ -114,7 +113,7 @@ def test_150000_deep_iterator_chain_is_a_recursion_error(env_server, chain: str)
     code = ("def skill(agent):\n    x = iter([1, 2])\n    for i in range(150000):\n"
             f"        x = {chain}\n        if i % 10000 == 0:\n            yield 'noop'\n"
             "    y = list(x)\n    yield 'noop'\n")
-    status, details = _rpc_error(env_server.stub.RegisterSkill, env_pb2.RegisterSkillRequest(name="chain", code=code))
+    status, details = rpc_error(env_server.stub.RegisterSkill, env_pb2.RegisterSkillRequest(name="chain", code=code))
     assert status == grpc.StatusCode.INVALID_ARGUMENT, details
     assert "RecursionError" in details and ("line 7" in details or "line 4" in details), details
     assert_serves(env_server)
@@ -124,13 +123,7 @@ def test_150000_deep_iterator_chain_is_a_recursion_error(env_server, chain: str)
 def test_crashed_worker_is_reported_with_the_skill_line_only(env_server) -> None:
     code = "def skill(agent):\n    yield 'noop'\n    x = sum(range(10 ** 10))" + IF_RICH + "\n    yield 'noop'\n"
     register(env_server, "crash_rich", code)
-    session_id = rich_session(env_server, ["crash_rich"])
-    killer = threading.Thread(target=lambda: (time.sleep(0.5), os.kill(worker_pid(env_server, session_id),
-                                                                      signal.SIGSEGV)))
-    killer.start()
-    step = env_server.stub.Step(env_pb2.StepRequest(session_id=session_id, actions=[N_PRIMITIVES]))
-    killer.join()
-    error = step.infos[0].skill_error
+    error = step_killing_the_worker(env_server, rich_session(env_server, ["crash_rich"]), signal.SIGSEGV)
     assert error.type == "WorkerCrashed" and "SIGSEGV" in error.message, error
     assert error.line == 3 and error.code_line.startswith("x = sum(range(10 ** 10))")
     assert "/" not in error.message and ".py" not in error.message and "File " not in error.message
@@ -158,13 +151,7 @@ def test_worker_killed_during_a_step_is_a_crash_with_the_signal(env_server) -> N
     code = ("def skill(agent):\n    while True:\n        x = sum(range(2 * 10 ** 6))" + IF_RICH +
             "\n        yield 'noop'\n")
     register(env_server, "busy_rich", code)
-    session_id = rich_session(env_server, ["busy_rich"], steps=200)
-    killer = threading.Thread(target=lambda: (time.sleep(0.5), os.kill(worker_pid(env_server, session_id),
-                                                                      signal.SIGKILL)))
-    killer.start()
-    step = env_server.stub.Step(env_pb2.StepRequest(session_id=session_id, actions=[N_PRIMITIVES]))
-    killer.join()
-    error = step.infos[0].skill_error
+    error = step_killing_the_worker(env_server, rich_session(env_server, ["busy_rich"], steps=200), signal.SIGKILL)
     assert error.type == "WorkerCrashed" and "SIGKILL" in error.message, error
     assert "NotStarted" not in error.message
     assert_serves(env_server)
@@ -184,8 +171,8 @@ def test_full_memory_budget_is_resource_exhausted_then_recovers(env_server) -> N
     session_id = rich_session(env_server, ["loops"])
     hog = budget.reserve(_Hog(), budget.total_mb - budget.used_mb)
     try:
-        status, details = _rpc_error(env_server.stub.RegisterSkill,
-                                     env_pb2.RegisterSkillRequest(name="loops", code=LOOP, replace=True))
+        status, details = rpc_error(env_server.stub.RegisterSkill,
+                                    env_pb2.RegisterSkillRequest(name="loops", code=LOOP, replace=True))
         assert status == grpc.StatusCode.RESOURCE_EXHAUSTED and "SKILL_MEMORY_TOTAL_MB" in details, details
         step = env_server.stub.Step(env_pb2.StepRequest(session_id=session_id, actions=[N_PRIMITIVES]))
         assert step.infos[0].skill_error.type == "SandboxBusy" and step.frames[0] == 1
@@ -245,18 +232,18 @@ def test_workers_report_their_isolation_and_it_holds(env_server) -> None:
 def test_bug_after_fifty_steps_is_refused_at_registration_with_its_line(env_server) -> None:
     code = ("def skill(agent):\n    while True:\n        if agent.steps >= 50:\n            x = {}['missing']\n"
             "        yield 'noop'\n")
-    status, details = _rpc_error(env_server.stub.RegisterSkill, env_pb2.RegisterSkillRequest(name="late", code=code))
+    status, details = rpc_error(env_server.stub.RegisterSkill, env_pb2.RegisterSkillRequest(name="late", code=code))
     assert status == grpc.StatusCode.INVALID_ARGUMENT, details
     assert "KeyError at line 4" in details and "after 50 steps" in details and "[x = {}['missing']]" in details
-    status, _ = _rpc_error(env_server.stub.RunSkill, env_pb2.RunSkillRequest(skill="late", episodes=1))
+    status, _ = rpc_error(env_server.stub.RunSkill, env_pb2.RunSkillRequest(skill="late", episodes=1))
     assert status == grpc.StatusCode.NOT_FOUND
 
 
 def test_timeout_after_thirty_steps_is_deadline_exceeded(env_server) -> None:
     code = ("def skill(agent):\n    while True:\n        if agent.steps >= 30:\n            n = 10 ** 10 ** 9\n"
             "        yield 'noop'\n")
-    status, details = _rpc_error(env_server.stub.RegisterSkill,
-                                 env_pb2.RegisterSkillRequest(name="late_slow", code=code))
+    status, details = rpc_error(env_server.stub.RegisterSkill,
+                                env_pb2.RegisterSkillRequest(name="late_slow", code=code))
     assert status == grpc.StatusCode.DEADLINE_EXCEEDED and "line 4" in details, details
     assert_serves(env_server)
 
