@@ -38,6 +38,7 @@ def _load(*requests: tuple[type, dict[str, Any]]) -> list[Any]:
 LogLevel = Annotated[str, typer.Option(help="Logging level.")]
 LLMBaseURL = Annotated[str | None, typer.Option(help="OpenAI-compatible base URL (empty: OpenAI or embedded).")]
 LLMModel = Annotated[str | None, typer.Option(help="Model name.")]
+EnvServerAddress = Annotated[str | None, typer.Option(help="Env server address host:port.")]
 # The options every gRPC service's `serve` command takes: overrides of ServerSettings.
 _SERVER_OPTIONS = {
     "port": Annotated[int | None, typer.Option(help="gRPC port; 0 picks a free one.")],
@@ -85,7 +86,7 @@ def serve_env(server: dict[str, Any],
 @_serve_command("learner")
 def serve_learner(
     server: dict[str, Any],
-    env_server: Annotated[str | None, typer.Option(help="Env server address host:port.")] = None,
+    env_server: EnvServerAddress = None,
     run_dir: Annotated[str | None, typer.Option(help="Directory of jobs, logs and checkpoints.")] = None,
     runner: Annotated[str | None, typer.Option(help="Default job runner: local or kubernetes.")] = None,
 ) -> None:
@@ -110,7 +111,7 @@ def serve_learner(
 @_serve_command("planner")
 def serve_planner(
     server: dict[str, Any],
-    env_server: Annotated[str | None, typer.Option(help="Env server address host:port.")] = None,
+    env_server: EnvServerAddress = None,
     learner: Annotated[str | None, typer.Option(help="Learner address host:port.")] = None,
     critic: Annotated[str | None, typer.Option(help="Critic address host:port.")] = None,
     run_dir: Annotated[str | None, typer.Option(help="Directory of runs.")] = None,
