@@ -12,7 +12,6 @@ from typing import Any
 import grpc
 
 from rlgpt import metrics
-from rlgpt.config import EnvServerSettings
 from rlgpt.errors import InvalidArgument, grpc_errors, shown
 from rlgpt.tensors import to_tensor
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc
@@ -21,6 +20,7 @@ from services.env_server.describe import describe, observation_fields
 from services.env_server.session import Session, StepOutcome
 from services.env_server.session_builder import build_session
 from services.env_server.session_manager import SessionManager
+from services.env_server.settings import EnvServerSettings
 from services.env_server.skill_catalog import SkillCatalog
 from services.env_server.skill_trials import SkillTrials
 from services.env_server.skills.executor import SkillRecord, SkillRegistry
