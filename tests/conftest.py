@@ -8,11 +8,11 @@ from collections.abc import Iterator
 import grpc
 import pytest
 
-from rlgpt.config import EnvServerSettings
 from rlgpt.grpc_client import create_channel
 from rlgpt.grpc_server import ServiceBinding, create_server, stop_server
 from rlgpt.v1 import env_pb2_grpc
 from services.env_server.servicer import SERVICE_NAME, EnvServicer
+from services.env_server.settings import EnvServerSettings
 
 TEST_ENV_SETTINGS = EnvServerSettings(
     max_sessions=4, max_envs_per_session=8, max_code_bytes=16384, session_idle_seconds=600,
