@@ -9,30 +9,16 @@ from pathlib import Path
 
 import pytest
 from fakes.fake_openai import FakeOpenAIServer, Reply
+from rlgpt_run_support import WOOD_ANSWERS, options
 
 from rlgpt.errors import FailedPrecondition, InvalidArgument, Unavailable
-from rlgpt.runner import RunOptions, run_rlgpt
-from services.env_server.skills.reference import COLLECT_WOOD
+from rlgpt.runner import run_rlgpt
 
 pytestmark = pytest.mark.timeout(600)
-PLAN = {"rationale": "wood by code", "subtasks": [
-    {"name": "get_wood", "description": "collect wood", "success": [{"achievement": "collect_wood"}],
-     "decision": "code", "skills": []}]}
-VERDICT = {"success": True, "diagnosis": "scripted critic", "suggestion": "keep", "target": "keep"}
 
 
 def scripted(body: dict) -> Reply:
-    answers = {"Plan": PLAN, "SkillAnswer": {"name": "get_wood", "description": "chop", "code": COLLECT_WOOD},
-               "CriticAnswer": VERDICT}
-    return Reply.json(answers[body["response_format"]["json_schema"]["name"]])
-
-
-def options(runs_dir: Path, **overrides) -> RunOptions:
-    fields = dict(task="collect_wood", success="", mode="rl-gpt", agents="slow-fast-critic", resume=None,
-                  runs_dir=runs_dir, outer=1, inner=1, frames_per_training=1000, total_frames=6000, eval_episodes=2,
-                  candidates=1, seed=3)
-    fields.update(overrides)
-    return RunOptions(**fields)
+    return Reply.json(WOOD_ANSWERS[body["response_format"]["json_schema"]["name"]])
 
 
 @pytest.fixture(scope="module")

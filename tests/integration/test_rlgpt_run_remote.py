@@ -9,16 +9,12 @@ from pathlib import Path
 
 import pytest
 from fakes.fake_openai import FakeOpenAIServer, Reply
+from rlgpt_run_support import WOOD_ANSWERS, options
 
 from rlgpt.errors import InvalidArgument, Unavailable
-from rlgpt.runner import RunOptions, local_services, run_rlgpt
-from services.env_server.skills.reference import COLLECT_WOOD
+from rlgpt.runner import local_services, run_rlgpt
 
 pytestmark = pytest.mark.timeout(600)
-PLAN = {"rationale": "wood by code", "subtasks": [
-    {"name": "get_wood", "description": "collect wood", "success": [{"achievement": "collect_wood"}],
-     "decision": "code", "skills": []}]}
-VERDICT = {"success": True, "diagnosis": "scripted critic", "suggestion": "keep", "target": "keep"}
 REPORT_FILES = {"report.md", "curves.png", "iterations.png"}
 
 
@@ -35,17 +31,7 @@ class Script:
             self.plans += 1
         elif self.failing:
             return Reply(status=500)
-        answers = {"Plan": PLAN, "SkillAnswer": {"name": "get_wood", "description": "chop", "code": COLLECT_WOOD},
-                   "CriticAnswer": VERDICT}
-        return Reply.json(answers[name])
-
-
-def options(runs_dir: Path, **overrides) -> RunOptions:
-    fields = dict(task="collect_wood", success="", mode="rl-gpt", agents="slow-fast-critic", resume=None,
-                  runs_dir=runs_dir, outer=1, inner=1, frames_per_training=1000, total_frames=6000, eval_episodes=2,
-                  candidates=1, seed=3)
-    fields.update(overrides)
-    return RunOptions(**fields)
+        return Reply.json(WOOD_ANSWERS[name])
 
 
 @pytest.fixture(scope="module")
