@@ -12,10 +12,11 @@ from typing import Any
 import grpc
 
 from rlgpt import metrics
-from rlgpt.errors import InvalidArgument, grpc_errors, shown
+from rlgpt.errors import FailedPrecondition, InvalidArgument, grpc_errors, shown
 from rlgpt.tensors import to_tensor
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc
 from rlgpt.validation import Problems
+from services.env_server.backends.base import backend_spec
 from services.env_server.describe import describe, observation_fields
 from services.env_server.session import Session, StepOutcome
 from services.env_server.session_builder import build_session
@@ -24,6 +25,7 @@ from services.env_server.settings import EnvServerSettings
 from services.env_server.skill_catalog import SkillCatalog
 from services.env_server.skill_trials import SkillTrials
 from services.env_server.skills.executor import SkillRecord, SkillRegistry
+from services.env_server.tasks import resolve_task
 
 log = logging.getLogger(__name__)
 SERVICE_NAME = env_pb2.DESCRIPTOR.services_by_name["EnvService"].full_name
@@ -71,7 +73,14 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
     def _check_task(self, p: Problems, request: env_pb2.CreateSessionRequest | env_pb2.RunSkillRequest) -> None:
         """The task and reward terms, which CreateSession and RunSkill share."""
         s = self.settings
-        task = request.task
+        self._check_task_spec(p, request.task)
+        if p.entries("reward_terms", request.reward_terms, s.max_list_entries):
+            for i, term in enumerate(request.reward_terms):
+                p.chars(f"reward_terms[{i}].kind", term.kind, s.max_name_chars)
+                p.chars(f"reward_terms[{i}].target", term.target, s.max_name_chars)
+
+    def _check_task_spec(self, p: Problems, task: common_pb2.TaskSpec) -> None:
+        s = self.settings
         p.chars("task.name", task.name, s.max_name_chars)
         p.chars("task.description", task.description, s.max_text_chars)
         if p.entries("task.success", task.success, s.max_list_entries):
@@ -81,10 +90,6 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
         if p.entries("task.start_inventory", task.start_inventory, s.max_list_entries):
             for i, item_count in enumerate(task.start_inventory):
                 p.chars(f"task.start_inventory[{i}].item", item_count.item, s.max_name_chars)
-        if p.entries("reward_terms", request.reward_terms, s.max_list_entries):
-            for i, term in enumerate(request.reward_terms):
-                p.chars(f"reward_terms[{i}].kind", term.kind, s.max_name_chars)
-                p.chars(f"reward_terms[{i}].target", term.target, s.max_name_chars)
 
     def _check_create_request(self, request: env_pb2.CreateSessionRequest) -> None:
         s = self.settings
@@ -103,6 +108,18 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
         p.chars("backend", request.backend, self.settings.max_name_chars)
         p.raise_if_any()
         return describe(request.backend, self.settings)
+
+    @grpc_errors
+    def ResolveTask(self, request: env_pb2.ResolveTaskRequest,
+                    context: grpc.ServicerContext) -> env_pb2.ResolveTaskResponse:
+        p = Problems()
+        p.chars("backend", request.backend, self.settings.max_name_chars)
+        self._check_task_spec(p, request.task)
+        p.raise_if_any()
+        spec, _ = backend_spec(request.backend)  # the vocabulary is known even where the backend cannot run
+        if spec is None:
+            raise FailedPrecondition(f"backend {shown(request.backend)} has no vocabulary on this server")
+        return env_pb2.ResolveTaskResponse(task=resolve_task(request.task, spec))
 
     # --- sessions -----------------------------------------------------------------------------------
     def _build_session(self, session_id: str, request: env_pb2.CreateSessionRequest) -> Session:

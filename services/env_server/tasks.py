@@ -5,12 +5,12 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from rlgpt import reward_kinds
 from rlgpt.errors import InvalidArgument, join_problems, shown
 from rlgpt.v1 import common_pb2
 from services.env_server.backends.base import BackendSpec
 
-REWARD_KINDS = ("success", "achievement", "inventory_gain", "step", "health", "death", "native")
-_TARGETED = {"achievement", "inventory_gain"}
+REWARD_KINDS = tuple(reward_kinds.REWARD_KINDS)
 MAX_ITEM_COUNT = 1000
 
 
@@ -87,6 +87,16 @@ def parse_task(spec: common_pb2.TaskSpec, backend: BackendSpec) -> Task:
                 start_inventory=tuple(start), terminate_on_success=spec.terminate_on_success)
 
 
+def resolve_task(spec: common_pb2.TaskSpec, backend: BackendSpec) -> common_pb2.TaskSpec:
+    """The task checked (InvalidArgument lists every problem) and with its success conditions spelled out."""
+    task = parse_task(spec, backend)
+    resolved = common_pb2.TaskSpec()
+    resolved.CopyFrom(spec)
+    if not spec.success:
+        resolved.success.extend(common_pb2.Condition(achievement=a) for a in task.achievements)
+    return resolved
+
+
 def parse_reward_terms(terms: list[common_pb2.RewardTerm], backend: BackendSpec) -> tuple[RewardTerm, ...]:
     """Checks reward terms against the vocabulary; no terms means the backend's native reward."""
     if not terms:
@@ -99,7 +109,7 @@ def parse_reward_terms(terms: list[common_pb2.RewardTerm], backend: BackendSpec)
             continue
         if not math.isfinite(term.weight):
             problems.append(f"reward_terms[{i}]: weight must be finite, got {term.weight}")
-        if term.kind in _TARGETED:
+        if reward_kinds.takes_target(term.kind):
             vocabulary = backend.achievements if term.kind == "achievement" else backend.items
             if term.target != "*" and term.target not in vocabulary:
                 problems.append(f"reward_terms[{i}]: unknown {term.kind} target {shown(term.target)} for "

@@ -113,15 +113,6 @@ def validate_rl_config(config: learner_pb2.RLConfig, vocabulary: EnvVocabulary,
                 problems.append(f"reward_terms[{i}]: unknown {term.kind} target {term.target!r}")
         if not math.isfinite(term.weight):
             problems.append(f"reward_terms[{i}]: weight must be finite")
-    for i, cond in enumerate(config.task.success):
-        kind = cond.WhichOneof("kind")
-        if kind == "achievement" and cond.achievement not in vocabulary.achievements:
-            problems.append(f"task.success[{i}]: unknown achievement {cond.achievement!r}")
-        if kind == "inventory" and cond.inventory.item not in vocabulary.items:
-            problems.append(f"task.success[{i}]: unknown item {cond.inventory.item!r}")
-    if not config.task.success and config.task.name and config.task.name not in vocabulary.achievements:
-        problems.append(f"task.name={config.task.name!r} is not an achievement and task.success is empty: "
-                        "the job could never succeed")
     if problems:
         raise InvalidArgument("invalid RL config: " + "; ".join(problems))
     return filled

@@ -12,10 +12,10 @@ SUMMARY_FEEDBACK_CHARS = 400
 
 
 def task_subtask(task: common_pb2.TaskSpec, decision: Decision) -> planner_pb2.SubTask:
-    """The whole task as one sub-task; its success is the task's (or its name as an achievement)."""
-    success = list(task.success) or [common_pb2.Condition(achievement=task.name)]
+    """The whole task as one sub-task, with the task's success conditions (which the env server spelled out
+    when the run started)."""
     return planner_pb2.SubTask(name=task.name or "task", description=task.description or task.name,
-                               success=success, decision=decision.proto)
+                               success=list(task.success), decision=decision.proto)
 
 
 def ending_in_goal(plan: planner_pb2.Plan, goal: planner_pb2.SubTask) -> planner_pb2.Plan:

@@ -55,6 +55,8 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
             channel.close()
 
     def _validate(self, request: planner_pb2.StartRunRequest) -> env_pb2.DescribeResponse:
+        """Checks the request; the task is checked and spelled out by the env server (``request.task`` is
+        replaced by its answer, so every later step sees explicit success conditions)."""
         problems = []
         if not request.task.name and not request.task.description:
             problems.append("task: give a name (e.g. a Crafter achievement) or a description")
@@ -76,9 +78,15 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
                                      f"{exc.code().name} {exc.details()}") from None
         if not describe.available:
             raise FailedPrecondition(describe.unavailable_reason)
-        if request.task.name and not request.task.success and request.task.name not in describe.achievements:
-            raise InvalidArgument(f"unknown task {shown(request.task.name)}: not an achievement of "
-                                  f"{describe.backend} and no success conditions given")
+        try:
+            resolved = self.env.ResolveTask(env_pb2.ResolveTaskRequest(backend=request.backend, task=request.task),
+                                            timeout=30)
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
+                raise InvalidArgument(exc.details()) from None
+            raise FailedPrecondition(f"env server at {self.settings.env_server} did not check the task: "
+                                     f"{exc.code().name} {exc.details()}") from None
+        request.task.CopyFrom(resolved.task)
         return describe
 
     @grpc_errors

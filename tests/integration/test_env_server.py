@@ -36,6 +36,22 @@ def test_describe_lists_actions_observations_and_skill_api(env_server) -> None:
     assert d.limits.max_envs_per_session == 8
 
 
+def test_resolve_task_spells_out_what_a_task_means(env_server) -> None:
+    resolve = env_server.stub.ResolveTask
+    named = resolve(env_pb2.ResolveTaskRequest(task=common_pb2.TaskSpec(name="collect_wood", description="d"))).task
+    assert [c.achievement for c in named.success] == ["collect_wood"] and named.description == "d"
+    wood = common_pb2.Condition(inventory=common_pb2.ItemCount(item="wood", count=3))
+    explicit = resolve(env_pb2.ResolveTaskRequest(task=common_pb2.TaskSpec(name="logs", success=[wood]))).task
+    assert list(explicit.success) == [wood]  # conditions given are kept as they are
+    assert not resolve(env_pb2.ResolveTaskRequest(task=common_pb2.TaskSpec())).task.success  # open-ended
+    code, details = rpc_error(resolve, env_pb2.ResolveTaskRequest(task=common_pb2.TaskSpec(name="fly")))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "task 'fly' is not an achievement of crafter" in details
+    code, details = rpc_error(resolve, env_pb2.ResolveTaskRequest(task=common_pb2.TaskSpec(name="x" * 5_000_000)))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "task.name" in details and len(details) < 2000
+    code, details = rpc_error(resolve, env_pb2.ResolveTaskRequest(backend="atari", task=WOOD_TASK))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "unknown backend 'atari'" in details
+
+
 def test_batched_step_is_reproducible_and_isolated(env_server) -> None:
     stub = env_server.stub
     a = stub.CreateSession(env_pb2.CreateSessionRequest(num_envs=4, seed=11, task=WOOD_TASK))

@@ -118,6 +118,9 @@ BAD_CONFIGS = {
     "too_many_workers": (dict(num_workers=512), "num_workers=512"),
     "target_on_untargeted_kind": (dict(reward_terms=[common_pb2.RewardTerm(kind="success", target="eat_cow")]),
                                   "takes no target"),
+    # The task is judged by the env server alone (the learner opens a session with it).
+    "task_that_cannot_succeed": (dict(task=common_pb2.TaskSpec(name="win_game")),
+                                 "the env server refused it: task 'win_game' is not an achievement"),
 }
 
 
@@ -129,6 +132,8 @@ def test_bad_configs_are_invalid_argument(learner, case: str) -> None:
         if isinstance(value, list):
             del getattr(config, key)[:]
             getattr(config, key).extend(value)
+        elif key == "task":
+            config.task.CopyFrom(value)
         else:
             setattr(config, key, value)
     with pytest.raises(grpc.RpcError) as info:

@@ -170,7 +170,9 @@ def test_bad_requests(planner) -> None:
     stub = planner([by_schema])
     for request, code, needle in [
         (planner_pb2.StartRunRequest(task=common_pb2.TaskSpec(name="build_rocket")), "INVALID_ARGUMENT",
-         "unknown task"),
+         "task 'build_rocket' is not an achievement of crafter"),  # the env server's words
+        (planner_pb2.StartRunRequest(task=common_pb2.TaskSpec(name="x", success=[common_pb2.Condition(
+            inventory=common_pb2.ItemCount(item="gold", count=1))])), "INVALID_ARGUMENT", "unknown item 'gold'"),
         (planner_pb2.StartRunRequest(), "INVALID_ARGUMENT", "task"),
         (planner_pb2.StartRunRequest(task=common_pb2.TaskSpec(name="collect_wood"), mode="vibes"),
          "INVALID_ARGUMENT", "mode"),

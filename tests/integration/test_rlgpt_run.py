@@ -75,7 +75,7 @@ def test_unknown_task_and_zero_budget_are_refused(tmp_path, monkeypatch) -> None
     with FakeOpenAIServer([scripted]) as llm:
         monkeypatch.setenv("RLGPT_LLM_BASE_URL", llm.base_url)
         monkeypatch.setenv("RLGPT_LLM_MODEL", "local")
-        with pytest.raises(InvalidArgument, match="unknown task 'fly_to_the_moon'"):
+        with pytest.raises(InvalidArgument, match="task 'fly_to_the_moon' is not an achievement of crafter"):
             run_rlgpt(options(tmp_path, task="fly_to_the_moon"))
         with pytest.raises(InvalidArgument, match="frames"):
             run_rlgpt(options(tmp_path, mode="pure-rl", frames_per_training=0, total_frames=0))

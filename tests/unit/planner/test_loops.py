@@ -80,7 +80,7 @@ def test_the_slow_agents_summary_never_cuts_feedback_mid_sentence() -> None:
 
 
 def test_a_plan_that_misses_the_goal_gets_the_task_appended_under_a_free_name() -> None:
-    task = common_pb2.TaskSpec(name="place_table", description="place a table")
+    task = common_pb2.TaskSpec(name="place_table", description="place a table", success=[TABLE])  # as resolved
     goal = task_subtask(task, Decision.RL)
     assert list(goal.success) == [TABLE] and goal.decision == planner_pb2.DECISION_RL
     ending = planner_pb2.Plan(subtasks=[planner_pb2.SubTask(name="wood", success=[WOOD]),
@@ -170,7 +170,9 @@ def test_records_keep_the_state_json_shape_of_earlier_runs(tmp_path: Path) -> No
 
 
 def loops(tmp_path: Path, mode: str = "", agents: str = "", task: str = "place_table") -> TwoLoops:
-    request = planner_pb2.StartRunRequest(task=common_pb2.TaskSpec(name=task), mode=mode, agents=agents)
+    # The task as the planner keeps it: spelled out by the env server's ResolveTask when the run started.
+    spec = common_pb2.TaskSpec(name=task, success=[common_pb2.Condition(achievement=task)])
+    request = planner_pb2.StartRunRequest(task=spec, mode=mode, agents=agents)
     run = Run(tmp_path / "run", request)
     describe = env_pb2.DescribeResponse(backend="crafter", items=["wood"])
     return TwoLoops(run, RunState(), describe, None, SkillLibrary(tmp_path / "library.json"),
