@@ -196,10 +196,13 @@ def _serve(name: str, server_settings: Any, service_name: str, add_fn: Any, serv
         f"{server_settings.host}:{server_settings.port}", [ServiceBinding(service_name, add_fn, servicer)],
         max_workers=server_settings.max_workers, max_message_mb=server_settings.max_message_mb, metrics_label=name)
     metrics_bound = metrics.start_metrics_server(server_settings.metrics_port, server_settings.host)
-    log.info("%s ready: grpc port %d, metrics port %s", name, bound, metrics_bound)
-    # One machine-readable line for scripts that start the server with port 0.
-    print(f"RLGPT_READY service={name} port={bound} metrics_port={metrics_bound or -1}", flush=True)
-    serve_until_signal(server, server_settings.grace_seconds)
+
+    def announce() -> None:
+        log.info("%s ready: grpc port %d, metrics port %s", name, bound, metrics_bound)
+        # One machine-readable line for scripts that start the server with port 0.
+        print(f"RLGPT_READY service={name} port={bound} metrics_port={metrics_bound or -1}", flush=True)
+
+    serve_until_signal(server, server_settings.grace_seconds, ready=announce)
 
 
 @contextlib.contextmanager

@@ -169,8 +169,9 @@ def stop_server(server: grpc.Server, grace_seconds: float = 5.0) -> None:
     log.info("gRPC server stopped")
 
 
-def serve_until_signal(server: grpc.Server, grace_seconds: float) -> None:
-    """Blocks until SIGTERM or SIGINT, then stops the server gracefully (container- and --init-safe)."""
+def serve_until_signal(server: grpc.Server, grace_seconds: float, ready: Callable[[], None] | None = None) -> None:
+    """Blocks until SIGTERM or SIGINT, then stops the server gracefully (container- and --init-safe). ``ready`` is
+    called once the handlers are in place, so that a signal sent as soon as it has run is handled."""
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -179,5 +180,7 @@ def serve_until_signal(server: grpc.Server, grace_seconds: float) -> None:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    if ready is not None:
+        ready()
     stop.wait()
     stop_server(server, grace_seconds)
