@@ -6,10 +6,10 @@ import dataclasses
 import math
 import os
 
-from rlgpt.config import LearnerSettings
 from rlgpt.errors import InvalidArgument
 from rlgpt.reward_kinds import takes_target
 from rlgpt.v1 import env_pb2, learner_pb2
+from services.learner.settings import LearnerSettings
 
 
 @dataclasses.dataclass(frozen=True)
