@@ -10,7 +10,6 @@ from pathlib import Path
 import grpc
 import pytest
 
-from rlgpt.config import LearnerSettings
 from rlgpt.grpc_client import create_channel
 from rlgpt.grpc_server import ServiceBinding, create_server, stop_server
 from rlgpt.launcher import start_service
@@ -18,6 +17,7 @@ from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2, learner_pb2
 from services.env_server.skills.reference import COLLECT_WOOD
 from services.learner.jobs import JobHandle, LocalRunner, _LocalHandle
 from services.learner.servicer import SERVICE_NAME, LearnerServicer
+from services.learner.settings import LearnerSettings
 
 pytestmark = pytest.mark.timeout(600)
 # Fails only once an episode has run a while (food drops after ~26 frames): RegisterSkill's test worlds start
