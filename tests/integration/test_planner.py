@@ -9,15 +9,17 @@ import grpc
 import pytest
 from fakes.fake_openai import FakeOpenAIServer, Reply
 
-from rlgpt.config import CriticSettings, LLMSettings, PlannerSettings
+from rlgpt.config import LLMSettings
 from rlgpt.grpc_client import create_channel
 from rlgpt.grpc_server import ServiceBinding, create_server, stop_server
 from rlgpt.llm import LLMClient
 from rlgpt.v1 import common_pb2, critic_pb2, critic_pb2_grpc, env_pb2, planner_pb2, planner_pb2_grpc
 from services.critic.servicer import SERVICE_NAME as CRITIC_SERVICE
 from services.critic.servicer import CriticServicer
+from services.critic.settings import CriticSettings
 from services.env_server.skills.reference import COLLECT_WOOD
 from services.planner.servicer import SERVICE_NAME, PlannerServicer
+from services.planner.settings import PlannerSettings
 
 PLAN = {"rationale": "wood, then a cow", "subtasks": [
     {"name": "get_wood", "description": "collect wood", "success": [{"achievement": "collect_wood"}],
