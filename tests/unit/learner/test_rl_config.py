@@ -1,10 +1,10 @@
 import pytest
 
-from rlgpt.config import LearnerSettings
 from rlgpt.errors import InvalidArgument
 from rlgpt.v1 import common_pb2, learner_pb2
 from services.learner.rl_config import EnvVocabulary, validate_rl_config
 from services.learner.servicer import pure_rl_baseline
+from services.learner.settings import LearnerSettings
 
 VOCAB = EnvVocabulary(backend="crafter", actions=("noop", "move_left", "do"), achievements=("collect_wood",),
                       items=("wood",), reward_kinds=("success", "step", "inventory_gain"), skills=("chop",),
