@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from rlgpt.config import PlannerSettings
 from rlgpt.errors import FailedPrecondition
 from rlgpt.prompts import shorten
 from rlgpt.v1 import common_pb2, critic_pb2, env_pb2, planner_pb2
@@ -18,6 +17,7 @@ from services.planner.controller import chain_skill, coded_skills, rl_jobs
 from services.planner.loops import TwoLoops
 from services.planner.plans import ending_in_goal, implied_items, start_inventory, summary, task_subtask
 from services.planner.runs import Run
+from services.planner.settings import PlannerSettings
 from services.planner.skill_library import SkillLibrary
 from services.planner.state import Decision, FinalResult, RunState, Status, SubTaskState, TestRecord
 
