@@ -1,10 +1,4 @@
-"""A run's numbers from the planner's event stream (``WatchRun``), the only view of a run a client has.
-
-What the events do not carry, and so bench-rlgpt does not report: the env frames spent on skill tests
-(``CodeEvent`` has no frame count, so a run's total frames, training plus skill tests, cannot be summed from
-events, and neither ``RunEnd`` nor ``RunStatus`` carries the total), and the description of the final
-whole-task controller (``RunEnd`` has only its success rate and the report path).
-"""
+"""A run's numbers from the planner's event stream (``WatchRun``), the only view of a run a client has."""
 
 from __future__ import annotations
 
@@ -17,13 +11,15 @@ DECISIONS = {planner_pb2.DECISION_CODE: "code", planner_pb2.DECISION_RL: "rl"}
 
 
 def run_numbers(events: Iterable[planner_pb2.RunEvent]) -> dict[str, Any]:
-    """Final success, LLM tokens, training frames, training frames to the first success, last plan, error.
+    """Final success, LLM tokens, training and skill-test frames, training frames to the first success, the
+    run's frames in all and its final controller (from ``run_end``), last plan, error.
 
     Training frames are summed over the run's jobs (each job's last progress); the first success is the first
     progress record with a success rate above zero, counted on the frames of the jobs before it plus its own.
     """
     job_frames: dict[str, int] = {}
     numbers: dict[str, Any] = {"success_rate": 0.0, "ended": False, "tokens": 0, "training_frames": 0,
+                               "skill_test_frames": 0, "frames_used": None, "controller": "",
                                "frames_to_first_training_success": None, "plan": "", "error": ""}
     for event in events:
         kind = event.WhichOneof("payload")
@@ -36,8 +32,12 @@ def run_numbers(events: Iterable[planner_pb2.RunEvent]) -> dict[str, Any]:
                 numbers["frames_to_first_training_success"] = sum(job_frames.values())
         elif kind == "plan":
             numbers["plan"] = ", ".join(f"{s.name} ({DECISIONS.get(s.decision, '?')})" for s in event.plan.subtasks)
+        elif kind == "code":
+            numbers["skill_test_frames"] += int(event.code.frames)
         elif kind == "run_end":
-            numbers.update(success_rate=float(event.run_end.success_rate), ended=True)
+            end = event.run_end
+            numbers.update(success_rate=float(end.success_rate), ended=True, frames_used=int(end.frames_used),
+                           controller=end.controller)
         elif kind == "error":
             numbers["error"] = event.error.message
     numbers["training_frames"] = sum(job_frames.values())

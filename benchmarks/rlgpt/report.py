@@ -57,7 +57,8 @@ def render_section(results: dict[str, Any], figure: Path | None = None) -> str:
     st, runs = results["settings"], results["runs"]
     rows = [(r["task"], r["mode"], fmt_pct(r["success_rate"]),
              f"{r['frames_to_first_training_success']:,}" if r["frames_to_first_training_success"] is not None else "-",
-             f"{r['training_frames']:,}", r["tokens"], f"error: {r['error'][:60]}" if r["error"] else r["plan"] or "-")
+             f"{r['training_frames']:,}", f"{r.get('skill_test_frames', 0):,}", r["tokens"],
+             f"error: {r['error'][:60]}" if r["error"] else r["plan"] or "-", r.get("controller") or "-")
             for r in runs]
     lines = [TITLE, "",
              f"Measured {results['date_utc']} on {results['machine']}; LLM: {results['llm']}; budget {st['frames']} "
@@ -65,10 +66,11 @@ def render_section(results: dict[str, Any], figure: Path | None = None) -> str:
              f"whole-task episodes is not counted); O={st['outer']}, I={st['inner']}; "
              f"{results['total_seconds'] / 60:.0f} min in all.", "",
              *markdown_table(("task", "mode", "final success", "training frames to first success", "training frames",
-                              "LLM tokens", "last plan (or error)"), rows, "llrrrrl"), "",
-             "All numbers come from the planner's `WatchRun` events: the final success from `run_end`, tokens from "
-             "the `llm` events, training frames from the last `training` progress of each job (frames the skill "
-             "tests spent are not in the events, so they are not counted here), the last plan from the last `plan` "
+                              "skill-test frames", "LLM tokens", "last plan (or error)", "final controller"), rows,
+                             "llrrrrrll"), "",
+             "All numbers come from the planner's `WatchRun` events: the final success and controller from `run_end`, "
+             "tokens from the `llm` events, training frames from the last `training` progress of each job, skill-test "
+             "frames from the `code` events, the last plan from the last `plan` "
              f"event. `{REFERENCE_MODE}` has no planner run: its numbers come from the learner's `WatchJob` and "
              "`Evaluate`.", "",
              "Modes: `pure-rl` trains on the whole task with primitive actions only (no LLM); `pure-code` has the "

@@ -89,7 +89,7 @@ class Attempts:
             ctx.spend(state, sum(e.steps for e in c.episodes))
             ctx.run.emit(st.name, code=planner_pb2.CodeEvent(
                 skill=st.name, code=c.answer.code if c.answer else "", candidate=c.index,
-                success_rate=c.success_rate, error=c.error))
+                success_rate=c.success_rate, error=c.error, frames=sum(e.steps for e in c.episodes)))
         best = candidates[0]
         error_text = f"{best.error.type} line {best.error.line}: {best.error.message}" if best.error else ""
         state.record(TestRecord(iteration=ctx.state.outer_iteration, kind=Decision.CODE, frames=state.frames,

@@ -130,7 +130,8 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
             final = state.final or {}
             report = self._write_report(run, state, planner_pb2.RUN_STATE_DONE)
             run.emit(run_end=planner_pb2.RunEnd(success_rate=float(final.get("success_rate", 0.0)),
-                                                report=str(report or "")))
+                                                report=str(report or ""), frames_used=state.frames_used,
+                                                controller=str(final.get("controller", ""))))
             run.finish(planner_pb2.RUN_STATE_DONE)
         except StopRequested:
             self._write_report(run, state, planner_pb2.RUN_STATE_STOPPED)

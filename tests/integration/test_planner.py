@@ -87,8 +87,12 @@ def test_code_run_iterates_judges_and_evaluates_the_chain(planner, tmp_path) -> 
     assert kinds[:2] == ["llm", "plan"] and "code" in kinds and "verdict" in kinds and kinds[-1] == "run_end"
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     code = next(e.code for e in events if e.WhichOneof("payload") == "code")
-    assert code.success_rate > 0 and code.skill == "get_wood"
-    assert events[-1].run_end.success_rate > 0  # the chain of coded skills solves the whole task
+    assert code.success_rate > 0 and code.skill == "get_wood" and code.frames > 0
+    end = events[-1].run_end
+    assert end.success_rate > 0  # the chain of coded skills solves the whole task
+    # A client learns the run's frames and controller from the events alone (the skill tests are the frames here).
+    assert end.frames_used == sum(e.code.frames for e in events if e.WhichOneof("payload") == "code")
+    assert end.controller == "chain of coded skills"
     status = stub.GetRun(planner_pb2.GetRunRequest(run_id=run.run_id))
     assert status.state == planner_pb2.RUN_STATE_DONE and status.tokens > 0
     run_dir = tmp_path / "runs" / run.run_id

@@ -23,17 +23,19 @@ def test_numbers_from_the_events_of_a_run() -> None:
     events = [
         event(1, llm=planner_pb2.LlmCall(agent="slow", prompt_tokens=100, completion_tokens=20)),
         event(2, plan=plan),
-        event(3, code=planner_pb2.CodeEvent(skill="collect_wood", success_rate=1.0)),
+        event(3, code=planner_pb2.CodeEvent(skill="collect_wood", success_rate=1.0, frames=120)),
         event(4, training=progress("j1", 1000, 0.0)),
         event(5, training=progress("j1", 4000, 0.0)),
         event(6, llm=planner_pb2.LlmCall(agent="fast", prompt_tokens=50, completion_tokens=5)),
         event(7, training=progress("j2", 2000, 0.0)),
         event(8, training=progress("j2", 3000, 0.25)),  # 4,000 frames of j1 before it
         event(9, training=progress("j2", 5000, 0.5)),
-        event(10, run_end=planner_pb2.RunEnd(success_rate=0.625, report="/planner/disk/report.md")),
+        event(10, run_end=planner_pb2.RunEnd(success_rate=0.625, report="/planner/disk/report.md", frames_used=9120,
+                                             controller="policy of place_table (job j2) on the whole task")),
     ]
     assert run_numbers(events) == {
-        "success_rate": 0.625, "ended": True, "tokens": 175, "training_frames": 9000,
+        "success_rate": 0.625, "ended": True, "tokens": 175, "training_frames": 9000, "skill_test_frames": 120,
+        "frames_used": 9120, "controller": "policy of place_table (job j2) on the whole task",
         "frames_to_first_training_success": 7000, "plan": "collect_wood (code), place_table (rl)", "error": ""}
 
 
@@ -65,7 +67,7 @@ def test_section_without_a_figure() -> None:
                "reference_skills": ["collect_wood"], "runs": [run("pure-rl", 0.5, 9000)]}
     section = render_section(results)
     assert section.startswith(TITLE)
-    assert "| collect_stone | pure-rl | 50% | 9,000 | 30,000 | 0 | - |" in section
+    assert "| collect_stone | pure-rl | 50% | 9,000 | 30,000 | 0 | 0 | - | - |" in section
     assert "![success by mode]" not in section
 
 
