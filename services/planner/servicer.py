@@ -10,7 +10,6 @@ from pathlib import Path
 import grpc
 
 from rlgpt import metrics
-from rlgpt.config import PlannerSettings
 from rlgpt.errors import FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted, grpc_errors, shown
 from rlgpt.grpc_client import create_channel
 from rlgpt.v1 import critic_pb2_grpc, env_pb2, env_pb2_grpc, learner_pb2_grpc, planner_pb2, planner_pb2_grpc
@@ -20,6 +19,7 @@ from services.planner.context import AgentSetup, Mode, StopRequested, Stubs
 from services.planner.loops import TwoLoops, describe_failure
 from services.planner.report import outcome, report_chunks, write_run_report
 from services.planner.runs import Run, check_run_id
+from services.planner.settings import PlannerSettings
 from services.planner.skill_library import SkillLibrary
 from services.planner.state import RunState
 
