@@ -184,16 +184,3 @@ class LLMSettings(Settings):
     local_context: int = setting(8192, "Context window of the embedded server, tokens.", ge=512)
     local_threads: int = setting(2, "CPU threads of the embedded server.", ge=1)
     local_start_seconds: float = setting(180.0, "Time the embedded server gets to load its model.", gt=0)
-
-
-# Transitional, while the last imports move to the services' own modules; removed when none is left.
-_MOVED = {"EnvServerSettings": "services.env_server.settings", "LearnerSettings": "services.learner.settings",
-          "PlannerSettings": "services.planner.settings", "CriticSettings": "services.critic.settings"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED:
-        import importlib
-
-        return getattr(importlib.import_module(_MOVED[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
