@@ -258,9 +258,13 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
         p.in_range("episodes", request.episodes, 1, s.max_run_skill_episodes)
         if request.max_steps:
             p.in_range("max_steps", request.max_steps, 1, s.max_episode_length)
+        p.in_range("frames_per_episode", request.frames_per_episode, 0, s.max_frames_per_episode)
         p.raise_if_any()
-        summaries = self.trials.run(request, should_stop=lambda: not context.is_active())
-        episodes = [episode_summary_proto(e) for e in summaries]
-        success_rate = sum(e["success"] for e in summaries) / len(summaries)
-        return env_pb2.RunSkillResponse(episodes=episodes, success_rate=success_rate,
-                                        mean_steps=sum(e["steps"] for e in summaries) / len(summaries))
+        trials = self.trials.run(request, should_stop=lambda: not context.is_active())
+        summaries = [t.summary for t in trials]
+        frames = [env_pb2.EpisodeFrames(png=t.frames, steps=t.frame_steps) for t in trials]
+        return env_pb2.RunSkillResponse(
+            episodes=[episode_summary_proto(e) for e in summaries],
+            success_rate=sum(e["success"] for e in summaries) / len(summaries),
+            mean_steps=sum(e["steps"] for e in summaries) / len(summaries),
+            frames=frames if request.frames_per_episode else [])

@@ -70,6 +70,9 @@ class Session:
         self.closed = False  # set under ``lock`` by close(); a call that waited for the lock checks it
         self.last_used = time.monotonic()
         self.total_frames = 0
+        self.on_frame: Callable[[int], None] | None = None
+        """Called with env ``i`` after each of its frames (its slot holds the new observation); RunSkill
+        samples frames through it."""
         self._settings = settings
         self.primitive_index = {name: i for i, name in enumerate(backend.spec.actions)}
         """Backend action index by name: skills yield names."""
@@ -198,6 +201,8 @@ class Session:
         episode.inventory, episode.health = inventory, health
         out.rewards[i] += reward
         out.frames[i] += 1
+        if self.on_frame is not None:
+            self.on_frame(i)
         out.infos[i]["achievements"].extend(new)
         if raw.dead:
             episode.end_reason, episode.death_cause = "death", slot.env.death_cause()

@@ -31,6 +31,8 @@ class EnvServerSettings(Settings):
     max_run_skill_episodes: int = setting(64, "Max test episodes in one RunSkill call.", ge=1)
     run_skill_default_steps: int = setting(300, "Frames per RunSkill episode when the request sets none.",
                                            ge=1)
+    max_frames_per_episode: int = setting(8, "Max PNG frames per episode a RunSkill call may ask for "
+                                          "(frames_per_episode).", ge=0)
     skill_tick_budget: int = setting(200000, "Loop iterations a skill may run between two yields.", ge=100)
     skill_call_seconds: float = setting(2.0, "Wall-clock limit of a skill between two yields; the worker "
                                         "process is killed and replaced past it.", gt=0)

@@ -1,13 +1,15 @@
 """RunSkill's test episodes: one private recording session whose every env runs the skill once, as one
-skill action of up to ``max_steps`` frames, summarised per episode."""
+skill action of up to ``max_steps`` frames, summarised per episode (with a few frames sampled where asked)."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from rlgpt.errors import FailedPrecondition
+from rlgpt.frames import FrameSampler
 from rlgpt.v1 import env_pb2
 from services.env_server.session_builder import build_session
 from services.env_server.settings import EnvServerSettings
@@ -15,6 +17,16 @@ from services.env_server.skills.executor import SkillRegistry
 
 SLOT_WAIT_SECONDS = 30
 """How long a RunSkill waits for one of the slots before it is refused."""
+
+
+@dataclasses.dataclass
+class TrialEpisode:
+    """One test episode: its summary (recording.episode_summary) and its sampled frames."""
+
+    summary: dict[str, Any]
+    frame_steps: list[int] = dataclasses.field(default_factory=list)
+    frames: list[bytes] = dataclasses.field(default_factory=list)
+    """PNG bytes, ``request.frames_per_episode`` at most, in step order, the episode's last frame included."""
 
 
 class SkillTrials:
@@ -26,8 +38,8 @@ class SkillTrials:
         # RunSkill sessions are private but still cost envs: they share the session limit's budget.
         self._slots = threading.BoundedSemaphore(max(1, settings.max_sessions // 2))
 
-    def run(self, request: env_pb2.RunSkillRequest, should_stop: Callable[[], bool]) -> list[dict[str, Any]]:
-        """The summaries of ``request.episodes`` episodes (recording.episode_summary), in env order."""
+    def run(self, request: env_pb2.RunSkillRequest, should_stop: Callable[[], bool]) -> list[TrialEpisode]:
+        """``request.episodes`` episodes, in env order."""
         record = self.registry.get(request.skill)
         max_steps = request.max_steps or self.settings.run_skill_default_steps
         session_request = env_pb2.CreateSessionRequest(
@@ -40,9 +52,18 @@ class SkillTrials:
             session = build_session(self.settings, self.registry, "runskill", session_request, record=True)
             session.skill_max_steps = max_steps  # a test episode is one skill action of up to max_steps frames
             try:
+                samplers = [FrameSampler(request.frames_per_episode) for _ in range(session.num_envs)]
+                if request.frames_per_episode:
+                    def sample(i: int) -> None:
+                        slot = session.slots[i]
+                        samplers[i].add(slot.episode.steps, slot.image)
+
+                    for i in range(session.num_envs):
+                        sample(i)  # step 0: the observation after the reset
+                    session.on_frame = sample
                 skill_action = len(session.actions) - 1
                 session.step([skill_action] * session.num_envs, should_stop=should_stop)
-                return [session.summary(i) for i in range(session.num_envs)]
+                return [TrialEpisode(session.summary(i), *samplers[i].sample()) for i in range(session.num_envs)]
             finally:
                 session.close()
         finally:

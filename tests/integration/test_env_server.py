@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import io
+
 import grpc
 import numpy as np
+import PIL.Image
 import pytest
 from env_server_support import assert_healthy, rpc_error
 
+from rlgpt.frames import PNG_SIGNATURE
 from rlgpt.tensors import from_tensor
 from rlgpt.v1 import common_pb2, env_pb2
 from services.env_server.skills.reference import COLLECT_WOOD
@@ -123,15 +127,30 @@ def test_skill_as_macro_action_counts_frames(env_server, wood_skill) -> None:
     assert total > 3
 
 
-def test_run_skill_summarises_episodes(env_server, wood_skill) -> None:
+def assert_frames(frames: env_pb2.EpisodeFrames, episode: common_pb2.EpisodeSummary, k: int) -> None:
+    """``k`` 64x64 RGB PNGs spread over the episode, from its first observation to its last frame."""
+    assert len(frames.png) == len(frames.steps) == min(k, episode.steps + 1)
+    assert frames.steps[0] == 0 and frames.steps[-1] == episode.steps and list(frames.steps) == sorted(frames.steps)
+    for png in frames.png:
+        image = PIL.Image.open(io.BytesIO(png))
+        assert png.startswith(PNG_SIGNATURE) and image.format == "PNG" and image.mode == "RGB"
+        assert image.size == (64, 64) and len(png) < 20_000
+        assert np.asarray(image).std() > 0  # a picture of the world, not a blank
+
+
+def test_run_skill_summarises_episodes_with_frames_where_asked(env_server, wood_skill) -> None:
     r = env_server.stub.RunSkill(env_pb2.RunSkillRequest(skill=wood_skill, episodes=3, max_steps=200, task=WOOD_TASK,
-                                                         seed=7))
+                                                         seed=7, frames_per_episode=3))
     assert len(r.episodes) == 3
     assert r.success_rate == pytest.approx(sum(e.success for e in r.episodes) / 3)
     assert r.success_rate >= 2 / 3  # trees are near the spawn point in Crafter
     ep = next(e for e in r.episodes if e.success)
     assert "collect_wood" in ep.achievements and "+1 wood" in ep.text and ep.end_reason == "success"
     assert {i.item: i.count for i in ep.final_inventory}["wood"] >= 1
+    assert len(r.frames) == 3
+    for frames, episode in zip(r.frames, r.episodes, strict=True):
+        assert episode.steps >= 3
+        assert_frames(frames, episode, 3)
 
 
 # --- bad input: each gets a clear status, and the server stays healthy ------------------------------
@@ -226,10 +245,12 @@ def test_skill_failing_mid_episode_reports_line_and_episode_goes_on(env_server) 
     code = ("def skill(agent):\n    yield 'noop'\n    yield 'noop'\n    x = [1][5]" + IF_RICH + "\n    yield 'noop'\n")
     env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="fails_late", code=code, replace=True))
     r = env_server.stub.RunSkill(env_pb2.RunSkillRequest(skill="fails_late", episodes=2, max_steps=50,
-                                                         task=RICH_TASK))
-    for ep in r.episodes:
+                                                         task=RICH_TASK, frames_per_episode=8))
+    for ep, frames in zip(r.episodes, r.frames, strict=True):
         assert ep.error.type == "IndexError" and ep.error.line == 4 and ep.error.code_line == "x = [1][5]" + IF_RICH
         assert ep.steps == 2 and ep.end_reason == "error"
+        assert list(frames.steps) == [0, 1, 2]  # a short episode: every frame, the failing one last
+        assert_frames(frames, ep, 8)
     s = env_server.stub.CreateSession(env_pb2.CreateSessionRequest(num_envs=1, skills=["fails_late"],
                                                                    skill_max_steps=10, autoreset=True,
                                                                    task=RICH_TASK))
@@ -254,12 +275,19 @@ def test_memory_bomb_is_contained(env_server) -> None:
     r = env_server.stub.RunSkill(env_pb2.RunSkillRequest(skill="mem_late", episodes=1, max_steps=20,
                                                          task=RICH_TASK))
     assert r.episodes[0].error.type == "MemoryLimit"
+    assert not r.frames  # none asked for, none sent
     assert_healthy(env_server)
 
 
 def test_run_skill_limits(env_server, wood_skill) -> None:
     code, details = rpc_error(env_server.stub.RunSkill, env_pb2.RunSkillRequest(skill=wood_skill, episodes=1000))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "episodes=1000" in details
+    code, details = rpc_error(env_server.stub.RunSkill, env_pb2.RunSkillRequest(skill=wood_skill, episodes=1,
+                                                                                 frames_per_episode=9))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "frames_per_episode=9 must be in 0..8" in details
+    code, details = rpc_error(env_server.stub.RunSkill, env_pb2.RunSkillRequest(skill=wood_skill, episodes=1,
+                                                                                 frames_per_episode=-1))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "frames_per_episode=-1" in details
     code, _ = rpc_error(env_server.stub.RunSkill, env_pb2.RunSkillRequest(skill="nope", episodes=1))
     assert code == grpc.StatusCode.NOT_FOUND
 

@@ -1,0 +1,72 @@
+"""Frames for a critic that looks: an RGB observation as PNG bytes, and a few frames of an episode sampled
+evenly over it in bounded memory (the env server's RunSkill and the learner's Evaluate use both)."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import numpy as np
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def png_bytes(image: np.ndarray) -> bytes:
+    """A uint8 ``[H, W, 3]`` RGB image as PNG bytes (8-bit truecolour, no filters)."""
+    if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
+        raise ValueError(f"expected a uint8 [H, W, 3] RGB image, got {image.dtype} {list(image.shape)}")
+    h, w, _ = image.shape
+    rows = np.concatenate([np.zeros((h, 1), np.uint8), np.ascontiguousarray(image).reshape(h, w * 3)], axis=1)
+    header = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)  # 8 bits, truecolour, deflate, no filter, no interlace
+    return (PNG_SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"IDAT", zlib.compress(rows.tobytes(), 6))
+            + _chunk(b"IEND", b""))
+
+
+def even_indices(n: int, k: int) -> list[int]:
+    """``k`` indices spread evenly over ``range(n)``, the first and the last included (all when ``n <= k``;
+    only the last when ``k`` is 1)."""
+    if k <= 0 or n <= 0:
+        return []
+    if n <= k:
+        return list(range(n))
+    if k == 1:
+        return [n - 1]
+    return [round(i * (n - 1) / (k - 1)) for i in range(k)]
+
+
+class FrameSampler:
+    """Keeps ``k`` frames of one episode spread evenly over it, however long it runs.
+
+    Frames are added in step order (steps 0, 1, 2, ...). Every ``stride``-th one is kept, at most ``4 * k``
+    of them: when that fills up, every other kept frame is dropped and the stride doubles. The latest frame is
+    always held too, so :meth:`sample` ends on the episode's last frame.
+    """
+
+    def __init__(self, k: int):
+        self.k = k
+        self._stride = 1
+        self._kept: list[tuple[int, np.ndarray]] = []
+        self._last: tuple[int, np.ndarray] | None = None
+
+    def add(self, step: int, image: np.ndarray) -> None:
+        if self.k <= 0:
+            return
+        frame = (step, np.array(image, np.uint8, copy=True))
+        self._last = frame
+        if step % self._stride == 0:
+            self._kept.append(frame)
+            if len(self._kept) > 4 * self.k:
+                self._kept = self._kept[::2]
+                self._stride *= 2
+
+    def sample(self) -> tuple[list[int], list[bytes]]:
+        """The steps and PNG bytes of up to ``k`` frames, in step order, the last frame included."""
+        frames = list(self._kept)
+        if self._last is not None and (not frames or frames[-1][0] != self._last[0]):
+            frames.append(self._last)
+        chosen = [frames[i] for i in even_indices(len(frames), self.k)]
+        return [step for step, _ in chosen], [png_bytes(image) for _, image in chosen]
