@@ -41,13 +41,15 @@ def even_indices(n: int, k: int) -> list[int]:
 class FrameSampler:
     """Keeps ``k`` frames of one episode spread evenly over it, however long it runs.
 
-    Frames are added in step order (steps 0, 1, 2, ...). Every ``stride``-th one is kept, at most ``4 * k``
-    of them: when that fills up, every other kept frame is dropped and the stride doubles. The latest frame is
-    always held too, so :meth:`sample` ends on the episode's last frame.
+    Frames are added in order, each with its episode step (a label: a policy's observations may be several
+    env frames apart). Every ``stride``-th one added is kept, at most ``4 * k`` of them: when that fills up,
+    every other kept frame is dropped and the stride doubles. The latest frame is always held too, so
+    :meth:`sample` ends on the episode's last frame.
     """
 
     def __init__(self, k: int):
         self.k = k
+        self._added = 0
         self._stride = 1
         self._kept: list[tuple[int, np.ndarray]] = []
         self._last: tuple[int, np.ndarray] | None = None
@@ -57,7 +59,8 @@ class FrameSampler:
             return
         frame = (step, np.array(image, np.uint8, copy=True))
         self._last = frame
-        if step % self._stride == 0:
+        index, self._added = self._added, self._added + 1
+        if index % self._stride == 0:
             self._kept.append(frame)
             if len(self._kept) > 4 * self.k:
                 self._kept = self._kept[::2]
@@ -66,7 +69,7 @@ class FrameSampler:
     def sample(self) -> tuple[list[int], list[bytes]]:
         """The steps and PNG bytes of up to ``k`` frames, in step order, the last frame included."""
         frames = list(self._kept)
-        if self._last is not None and (not frames or frames[-1][0] != self._last[0]):
+        if self._last is not None and (not frames or frames[-1] is not self._last):
             frames.append(self._last)
         chosen = [frames[i] for i in even_indices(len(frames), self.k)]
         return [step for step, _ in chosen], [png_bytes(image) for _, image in chosen]

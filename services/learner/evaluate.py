@@ -9,6 +9,7 @@ import gymnasium as gym
 import numpy as np
 
 from rlgpt.errors import FailedPrecondition, NotFound
+from rlgpt.frames import FrameSampler
 from rlgpt.grpc_client import create_channel
 from rlgpt.tensors import from_tensor
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2
@@ -26,8 +27,10 @@ def latest_checkpoint(job_dir: Path) -> Path:
 
 
 def evaluate(job_dir: Path, env_server: str, episodes: int, seed: int, checkpoint: Path | None = None,
-             max_frames: int = 1_000_000, task: common_pb2.TaskSpec | None = None) -> learner_pb2.EvaluateResponse:
-    """Runs ``episodes`` episodes in parallel (one env each) with the policy sampling its actions."""
+             max_frames: int = 1_000_000, task: common_pb2.TaskSpec | None = None,
+             frames_per_episode: int = 0) -> learner_pb2.EvaluateResponse:
+    """Runs ``episodes`` episodes in parallel (one env each) with the policy sampling its actions; with
+    ``frames_per_episode``, that many of the observations it acted on are sampled from each episode."""
     import torch
     from sample_factory.model.actor_critic import create_actor_critic
 
@@ -57,12 +60,19 @@ def evaluate(job_dir: Path, env_server: str, episodes: int, seed: int, checkpoin
         model.load_state_dict(state["model"])
         model.eval()
         summaries: dict[int, common_pb2.EpisodeSummary] = {}
+        samplers = [FrameSampler(frames_per_episode) for _ in range(episodes)]
+        episode_steps = [0] * episodes  # env frames each env's first episode has taken so far
         observations = session.observations
         frames = 0
         generator = torch.Generator().manual_seed(seed)
         with torch.no_grad():
             while len(summaries) < episodes and frames < max_frames:
-                images = torch.from_numpy(from_tensor(observations.image).transpose(0, 3, 1, 2).copy())
+                pixels = from_tensor(observations.image)
+                if frames_per_episode:
+                    for i in range(episodes):
+                        if i not in summaries:
+                            samplers[i].add(episode_steps[i], pixels[i])
+                images = torch.from_numpy(pixels.transpose(0, 3, 1, 2).copy())
                 vectors = torch.from_numpy(from_tensor(observations.vector).copy())
                 out = model({"image": images, "vector": vectors}, torch.zeros(episodes, 1))
                 probs = torch.softmax(out["action_logits"], dim=-1)
@@ -73,11 +83,18 @@ def evaluate(job_dir: Path, env_server: str, episodes: int, seed: int, checkpoin
                 for i, info in enumerate(step.infos):
                     if i not in summaries and (step.terminated[i] or step.truncated[i]):
                         summaries[i] = info.episode
+                    episode_steps[i] = info.episode_steps
                 observations = step.observations
     finally:
         stub.CloseSession(env_pb2.CloseSessionRequest(session_id=session.session_id))
         channel.close()
-    ordered = [summaries[i] for i in sorted(summaries)]
+    order = sorted(summaries)
+    ordered = [summaries[i] for i in order]
+    frames = []
+    if frames_per_episode:
+        for i in order:
+            steps, pngs = samplers[i].sample()
+            frames.append(env_pb2.EpisodeFrames(png=pngs, steps=steps))
     return learner_pb2.EvaluateResponse(
         success_rate=sum(e.success for e in ordered) / max(1, len(ordered)),
-        returns=[e.episode_return for e in ordered], episodes=ordered)
+        returns=[e.episode_return for e in ordered], episodes=ordered, frames=frames)

@@ -23,6 +23,8 @@ from services.learner.sf_env import session_request
 log = logging.getLogger(__name__)
 SERVICE_NAME = learner_pb2.DESCRIPTOR.services_by_name["LearnerService"].full_name
 MAX_EVAL_EPISODES = 256
+MAX_EVAL_FRAMES_PER_EPISODE = 8
+"""Most frames Evaluate returns per episode (EvaluateRequest.frames_per_episode)."""
 
 
 def pure_rl_baseline(config: learner_pb2.RLConfig) -> learner_pb2.RLConfig:
@@ -101,6 +103,9 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
                  context: grpc.ServicerContext) -> learner_pb2.EvaluateResponse:
         if not 1 <= request.episodes <= MAX_EVAL_EPISODES:
             raise InvalidArgument(f"episodes={request.episodes} must be in 1..{MAX_EVAL_EPISODES}")
+        if not 0 <= request.frames_per_episode <= MAX_EVAL_FRAMES_PER_EPISODE:
+            raise InvalidArgument(f"frames_per_episode={request.frames_per_episode} must be in "
+                                  f"0..{MAX_EVAL_FRAMES_PER_EPISODE}")
         if bool(request.job_id) == bool(request.checkpoint):
             raise InvalidArgument("set exactly one of job_id and checkpoint")
         if request.job_id:
@@ -111,7 +116,8 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
                 raise InvalidArgument(f"checkpoint {shown(request.checkpoint)} is not a file under {self.jobs.root}")
             job_dir = self.jobs.root / checkpoint.relative_to(self.jobs.root).parts[0]
         task = request.task if request.HasField("task") else None
-        return evaluate(job_dir, self.settings.env_server, request.episodes, request.seed, checkpoint, task=task)
+        return evaluate(job_dir, self.settings.env_server, request.episodes, request.seed, checkpoint, task=task,
+                        frames_per_episode=request.frames_per_episode)
 
     @grpc_errors
     def ListJobs(self, request: learner_pb2.ListJobsRequest,

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 import sys
 import time
 from pathlib import Path
 
 import grpc
+import PIL.Image
 import pytest
 
 from rlgpt.grpc_client import create_channel
@@ -92,10 +94,21 @@ def test_appo_training_with_a_skill_end_to_end(learner) -> None:
     assert any(p.state == learner_pb2.JOB_STATE_RUNNING for p in progress)
     frames_seen = [p.env_frames for p in progress]
     assert frames_seen == sorted(frames_seen)
-    evaluation = learner.stub.Evaluate(learner_pb2.EvaluateRequest(job_id=job_id, episodes=3, seed=1), timeout=300)
+    evaluation = learner.stub.Evaluate(learner_pb2.EvaluateRequest(job_id=job_id, episodes=3, seed=1,
+                                                                   frames_per_episode=3), timeout=300)
     assert len(evaluation.episodes) == 3 and len(evaluation.returns) == 3
     assert all(e.text.startswith("start:") for e in evaluation.episodes)
     assert 0.0 <= evaluation.success_rate <= 1.0
+    assert len(evaluation.frames) == 3
+    for frames, episode in zip(evaluation.frames, evaluation.episodes, strict=True):
+        # Observations the policy acted on: the first one, the last one, one between (an episode of one or
+        # two actions has fewer); each step is the env frames taken before it.
+        assert 1 <= len(frames.png) == len(frames.steps) <= 3
+        assert frames.steps[0] == 0 and list(frames.steps) == sorted(set(frames.steps))
+        assert frames.steps[-1] < episode.steps
+        for png in frames.png:
+            image = PIL.Image.open(io.BytesIO(png))
+            assert image.format == "PNG" and image.mode == "RGB" and image.size == (64, 64)
     jobs = learner.stub.ListJobs(learner_pb2.ListJobsRequest()).jobs
     assert job_id in [j.job_id for j in jobs]
 
@@ -140,6 +153,14 @@ def test_bad_configs_are_invalid_argument(learner, case: str) -> None:
         learner.stub.StartTraining(learner_pb2.StartTrainingRequest(config=config))
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert needle in info.value.details()
+
+
+@pytest.mark.parametrize("value", [9, -1])
+def test_evaluate_frames_outside_the_limit_are_invalid_argument(learner, value: int) -> None:
+    with pytest.raises(grpc.RpcError) as info:
+        learner.stub.Evaluate(learner_pb2.EvaluateRequest(job_id="nope", episodes=1, frames_per_episode=value))
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert f"frames_per_episode={value} must be in 0..8" in info.value.details()
 
 
 def test_watch_unknown_job_is_not_found(learner) -> None:
