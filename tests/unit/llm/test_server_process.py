@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
 import textwrap
-import time
 
-import psutil
 import pytest
+from process_support import assert_child_dies_with_starter
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -32,33 +28,5 @@ STARTER = textwrap.dedent("""
 """)
 
 
-def gone(pid: int, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
-        time.sleep(0.1)
-    return False
-
-
 def test_the_server_exits_when_its_starter_is_killed(tmp_path) -> None:
-    starter = subprocess.Popen([sys.executable, "-c", STARTER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
-    server_pid = 0
-    try:
-        assert starter.stdout is not None
-        server_pid = int(starter.stdout.readline())
-        assert psutil.Process(server_pid).ppid() == starter.pid
-        starter.kill()  # SIGKILL: the starter's stop() never runs
-        starter.wait()
-        assert gone(server_pid, 30), "the LLM server outlived the process that started it"
-    finally:
-        if starter.poll() is None:
-            starter.kill()
-            starter.wait()
-        if starter.stdout is not None:
-            starter.stdout.close()
-        if server_pid and not gone(server_pid, 0.1):
-            os.kill(server_pid, signal.SIGKILL)
+    assert_child_dies_with_starter([sys.executable, "-c", STARTER, str(tmp_path)], "LLM server")

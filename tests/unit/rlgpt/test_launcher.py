@@ -4,34 +4,19 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
-import psutil
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from process_support import assert_child_dies_with_starter, gone
 
 from rlgpt.errors import Unavailable
 from rlgpt.grpc_client import create_channel
 from rlgpt.launcher import start_service
 
 pytestmark = pytest.mark.timeout(300)
-
-
-def gone(pid: int, seconds: float) -> bool:
-    """Whether ``pid`` exits (or is left a zombie for init to reap) within ``seconds``."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def test_a_started_service_answers_reads_its_environment_and_stops(tmp_path) -> None:
@@ -72,23 +57,7 @@ STARTER = textwrap.dedent("""
 
 
 def test_a_service_exits_when_the_process_that_started_it_dies(tmp_path) -> None:
-    starter = subprocess.Popen([sys.executable, "-c", STARTER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
-    service_pid = 0
-    try:
-        assert starter.stdout is not None
-        service_pid = int(starter.stdout.readline())
-        assert psutil.Process(service_pid).ppid() == starter.pid
-        starter.kill()  # SIGKILL: no finally, no atexit, nothing of the starter's own runs
-        starter.wait()
-        assert gone(service_pid, 30), "the service outlived the process that started it"
-    finally:
-        if starter.poll() is None:
-            starter.kill()
-            starter.wait()
-        if starter.stdout is not None:
-            starter.stdout.close()
-        if service_pid and not gone(service_pid, 0.1):
-            os.kill(service_pid, signal.SIGKILL)  # an orphan, when the test fails
+    assert_child_dies_with_starter([sys.executable, "-c", STARTER, str(tmp_path)], "service")
     log_text = (tmp_path / "env.log").read_text()
     assert "Traceback" not in log_text  # it shut down on SIGTERM, as on a clean stop
 
