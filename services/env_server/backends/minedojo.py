@@ -37,6 +37,15 @@ API facts checked in MineDojo's source
   quantity)])`` (sim/sim.py -> cmd_executor.py ``/replaceitem entity @p <slot> minecraft:<name>``).
   ``execute_cmd`` refuses ``/give`` (not in its list of valid commands), so this is the only
   runtime mechanism; ``initial_inventory`` exists only at make time.
+- Functional actions (nn_action_space_wrapper.py ``action``/``step``): 2 drop, 4 craft with argument
+  ``mc.ALL_CRAFT_SMELT_ITEMS[a[6]]`` (244 items in the real data: hand recipes go to Malmo's "craft",
+  table-only ones to "craft_with_table", smelted ones to "smelt"), 5 equip / 6 place / 7 destroy with
+  argument slot ``a[7]``, whose item the wrapper reads from the inventory names of the last observation
+  *it* returned (strict check: an empty slot raises ValueError); destroy is ``set_inventory`` of air in
+  that slot. After 2, 4, 5, 6, 7 the wrapper steps two more no-op ticks. Malmo: a craft without the
+  ingredients crafts nothing (CraftingHelper.attemptCrafting); "craft_with_table" needs a crafting table
+  within 5 blocks of the head and in view (NearbyCraftCommandsImplementation); equip/place of an item
+  not held does nothing (EquipCommandsImplementation, PlaceCommandsImplementation).
 - ``minedojo.sim`` exports ``InventoryItem`` and ``ALL_ITEMS`` (sim/__init__.py); the task wrappers
   are gym (0.22, requirements.txt) wrappers, so ``env.unwrapped`` is the MineDojoSim and
   ``env.seed(s)`` reaches ``MineDojoSim.seed``.
@@ -54,10 +63,12 @@ Assumed, not verified
 - That an inventory change made by a command shows in the observation within two no-op ticks
   (MineDojo's own wrapper steps two no-ops after craft/equip/place for "malmo's lags").
 - The sign of lidar yaw: Plan4MC notes "yaw in lidar is opposite" and negates it; so do we.
-- give() talks to the MineDojoSim under the task layer, so on a programmatic task whose target is
-  the given item, the task's own reward (computed from inventory increases) may count the gift at
-  the next step (the session's other reward terms measure gains from the inventory after the gift,
-  so only a "native" reward term can see it).
+- give() runs /replaceitem on the MineDojoSim under the task layer, then steps no-op ticks through
+  the whole wrapper stack (so the action wrapper's slot names see the gift), so on a programmatic task
+  whose target is the given item, the task's own reward (computed from inventory increases) may count
+  the gift in those ticks, which give() discards (and a task done in them is not seen either).
+- That Malmo's "place" and the crafting table's "in view" test behave as read in the Java source;
+  no functional action was ever sent to a real Minecraft.
 - That the PyPI ``minedojo`` package installs on this project's Python (3.11+): MineDojo declares
   Python 3.9 and pins gym 0.22.
 """
@@ -67,6 +78,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -85,7 +97,16 @@ CAMERA_NOOP_BIN = 12
 CAMERA_STEP_BINS = 2
 """Camera bins per paper camera action: 2 bins x 15 degrees = 30 degrees, as in Plan4MC."""
 FUNCTIONAL_USE = 1
+FUNCTIONAL_DROP = 2
 FUNCTIONAL_ATTACK = 3
+FUNCTIONAL_CRAFT = 4
+FUNCTIONAL_EQUIP = 5
+FUNCTIONAL_PLACE = 6
+FUNCTIONAL_DESTROY = 7
+"""MineDojo's functional actions (dimension 5): 0 no-op, 1 use, 2 drop, 3 attack, 4 craft (argument: dimension
+6, an index into ``mc.ALL_CRAFT_SMELT_ITEMS``), 5 equip, 6 place, 7 destroy (argument: dimension 7, an
+inventory slot 0..35); sim/wrappers/ar_nn/nn_action_space_wrapper.py."""
+CRAFT_ARG, SLOT_ARG = 6, 7
 
 MOVE_ACTIONS = ("noop", "forward", "back", "strafe_left", "strafe_right", "jump", "sneak", "sprint",
                 "camera_up", "camera_down", "camera_left", "camera_right")
@@ -101,7 +122,11 @@ def _action_name(move: str, functional: str) -> str:
 
 
 ACTIONS = tuple(_action_name(m, f) for m in MOVE_ACTIONS for f in FUNCTIONAL_ACTIONS)
-"""Discrete(36): index = move * 3 + functional."""
+"""The paper's Discrete(36): index = move * 3 + functional. The backend's action list starts with these."""
+DROP = "drop"
+CRAFT, EQUIP, PLACE, DESTROY = "craft", "equip", "place", "destroy"
+ITEM_VERBS = {CRAFT: FUNCTIONAL_CRAFT, EQUIP: FUNCTIONAL_EQUIP, PLACE: FUNCTIONAL_PLACE, DESTROY: FUNCTIONAL_DESTROY}
+"""``<verb>:<item>`` actions -> MineDojo functional action."""
 
 
 def paper_action_to_minedojo(index: int) -> np.ndarray:
@@ -124,6 +149,52 @@ def paper_action_to_minedojo(index: int) -> np.ndarray:
         action[5] = FUNCTIONAL_USE
     elif functional == 2:
         action[5] = FUNCTIONAL_ATTACK
+    return action
+
+
+def split_action(name: str) -> tuple[str, str]:
+    """(verb, item) of a functional action name ("craft:stick" -> ("craft", "stick"); "drop" -> ("drop", ""))."""
+    verb, _sep, item = name.partition(":")
+    return verb, item
+
+
+def functional_actions(mc: Any) -> tuple[str, ...]:
+    """The functional actions after the paper's 36, from MineDojo's data module ``mc``
+    (``minedojo.sim.mc_meta.mc``): "drop"; ``craft:<item>`` for each backend item in ``mc.ALL_CRAFT_SMELT_ITEMS``
+    (MineDojo's craft argument list: hand, table and smelting recipes); ``equip:<item>`` and ``destroy:<item>`` for
+    every backend item; ``place:<item>`` for the backend items the data marks as blocks."""
+    craftable = set(mc.ALL_CRAFT_SMELT_ITEMS)
+    blocks = {str(r["type"]) for r in mc.all_data.get("items", []) if r.get("block") is True}
+    return (DROP, *(f"{CRAFT}:{i}" for i in ITEMS if i in craftable), *(f"{EQUIP}:{i}" for i in ITEMS),
+            *(f"{PLACE}:{i}" for i in ITEMS if i in blocks), *(f"{DESTROY}:{i}" for i in ITEMS))
+
+
+def functional_action_to_minedojo(name: str, craft_items: Sequence[str], slot_names: Sequence[Any]) -> np.ndarray:
+    """MineDojo's 8-dim action for a functional action name, as MineDojo's NNActionSpaceWrapper reads it.
+
+    ``craft_items`` is ``mc.ALL_CRAFT_SMELT_ITEMS`` (craft argument = index of the item); ``slot_names`` are the
+    36 inventory slot names of the last observation: equip/place/destroy name the first slot holding the item
+    (as MineDojo's reverse_action picks it). When no slot holds it the no-op is returned: MineDojo's wrapper
+    raises on an empty slot under its default strict check, and Malmo's equip/place commands do nothing for an
+    item the player lacks, so a missing item is a no-op tick. A craft is always sent: without the ingredients
+    (or the crafting table or furnace a recipe needs) Malmo crafts nothing.
+    """
+    verb, item = split_action(name)
+    action = np.array(MINEDOJO_NOOP, dtype=np.int64)
+    if verb == DROP and not item:
+        action[5] = FUNCTIONAL_DROP
+        return action
+    if verb not in ITEM_VERBS or not item:
+        raise InvalidArgument(f"unknown MineDojo action {name!r}")
+    if verb == CRAFT:
+        if item not in craft_items:
+            raise InvalidArgument(f"{item!r} is not in MineDojo's craft list (mc.ALL_CRAFT_SMELT_ITEMS)")
+        action[5], action[CRAFT_ARG] = FUNCTIONAL_CRAFT, list(craft_items).index(item)
+        return action
+    for slot, slot_name in enumerate(slot_names):
+        if _norm(slot_name) == item:
+            action[5], action[SLOT_ARG] = ITEM_VERBS[verb], slot
+            return action
     return action
 
 
@@ -190,12 +261,26 @@ game tick. It stops when it returns. No imports, no files, no dunder names; loop
             else:
                 yield "forward"
 
-Actions (36): a movement/camera part, optionally joined with "+use" or "+attack": noop, forward,
-back, strafe_left, strafe_right, jump, sneak, sprint, camera_up, camera_down, camera_left,
-camera_right; "use" and "attack" alone. Examples: "forward", "forward+attack", "jump+use".
-camera_* turns the view by 30 degrees. "attack" is a left click (hit a mob, mine the block looked at;
-blocks take several ticks, harder ones need a pickaxe). "use" is a right click with the held item
-(a bucket on a cow gives milk_bucket, shears on a sheep give wool, a held block is placed).
+Movement actions (the paper's 36): a movement/camera part, optionally joined with "+use" or
+"+attack": noop, forward, back, strafe_left, strafe_right, jump, sneak, sprint, camera_up,
+camera_down, camera_left, camera_right; "use" and "attack" alone. Examples: "forward",
+"forward+attack", "jump+use". camera_* turns the view by 30 degrees. "attack" is a left click (hit a
+mob, mine the block looked at; blocks take several ticks, harder ones need a pickaxe). "use" is a
+right click with the held item (a bucket on a cow gives milk_bucket, shears on a sheep give wool).
+Functional actions (MineDojo's own; the full list of names is under Actions):
+  "craft:<item>"   crafts one batch of <item> by Minecraft's recipe (e.g. "craft:planks" turns 1 log
+                   into 4 planks). Hand recipes work anywhere; bigger ones need a crafting table in
+                   view within about 5 blocks; smelted items (stone, coal, iron_ingot) need a furnace
+                   nearby and fuel. Without the ingredients, table or furnace nothing happens (a no-op
+                   tick, as in MineDojo); check agent.inventory afterwards.
+  "equip:<item>"   puts the first stack of <item> in the main hand (agent.mainhand).
+  "place:<item>"   places a block from the inventory against the block looked at (look down first:
+                   "camera_down" twice to place on the ground ahead), e.g. "place:crafting_table".
+  "destroy:<item>" deletes the first stack of <item> from the inventory.
+  "drop"           drops the held item.
+  equip/place/destroy of an item not in the inventory does nothing (a no-op tick). A functional action
+  other than use/attack takes three game ticks (MineDojo waits two ticks for the inventory to update)
+  and counts as one step.
 
 Coordinates are Minecraft's: y is height; yaw 0 looks toward +z, 90 toward -x, -90 toward +x;
 pitch -90 looks straight up, 90 straight down.
@@ -288,8 +373,11 @@ class MineDojoEnv(BackendEnv):
     """
 
     def __init__(self, minedojo: Any, inventory_item: type, known_items: frozenset[str],
-                 settings: MineDojoSettings) -> None:
+                 settings: MineDojoSettings, actions: tuple[str, ...] = ACTIONS,
+                 craft_items: Sequence[str] = ()) -> None:
         self._minedojo = minedojo
+        self._actions = actions
+        self._craft_items = tuple(craft_items)
         self._inventory_item = inventory_item
         self._known_items = known_items
         self._settings = settings
@@ -348,10 +436,20 @@ class MineDojoEnv(BackendEnv):
 
     def step(self, action: int) -> RawStep:
         env = self._require_env()
-        obs, reward, done, info = env.step(paper_action_to_minedojo(action))
+        obs, reward, done, info = env.step(self.minedojo_action(action))
         self._absorb(obs, info if isinstance(info, dict) else {}, unlock=True)
         return RawStep(image=self._image(), vector=self._vector(), native_reward=float(reward),
                        dead=self._dead, backend_done=bool(done) and not self._dead)
+
+    def minedojo_action(self, action: int) -> np.ndarray:
+        """The 8-dim MineDojo action for one of the backend's action ids (functional ones read the inventory)."""
+        index = int(action)
+        if 0 <= index < len(ACTIONS):
+            return paper_action_to_minedojo(index)
+        if not 0 <= index < len(self._actions):
+            raise InvalidArgument(f"action {action} out of range 0..{len(self._actions) - 1}")
+        names = np.asarray(self._require_obs().get("inventory", {}).get("name", [])).reshape(-1)
+        return functional_action_to_minedojo(self._actions[index], self._craft_items, list(names))
 
     def observe(self) -> tuple[np.ndarray, np.ndarray]:
         self._require_obs()
@@ -478,10 +576,12 @@ class MineDojoEnv(BackendEnv):
         expected = self._counts.get(counted, 0) + int(count)
         sim = env.unwrapped  # the MineDojoSim under the task wrappers, as Plan4MC uses it
         obs, _reward, _done, info = sim.set_inventory(inventory_list=commands)
-        for _ in range(_LAG_TICKS):
-            if self._count_items(obs).get(counted, 0) >= expected:
+        for tick in range(_LAG_TICKS):
+            if tick and self._count_items(obs).get(counted, 0) >= expected:
                 break
-            obs, _reward, _done, info = sim.step(sim.action_space.no_op())
+            # Through the wrappers, at least once: MineDojo's action wrapper resolves equip/place/destroy slots
+            # from the inventory names of the last observation *it* returned, which the sim's command skipped.
+            obs, _reward, _done, info = env.step(np.array(MINEDOJO_NOOP, dtype=np.int64))
         self._absorb(obs, info if isinstance(info, dict) else {}, unlock=False)
         if self._counts.get(counted, 0) < expected:
             log.warning("gave %d %s but the inventory shows %d", count, item, self._counts.get(counted, 0))
@@ -596,14 +696,16 @@ class MineDojoBackend(Backend):
     def __init__(self, settings: MineDojoSettings | None = None) -> None:
         import minedojo  # ImportError -> base.get_backend reports FAILED_PRECONDITION
         from minedojo.sim import ALL_ITEMS, InventoryItem
+        from minedojo.sim.mc_meta import mc
 
         self._minedojo = minedojo
+        self._craft_items = tuple(str(i) for i in mc.ALL_CRAFT_SMELT_ITEMS)
         self._inventory_item = InventoryItem
         self._known_items = frozenset(str(i) for i in ALL_ITEMS) | frozenset(ITEMS)
         self.settings = settings or MineDojoSettings.load()
         self.spec = BackendSpec(
             name="minedojo",
-            actions=ACTIONS,
+            actions=(*ACTIONS, *functional_actions(mc)),
             achievements=ACHIEVEMENTS,
             items=ITEMS,
             image_shape=(self.settings.image_height, self.settings.image_width, 3),
@@ -615,4 +717,5 @@ class MineDojoBackend(Backend):
         )
 
     def make_env(self) -> BackendEnv:
-        return MineDojoEnv(self._minedojo, self._inventory_item, self._known_items, self.settings)
+        return MineDojoEnv(self._minedojo, self._inventory_item, self._known_items, self.settings,
+                           actions=self.spec.actions, craft_items=self._craft_items)

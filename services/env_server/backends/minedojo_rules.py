@@ -23,11 +23,13 @@ Decisions
 - Crafting table: a crafting recipe whose ``recipeSize`` is not one of MineDojo's own personal-crafting
   sizes (mc.py's ``ALL_PERSONAL_CRAFTING_ITEMS``: 0, 1, 2, 4) needs a crafting table nearby; smelting
   needs a furnace nearby.
-- Action names: ``craft_<item>`` and ``smelt_<item>``, as the backend names its achievements (and as
-  Crafter names its make actions). The backend's 36 actions have no crafting yet; a fact generated from
-  its action list says so while that holds.
-- Achievement: the backend's achievement for the item made (``ACHIEVEMENT_ITEMS``) where its name is the
-  rule's action (craft_planks on the craft_planks rule, smelt_iron_ingot on smelt_iron_ingot), as in Crafter.
+- Action names: the backend's ``craft:<item>`` where MineDojo's craft action (functional 4) runs that
+  recipe: for an item in mc.py's hand or table-only NN lists its crafting recipes, for an item in its smelt
+  list its smelting recipes (MineDojo routes ``craft:iron_ingot`` to smelting, so the iron-nugget recipe has
+  no action). Recipes no action runs keep ``craft_<item>`` / ``smelt_<item>`` and a fact lists them.
+- Achievement: the backend's achievement for the item made (``ACHIEVEMENT_ITEMS``) where its name is
+  ``<kind>_<item>`` of the rule (craft_planks on the planks recipe, smelt_iron_ingot on smelting iron ore), as
+  in Crafter.
   The backend unlocks an item's achievement whenever a step raises the item's count, whichever way, but a
   rule naming collect_coal or collect_diamond would point a planner at crafting them from coal or diamond
   blocks rather than at mining, which the data has no rules for; so collect_* achievements stay off make
@@ -61,8 +63,16 @@ FURNACE = "furnace"
 CRAFT, SMELT = "craft", "smelt"
 
 
-def action_name(kind: str, item: str) -> str:
-    """The action a MakeRule names: ``craft_<item>`` or ``smelt_<item>`` (see the module docstring)."""
+def action_name(kind: str, item: str, mc: ModuleType | None = None) -> str:
+    """The action a MakeRule names: the backend's ``craft:<item>`` where MineDojo's craft action runs this kind
+    of recipe for the item (mc.py's NN lists: hand and table-only items craft, the others smelt), otherwise
+    ``craft_<item>`` / ``smelt_<item>``, which no action performs (see the module docstring)."""
+    if mc is not None:
+        crafted = set(getattr(mc, "ALL_HAND_CRAFT_ITEMS_NN_ACTIONS", ())) | set(
+            getattr(mc, "ALL_TABLE_CRAFT_ONLY_ITEMS_NN_ACTIONS", ()))
+        smelted = set(getattr(mc, "ALL_SMELT_ITEMS_NN_ACTIONS", ()))
+        if item in (crafted if kind == CRAFT else smelted):
+            return f"craft:{item}"
     return f"{kind}_{item}"
 
 
@@ -156,12 +166,10 @@ def _facts(rules: common_pb2.WorldRules, records: dict[str, dict[str, Any]], mc:
                      + (f" (the inventory has {int(slots)} slots)" if slots else "")
                      + "; the inventory starts empty unless the task gives items.")
     missing = sorted({r.action for r in rules.make} - set(actions))
-    if missing and len(missing) == len({r.action for r in rules.make}):
-        facts.append("None of the craft_* and smelt_* actions these rules name is among this backend's actions "
-                     "yet (MineDojo crafts with its own craft command, which the backend does not expose): a "
-                     "skill cannot craft or smelt; made items come only from a task's start inventory.")
-    elif missing:
-        facts.append(f"These actions are not among this backend's actions yet: {_listed(missing)}.")
+    if missing:
+        facts.append("MineDojo's craft action runs one kind of recipe per item (the hand or table recipe, or "
+                     "smelting, by mc.py's lists), so no action performs these rules' other recipes: "
+                     f"{_listed(missing)}.")
     return facts
 
 
@@ -177,11 +185,13 @@ def minedojo_rules(mc: ModuleType) -> common_pb2.WorldRules:
     applied: set[str] = set()
     for item in items:
         for recipe in _recipes(mc, item, frozenset(items), aliases, applied):
-            action = action_name(recipe.kind, item)
+            action = action_name(recipe.kind, item, mc)
+            achievement = f"{recipe.kind}_{item}"
             make.append(common_pb2.MakeRule(
                 item=item, action=action,
                 uses=[common_pb2.ItemCount(item=name, count=count) for name, count in recipe.uses],
-                nearby=list(recipe.nearby), gives=recipe.gives, achievement=action if action in achievements else ""))
+                nearby=list(recipe.nearby), gives=recipe.gives,
+                achievement=achievement if achievement in achievements else ""))
     records = _item_records(mc)
     limits = [common_pb2.ItemLimit(item=item, initial=0, max=int(records[item]["stackSize"]))
               for item in items if isinstance(records.get(item, {}).get("stackSize"), int)]
@@ -189,7 +199,7 @@ def minedojo_rules(mc: ModuleType) -> common_pb2.WorldRules:
         source=f"minedojo {package_version('minedojo')}: sim/mc_meta/mc_constants.json (recipes, items) read "
                f"through {MC_MODULE}",
         make=make, items=limits)
-    rules.facts.extend(_facts(rules, records, mc, items, tuple(backend.ACTIONS),
+    rules.facts.extend(_facts(rules, records, mc, items, (*backend.ACTIONS, *backend.functional_actions(mc)),
                               {alias: name for alias, name in aliases.items() if alias in applied}))
     rules.text = render_rules(rules)
     return rules

@@ -22,6 +22,12 @@ enough to test the backend's logic:
   ``SMELTING_RECIPES_BY_OUTPUT`` built as MineDojo's mc.py builds them, over a subset of the real
   mc_constants.json copied unchanged (see ``_MC_CRAFTING_RECIPES``).
 
+- The 8-dim action's functional part as NNActionSpaceWrapper reads it (drop, craft over
+  ``mc.ALL_CRAFT_SMELT_ITEMS``, equip/place/destroy over the slot names of its last observation, a
+  ValueError for an empty slot, two no-op ticks after each) and the sim's dict keys craft /
+  craft_with_table / smelt / equip / place / drop as Malmo's command handlers apply them (sources named
+  at ``FakeSim._functional``; nearness, placing and fuel simplified there).
+
 Toy-world behaviour (trees every few cells, attack thrice to get a log, milking a cow with a bucket,
 a one-tick lag before command inventory changes show) is invented for tests, not measured.
 Test hooks (``hurt``, ``set_block``, ``spawn``, ``end_episode``) exist only here.
@@ -147,6 +153,7 @@ class FakeSim:
         self.action_space = _DictActionSpace()
         self.commands: list[str] = []
         self.closed = False
+        self.dict_actions: list[dict[str, Any]] = []  # test hook: every dict action stepped
         self.edits: dict[tuple[int, int, int], str] = {}
         self.entities: list[dict[str, Any]] = []
         self._pending: list[str] = []
@@ -287,6 +294,8 @@ class FakeSim:
                 self.inventory[0] = ["milk_bucket", 1, 0]
             elif held == "shears" and self._entity_ahead("sheep", 3.0):
                 self._give_slot("wool", 1)
+        self.dict_actions.append(action)
+        self._functional(action)
         feet = self.block(*np.floor(self.pos).astype(int))
         if feet == "lava":
             self.life -= 4.0
@@ -303,6 +312,67 @@ class FakeSim:
             self.terminated = True
         obs, info = self._observe()
         return obs, 0.0, self.terminated, info
+
+    # --- functional actions (Malmo's command handlers; each applied at once, the wrapper's lag ticks follow) ---
+    def _count(self, item: str) -> int:
+        return sum(slot[1] for slot in self.inventory if slot[0] == item)
+
+    def _take(self, item: str, count: int) -> None:
+        for slot in self.inventory:
+            taken = min(count, slot[1]) if slot[0] == item else 0
+            slot[1] -= taken
+            count -= taken
+            if slot[0] == item and slot[1] == 0:
+                slot[:] = ["air", 0, 0]
+
+    def _near(self, display_name: str) -> bool:
+        base = np.floor(self.pos).astype(int)
+        return any(self.block(base[0] + dx, base[1] + dy, base[2] + dz) == display_name
+                   for dx in range(-3, 4) for dy in range(-1, 2) for dz in range(-3, 4))
+
+    def _craft(self, item: str) -> None:
+        """CraftingHelper.attemptCrafting: the first recipe whose ingredients the player has; else nothing."""
+        for recipe in mc.CRAFTING_RECIPES_BY_OUTPUT.get(item, []):
+            if all(self._count(name) >= count for name, count in recipe["ingredients"].items()):
+                for name, count in recipe["ingredients"].items():
+                    self._take(name, count)
+                self._give_slot(item, int(recipe["outputCount"]))
+                return
+
+    def _smelt(self, item: str) -> None:
+        """CraftingHelper.attemptSmelting with a furnace near (NearbySmeltCommands). Simplified fuel: one coal,
+        planks or log burns per smelt (Malmo burns by burn time, totalBurnTimeInInventory/burnInventory)."""
+        fuel = next((f for f in ("coal", "planks", "log") if self._count(f)), None)
+        for recipe in mc.SMELTING_RECIPES_BY_OUTPUT.get(item, []):
+            [(name, count)] = recipe["ingredients"].items()
+            if fuel is not None and self._count(name) >= count and (name != fuel or self._count(name) > count):
+                self._take(name, count)
+                self._take(fuel, 1)
+                self._give_slot(item, int(recipe["out"]))
+                return
+
+    def _functional(self, action: dict[str, Any]) -> None:
+        if action.get("craft", "none") != "none":  # SimpleCraftCommands: no table needed
+            self._craft(action["craft"])
+        if action.get("craft_with_table", "none") != "none" and self._near("crafting table"):
+            # NearbyCraftCommands: a table within 5 blocks of the head and in view; here: within 3 cells.
+            self._craft(action["craft_with_table"])
+        if action.get("smelt", "none") != "none" and self._near("furnace"):
+            self._smelt(action["smelt"])
+        equip = action.get("equip", "none")
+        held = [i for i, slot in enumerate(self.inventory) if slot[0] == equip]
+        if equip != "none" and held:  # EquipCommands: swap the first matching stack into the main hand
+            self.inventory[0], self.inventory[held[0]] = self.inventory[held[0]], self.inventory[0]
+        place = action.get("place", "none")
+        is_block = any(r["type"] == place and r.get("block") is True for r in _MC_ITEMS)
+        if place != "none" and is_block and self._count(place):
+            # PlaceCommands: against the block looked at (toy world: the cell ahead when its floor is solid).
+            x, y, z = self._facing_cell()
+            if self.block(x, y, z) == "air" and self.block(x, y - 1, z) != "air":
+                self.edits[(x, y, z)] = _display(place)
+                self._take(place, 1)
+        if action.get("drop") and self.inventory[0][0] != "air":  # the "drop" key drops one held item
+            self._take(self.inventory[0][0], 1)
 
     def _apply_pending(self) -> None:
         for cmd in self._pending:
@@ -503,9 +573,10 @@ class FakeARNNWrapper:
         self.env = task
         self.cam_interval = cam_interval
         n_bins = math.ceil(360 / cam_interval) + 1
-        self.action_space = _MultiDiscrete((3, 3, 4, n_bins, n_bins, 8, 244, 36),
+        self.action_space = _MultiDiscrete((3, 3, 4, n_bins, n_bins, 8, len(mc.ALL_CRAFT_SMELT_ITEMS), N_INV_SLOTS),
                                            (0, 0, 0, (n_bins - 1) // 2, (n_bins - 1) // 2, 0, 0, 0))
         self.actions: list[np.ndarray] = []
+        self._inventory_names: np.ndarray | None = None
 
     @property
     def unwrapped(self) -> FakeSim:
@@ -517,7 +588,9 @@ class FakeARNNWrapper:
         return getattr(self.env, name)
 
     def reset(self) -> dict[str, Any]:
-        return self.env.reset()
+        obs = self.env.reset()
+        self._inventory_names = obs["inventory"]["name"].copy()  # NNActionSpaceWrapper.reset
+        return obs
 
     def seed(self, seed: int | None = None) -> None:
         self.env.seed(seed)
@@ -543,13 +616,49 @@ class FakeARNNWrapper:
             noop["sprint"] = 1
         noop["camera"][0] = float(action[3]) * self.cam_interval + (-180)
         noop["camera"][1] = float(action[4]) * self.cam_interval + (-180)
-        if action[5] == 1:
+        # Functional actions as NNActionSpaceWrapper.action/step (sim/wrappers/ar_nn/nn_action_space_wrapper.py,
+        # strict_check=True as ARNNWrapper builds it): the slot argument is read from the inventory names of the
+        # last observation this wrapper returned; destroy is set_inventory(air); two no-op ticks follow 2, 4-7.
+        destroy_slot = None
+        fn = int(action[5])
+        if fn == 1:
             noop["use"] = 1
-        elif action[5] == 3:
+        elif fn == 2:
+            noop["drop"] = 1
+        elif fn == 3:
             noop["attack"] = 1
-        elif action[5] != 0:
-            raise NotImplementedError("the stand-in implements only no-op, use and attack")
-        return self.env.step(noop)
+        elif fn == 4:
+            item = mc.ALL_CRAFT_SMELT_ITEMS[int(action[6])]
+            if item in mc.ALL_HAND_CRAFT_ITEMS_NN_ACTIONS:
+                noop["craft"] = item
+            elif item in mc.ALL_TABLE_CRAFT_ONLY_ITEMS_NN_ACTIONS:
+                noop["craft_with_table"] = item
+            elif item in mc.ALL_SMELT_ITEMS_NN_ACTIONS:
+                noop["smelt"] = item
+            else:
+                raise ValueError(f"Unknown item {item} to craft/smelt!")
+        elif fn in (5, 6, 7):
+            assert self._inventory_names is not None
+            item_id = str(self._inventory_names[int(action[7])]).replace(" ", "_")
+            if item_id == "air":
+                verb = ("equip", "place", "destroy")[fn - 5]
+                raise ValueError(f"Trying to {verb} air, raise error with strict check.")
+            if fn == 5:
+                noop["equip"] = item_id
+            elif fn == 6:
+                noop["place"] = item_id
+            else:
+                destroy_slot = int(action[7])
+        if destroy_slot is not None:
+            obs, reward, done, info = self.unwrapped.set_inventory(
+                inventory_list=[InventoryItem(name="air", slot=destroy_slot, quantity=1, variant=0)], action=noop)
+        else:
+            obs, reward, done, info = self.env.step(noop)
+        if fn in (2, 4, 5, 6, 7):
+            for _ in range(2):
+                obs, reward, done, info = self.env.step(self.unwrapped.action_space.no_op())
+        self._inventory_names = obs["inventory"]["name"].copy()
+        return obs, reward, done, info
 
     def close(self) -> None:
         self.env.close()
@@ -781,6 +890,25 @@ mc.ALL_ITEMS = sorted(item["type"] for item in _MC_ITEMS)
 mc.CRAFTING_RECIPES_BY_OUTPUT = _recipes_by_output(_MC_CRAFTING_RECIPES, mc.ALL_ITEMS)
 mc.SMELTING_RECIPES_BY_OUTPUT = _recipes_by_output(_MC_SMELTING_RECIPES, mc.ALL_ITEMS)
 mc.N_INV_SLOTS = N_INV_SLOTS
+# The NN craft-argument lists, built as mc.py builds them (minedojo/sim/mc_meta/mc.py, ALL_PERSONAL_CRAFTING_ITEMS
+# ... ALL_CRAFT_SMELT_ITEMS), over the subset above: the real list has 244 items, this one fewer.
+mc.ALL_PERSONAL_CRAFTING_ITEMS = sorted(
+    r["type"] for r in _MC_ITEMS if mc.CRAFTING_RECIPES_BY_OUTPUT.get(r["type"])
+    and all(x["recipeSize"] in [0, 1, 2, 4] for x in mc.CRAFTING_RECIPES_BY_OUTPUT[r["type"]]))
+mc.ALL_CRAFTING_TABLE_ITEMS = sorted(
+    r["type"] for r in _MC_ITEMS if mc.CRAFTING_RECIPES_BY_OUTPUT.get(r["type"])
+    and any(x["recipeSize"] <= 9 for x in mc.CRAFTING_RECIPES_BY_OUTPUT[r["type"]]))
+mc.ALL_CRAFTING_TABLE_ONLY_ITEMS = sorted(
+    x for x in mc.ALL_CRAFTING_TABLE_ITEMS if x not in mc.ALL_PERSONAL_CRAFTING_ITEMS)
+mc.ALL_SMELTING_ITEMS = sorted(r["type"] for r in _MC_ITEMS if mc.SMELTING_RECIPES_BY_OUTPUT.get(r["type"]))
+mc.ALL_HAND_CRAFT_ITEMS_NN_ACTIONS = [
+    x for x in mc.ALL_PERSONAL_CRAFTING_ITEMS
+    if x not in ["coal", "diamond", "emerald", "gold_ingot", "iron_ingot", "redstone", "stone"]]
+mc.ALL_TABLE_CRAFT_ONLY_ITEMS_NN_ACTIONS = [
+    x for x in mc.ALL_CRAFTING_TABLE_ONLY_ITEMS if x not in ["iron_ingot", "gold_ingot"]]
+mc.ALL_SMELT_ITEMS_NN_ACTIONS = [x for x in mc.ALL_SMELTING_ITEMS if x not in ["iron_nugget", "dye", "gold_nugget"]]
+mc.ALL_CRAFT_SMELT_ITEMS = (mc.ALL_HAND_CRAFT_ITEMS_NN_ACTIONS + mc.ALL_TABLE_CRAFT_ONLY_ITEMS_NN_ACTIONS
+                            + mc.ALL_SMELT_ITEMS_NN_ACTIONS)
 mc_meta = types.ModuleType("minedojo.sim.mc_meta")
 mc_meta.mc = mc
 sim.mc_meta = mc_meta

@@ -24,6 +24,7 @@ from services.env_server.backends.minedojo import (
     MineDojoBackend,
     MineDojoEnv,
     MineDojoSettings,
+    functional_actions,
     paper_action_to_minedojo,
 )
 
@@ -119,7 +120,8 @@ def test_spec_is_consistent(fake: Any) -> None:
     backend = MineDojoBackend(MineDojoSettings(**SMALL))
     spec = backend.spec
     assert spec.name == "minedojo"
-    assert spec.actions == ACTIONS and len(spec.actions) == 36
+    assert spec.actions[:36] == ACTIONS and spec.actions[36:] == functional_actions(fake.mc)
+    assert len(set(spec.actions)) == len(spec.actions)
     assert spec.actions[spec.noop_action] == "noop"
     assert spec.image_shape == (24, 32, 3)
     assert len(set(spec.vector_labels)) == len(spec.vector_labels)

@@ -14,7 +14,7 @@ import pytest
 from rlgpt import world_rules
 from rlgpt.v1 import common_pb2, env_pb2
 from services.env_server.backends import base
-from services.env_server.backends.minedojo import ACHIEVEMENTS, ACTIONS, ITEMS, MineDojoBackend
+from services.env_server.backends.minedojo import ACHIEVEMENTS, ACTIONS, ITEMS, MineDojoBackend, functional_actions
 from services.env_server.backends.minedojo_rules import installed_minedojo_rules, minedojo_rules
 from services.env_server.servicer import EnvServicer
 from services.env_server.settings import EnvServerSettings
@@ -53,6 +53,9 @@ def _mc_with(crafting: dict[str, list[dict[str, Any]]]) -> types.ModuleType:
     mc.N_INV_SLOTS = fake_minedojo.mc.N_INV_SLOTS
     mc.CRAFTING_RECIPES_BY_OUTPUT = {**copy.deepcopy(fake_minedojo.mc.CRAFTING_RECIPES_BY_OUTPUT), **crafting}
     mc.SMELTING_RECIPES_BY_OUTPUT = fake_minedojo.mc.SMELTING_RECIPES_BY_OUTPUT
+    for name in ("ALL_HAND_CRAFT_ITEMS_NN_ACTIONS", "ALL_TABLE_CRAFT_ONLY_ITEMS_NN_ACTIONS",
+                 "ALL_SMELT_ITEMS_NN_ACTIONS", "ALL_CRAFT_SMELT_ITEMS"):
+        setattr(mc, name, getattr(fake_minedojo.mc, name))
     return mc
 
 
@@ -62,7 +65,7 @@ def test_wooden_pickaxe_needs_3_planks_and_2_sticks_at_a_crafting_table(rules: c
     assert _uses(rule) == {"planks": 3, "stick": 2}
     assert list(rule.nearby) == ["crafting_table"]
     assert rule.gives == 1
-    assert rule.action == "craft_wooden_pickaxe"
+    assert rule.action == "craft:wooden_pickaxe"  # the backend's action that runs this recipe
     assert rule.achievement == "craft_wooden_pickaxe"
 
 
@@ -87,20 +90,22 @@ def test_recipe_size_decides_the_crafting_table(rules: common_pb2.WorldRules) ->
 
 def test_iron_ingot_is_smelted_in_a_furnace(rules: common_pb2.WorldRules) -> None:
     first, *others = _make(rules, "iron_ingot")
-    assert first.action == "smelt_iron_ingot"
+    assert first.action == "craft:iron_ingot"  # MineDojo's craft action smelts iron_ingot
     assert _uses(first) == {"iron_ore": 1}
     assert list(first.nearby) == ["furnace"]
     assert first.gives == 1
     assert first.achievement == "smelt_iron_ingot"
-    # The data's crafting recipes (from nuggets, from a block) follow, without the smelting achievement.
-    assert [(_uses(r), r.gives, list(r.nearby), r.achievement) for r in others] == [
-        ({"iron_nugget": 9}, 1, ["crafting_table"], ""), ({"iron_block": 1}, 9, [], "")]
+    # The data's crafting recipes (from nuggets, from a block) follow, without the smelting achievement and
+    # with no action of the backend: MineDojo's craft:iron_ingot runs only the smelting recipe.
+    assert [(r.action, _uses(r), r.gives, list(r.nearby), r.achievement) for r in others] == [
+        ("craft_iron_ingot", {"iron_nugget": 9}, 1, ["crafting_table"], ""),
+        ("craft_iron_ingot", {"iron_block": 1}, 9, [], "")]
 
 
 def test_alternatives_made_of_backend_items_come_first(rules: common_pb2.WorldRules) -> None:
     coal = _make(rules, "coal")
     assert [(r.action, _uses(r), r.gives) for r in coal] == [
-        ("smelt_coal", {"log": 1}, 1), ("craft_coal", {"coal_block": 1}, 9), ("smelt_coal", {"coal_ore": 1}, 1)]
+        ("craft:coal", {"log": 1}, 1), ("craft_coal", {"coal_block": 1}, 9), ("craft:coal", {"coal_ore": 1}, 1)]
     assert all(r.achievement == "" for r in coal)  # collect_coal is about mining, which the data has no rule for
     [torch] = _make(rules, "torch")  # the data lists this recipe twice
     assert (_uses(torch), torch.gives) == ({"coal": 1, "stick": 1}, 4)
@@ -110,7 +115,10 @@ def test_every_rule_is_about_backend_items_and_achievements(rules: common_pb2.Wo
     assert rules.make
     assert {r.item for r in rules.make} <= set(ITEMS)
     assert {r.achievement for r in rules.make if r.achievement} <= set(ACHIEVEMENTS)
-    assert all(r.action in (f"craft_{r.item}", f"smelt_{r.item}") for r in rules.make)
+    assert all(r.action in (f"craft:{r.item}", f"craft_{r.item}", f"smelt_{r.item}") for r in rules.make)
+    spec_actions = (*ACTIONS, *functional_actions(fake_minedojo.mc))
+    # A rule's action is one of the backend's actions unless no action runs that recipe (a fact says which).
+    assert {r.action for r in rules.make if r.action.startswith("craft:")} <= set(spec_actions)
     assert not rules.collect and not rules.place and not rules.materials and not rules.walkable
     assert minedojo_rules(fake_minedojo.mc) == rules  # deterministic
 
@@ -140,16 +148,16 @@ def test_facts_say_what_the_data_does_not_give(rules: common_pb2.WorldRules) -> 
     assert any("nearby_tools" in f and "not in MineDojo's data" in f for f in facts)
     assert any("log2 counts as log" in f for f in facts)
     assert rules.nearby_distance == 0
-    # The backend has no crafting actions yet, and the rules say so.
-    assert not {r.action for r in rules.make} & set(ACTIONS)
-    assert any(f.startswith("None of the craft_* and smelt_* actions") for f in facts)
+    # The recipes MineDojo's craft action does not run (it smelts coal and iron_ingot) are listed.
+    missing = next(f for f in facts if "no action performs these rules' other recipes" in f)
+    assert missing.endswith(": craft_coal, craft_iron_ingot.")
 
 
 # --- world_rules on these rules ------------------------------------------------------------------------
 def test_world_rules_reads_these_rules(rules: common_pb2.WorldRules) -> None:
     [way] = world_rules.ways_to_get(rules, "wooden_pickaxe")
     assert (way.action, way.uses, way.nearby, way.gives) == (
-        "craft_wooden_pickaxe", {"planks": 3, "stick": 2}, ("crafting_table",), 1)
+        "craft:wooden_pickaxe", {"planks": 3, "stick": 2}, ("crafting_table",), 1)
     assert world_rules.ways_to_get(rules, "iron_ingot")[0].nearby == ("furnace",)
     assert world_rules.ways_to_get(rules, "log") == []  # collecting is not in the data
     smelt = world_rules.achievement_rule(rules, "smelt_iron_ingot")
@@ -162,10 +170,11 @@ def test_world_rules_reads_these_rules(rules: common_pb2.WorldRules) -> None:
 def test_text_states_the_amounts(rules: common_pb2.WorldRules) -> None:
     text = rules.text
     assert text == world_rules.render_rules(rules)
-    assert ("- craft_wooden_pickaxe: uses 3 planks, 2 stick; needs crafting_table nearby; gives 1 wooden_pickaxe; "
+    assert ("- craft:wooden_pickaxe: uses 3 planks, 2 stick; needs crafting_table nearby; gives 1 wooden_pickaxe; "
             "achievement craft_wooden_pickaxe") in text
-    assert "- craft_planks: uses 1 log; gives 4 planks; achievement craft_planks" in text
-    assert "- smelt_iron_ingot: uses 1 iron_ore; needs furnace nearby; gives 1 iron_ingot" in text
+    assert "- craft:planks: uses 1 log; gives 4 planks; achievement craft_planks" in text
+    assert ("- craft:iron_ingot: uses 1 iron_ore; needs furnace nearby; gives 1 iron_ingot; "
+            "achievement smelt_iron_ingot") in text
     assert all(f in text for f in rules.facts)
     assert "mc_constants.json" in rules.source
 
