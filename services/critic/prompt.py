@@ -108,8 +108,9 @@ def messages(request: critic_pb2.JudgeRequest, findings: Findings, settings: Cri
     frames = list(request.frames)[: settings.max_frames] if settings.attach_frames else []
     if not frames:
         return [{"role": "user", "content": text}]
-    parts: list[dict[str, Any]] = [{"type": "text", "text": text + f"\n{len(frames)} frames from failed "
-                                                                  "episodes follow."}]
+    parts: list[dict[str, Any]] = [{"type": "text", "text": text + f"\n{len(frames)} frames of the episodes follow "
+                                    "(screenshots, failed episodes first; each episode's in step order, from its "
+                                    "start to its last frame)."}]
     for frame in frames:
         url = "data:image/png;base64," + base64.b64encode(frame).decode("ascii")
         parts.append({"type": "image_url", "image_url": {"url": url}})

@@ -160,6 +160,8 @@ class SkillCandidate:
     error: common_pb2.SkillError | None = None
     episodes: list[common_pb2.EpisodeSummary] = dataclasses.field(default_factory=list)
     record: CallRecord | None = None
+    frames: list[env_pb2.EpisodeFrames] = dataclasses.field(default_factory=list)
+    """Sampled frames of each test episode, in the order of ``episodes`` (only where asked for)."""
 
 
 class FastAgent:
@@ -214,10 +216,12 @@ class FastAgent:
 
     def write_skill(self, subtask: planner_pb2.SubTask, *, iteration: int = 0, candidates: int = 1,
                     previous_code: str = "", error: str = "", feedback: str = "",
-                    start_inventory: list[common_pb2.ItemCount] | None = None) -> list[SkillCandidate]:
+                    start_inventory: list[common_pb2.ItemCount] | None = None,
+                    frames_per_episode: int = 0) -> list[SkillCandidate]:
         """Draws ``candidates`` skills, registers and tests each, returns them best first (Eureka-style).
 
         ``start_inventory``: what earlier sub-tasks of the chain produce, given at the start of each test.
+        ``frames_per_episode``: PNG frames RunSkill samples from each test episode (for a critic that looks).
         """
         prompt = self.skill_prompt(subtask, previous_code=previous_code, error=error, feedback=feedback,
                                    start_inventory=start_inventory)
@@ -231,7 +235,8 @@ class FastAgent:
                 results.append(SkillCandidate(index, None, error=common_pb2.SkillError(
                     type=type(exc).__name__, message=str(exc)[:1000]), record=exc.record))
                 continue
-            results.append(self.test_skill(subtask, answer, index, record, start_inventory))
+            results.append(self.test_skill(subtask, answer, index, record, start_inventory,
+                                           frames_per_episode=frames_per_episode))
         results.sort(key=lambda c: c.success_rate, reverse=True)
         best = results[0]
         if best.answer is not None and best.success_rate > 0:
@@ -244,7 +249,8 @@ class FastAgent:
 
     def test_skill(self, subtask: planner_pb2.SubTask, answer: SkillAnswer, index: int,
                    record: CallRecord | None = None,
-                   start_inventory: list[common_pb2.ItemCount] | None = None) -> SkillCandidate:
+                   start_inventory: list[common_pb2.ItemCount] | None = None, *,
+                   frames_per_episode: int = 0) -> SkillCandidate:
         """Registers the candidate under a private name and runs its test episodes."""
         name = f"{subtask.name}__candidate{index}"[:64]
         candidate = SkillCandidate(index, answer, record=record)
@@ -254,13 +260,15 @@ class FastAgent:
             result = self.env.RunSkill(env_pb2.RunSkillRequest(
                 skill=name, episodes=self.test_episodes, max_steps=self.test_steps, seed=self.seed,
                 task=common_pb2.TaskSpec(name=subtask.name, success=list(subtask.success),
-                                         start_inventory=start_inventory or [])))
+                                         start_inventory=start_inventory or []),
+                frames_per_episode=frames_per_episode))
         except grpc.RpcError as exc:
             # Refused by the sandbox (syntax, policy, never yields, ...): the message carries the line.
             candidate.error = common_pb2.SkillError(type=exc.code().name, message=exc.details() or "")
             return candidate
         candidate.success_rate = result.success_rate
         candidate.episodes = list(result.episodes)
+        candidate.frames = list(result.frames)
         errors = [e.error for e in result.episodes if e.HasField("error")]
         if errors:
             candidate.error = errors[0]

@@ -12,7 +12,7 @@ from google.protobuf import json_format
 
 from rlgpt.errors import FailedPrecondition
 from rlgpt.llm.client import StructuredOutputError, record_from_json
-from rlgpt.v1 import common_pb2, critic_pb2, learner_pb2, planner_pb2
+from rlgpt.v1 import common_pb2, critic_pb2, env_pb2, learner_pb2, planner_pb2
 from services.planner.agents import FastAgent
 from services.planner.context import AgentSetup, RunContext, StopRequested
 from services.planner.plans import later_subtasks
@@ -21,6 +21,11 @@ from services.planner.state import Decision, Status, SubTaskState, TestRecord
 log = logging.getLogger(__name__)
 PASSING_RATE = 0.5
 """Without a critic, the measured success rate at which a sub-task counts as solved."""
+JUDGE_FRAMES_PER_EPISODE = 4
+"""Frames asked for per test or evaluation episode when a critic judges (it looks at them where its
+RLGPT_CRITIC_ATTACH_FRAMES is on): the first observation, two between, the last."""
+JUDGE_MAX_FRAMES = 8
+"""Most frames one Judge request carries: the critic's default max_frames (RLGPT_CRITIC_MAX_FRAMES)."""
 
 
 def training_frames(per_training: int, left: int | None, later_rl_subtasks: int) -> int:
@@ -53,6 +58,18 @@ def measured_verdict(rollouts: list[common_pb2.EpisodeSummary],
                                                                       if error else ""))
 
 
+def judge_frames(episodes: list[common_pb2.EpisodeSummary], frames: list[env_pb2.EpisodeFrames]) -> list[bytes]:
+    """Whole episodes' frames, failed episodes first (they carry the diagnosis), each episode's in step order,
+    as many episodes as fit in :data:`JUDGE_MAX_FRAMES`."""
+    order = sorted(range(min(len(episodes), len(frames))), key=lambda i: episodes[i].success)
+    chosen: list[bytes] = []
+    for i in order:
+        if len(chosen) + len(frames[i].png) > JUDGE_MAX_FRAMES:
+            break
+        chosen.extend(frames[i].png)
+    return chosen
+
+
 def joined_skills(config: learner_pb2.RLConfig, subtask: planner_pb2.SubTask, plan: planner_pb2.Plan,
                   ctx: RunContext) -> None:
     """Skills that work join the RL action space (RL-GPT's key mechanism): the library skills the plan suggested
@@ -82,7 +99,8 @@ class Attempts:
         ctx, fast = self.ctx, self._fast()
         candidates = fast.write_skill(st, iteration=ctx.state.outer_iteration, candidates=ctx.budgets.candidates,
                                       previous_code=state.skill_code, error=state.last_error,
-                                      feedback=state.feedback, start_inventory=start)
+                                      feedback=state.feedback, start_inventory=start,
+                                      frames_per_episode=self._frames_per_episode())
         for c in candidates:
             if c.record is not None:
                 ctx.run.llm_call(c.record, st.name)
@@ -103,7 +121,8 @@ class Attempts:
         if best.success_rate <= 0:
             state.code_failures += 1
         return self.judge(st, Decision.CODE, list(best.episodes), code=state.skill_code,
-                          errors=[best.error] if best.error else [], start=start)
+                          errors=[best.error] if best.error else [], start=start,
+                          frames=judge_frames(best.episodes, best.frames))
 
     def rl(self, st: planner_pb2.SubTask, state: SubTaskState, start: list[common_pb2.ItemCount],
            plan: planner_pb2.Plan) -> critic_pb2.Verdict | None:
@@ -174,7 +193,8 @@ class Attempts:
             raise FailedPrecondition(f"training of {st.name} (job {job_id}) did not finish: {message}; resume with "
                                      "--resume once the failed service is back")
         evaluation = learner.Evaluate(learner_pb2.EvaluateRequest(
-            job_id=job_id, episodes=ctx.budgets.eval_episodes, seed=ctx.seed), timeout=3600)
+            job_id=job_id, episodes=ctx.budgets.eval_episodes, seed=ctx.seed,
+            frames_per_episode=self._frames_per_episode()), timeout=3600)
         state.record(TestRecord(iteration=ctx.state.outer_iteration, kind=Decision.RL, job_id=job_id,
                                 success_rate=evaluation.success_rate, frames=state.frames))
         ctx.attempt_file(f"{st.name}_rl{state.inner_iterations}", {
@@ -182,20 +202,29 @@ class Attempts:
         points = [critic_pb2.CurvePoint(env_frames=int(p["env_frames"]), success_rate=p["success_rate"],
                                         mean_return=p["mean_return"]) for p in curve]
         return self.judge(st, Decision.RL, list(evaluation.episodes), curve=increasing(points), start=start,
-                          env_frames=config.env_frames)
+                          env_frames=config.env_frames,
+                          frames=judge_frames(list(evaluation.episodes), list(evaluation.frames)))
+
+    def _critic_judges(self) -> bool:
+        return self.ctx.stubs.critic is not None and self.ctx.agents == AgentSetup.SLOW_FAST_CRITIC
+
+    def _frames_per_episode(self) -> int:
+        """Frames to ask RunSkill and Evaluate for: some when a critic judges (it decides whether it looks at
+        them), none otherwise."""
+        return JUDGE_FRAMES_PER_EPISODE if self._critic_judges() else 0
 
     def judge(self, st: planner_pb2.SubTask, decision: Decision, rollouts: list[common_pb2.EpisodeSummary], *,
               code: str = "", errors: list[common_pb2.SkillError] | None = None,
               curve: list[critic_pb2.CurvePoint] | None = None, start: list[common_pb2.ItemCount] | None = None,
-              env_frames: int | None = None) -> critic_pb2.Verdict:
+              env_frames: int | None = None, frames: list[bytes] | None = None) -> critic_pb2.Verdict:
         """The critic's verdict; without a critic (or in a setup without one), :func:`measured_verdict`."""
         ctx = self.ctx
-        if ctx.stubs.critic is None or ctx.agents != AgentSetup.SLOW_FAST_CRITIC:
+        if not self._critic_judges():
             return measured_verdict(rollouts, errors or [])
         response = ctx.stubs.critic.Judge(critic_pb2.JudgeRequest(
             subtask=st.name, description=st.description, success=list(st.success), rollouts=rollouts[:64],
             code=code[:60000], errors=(errors or [])[:64], curve=(curve or [])[-2000:], decision=str(decision),
-            rules=ctx.describe.rules, start_inventory=start or [],
+            rules=ctx.describe.rules, start_inventory=start or [], frames=frames or [],
             test_protocol=ctx.protocol.judge_text(str(decision), list(start or []), env_frames)), timeout=600)
         if response.llm_record:
             try:

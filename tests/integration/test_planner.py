@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import threading
 
 import grpc
+import PIL.Image
 import pytest
 from fakes.fake_openai import FakeOpenAIServer, Reply
 
@@ -200,8 +203,8 @@ def test_bad_requests(planner) -> None:
         assert info.value.code() == grpc.StatusCode.NOT_FOUND and len(info.value.details()) < 300
 
 
-def test_the_critic_gets_the_rules_and_the_test_protocol_and_keeps_a_passed_subtask(planner, env_server,
-                                                                                    tmp_path) -> None:
+def test_the_critic_gets_the_rules_the_test_protocol_and_frames_and_keeps_a_passed_subtask(planner, env_server,
+                                                                                           tmp_path) -> None:
     keep = {"success": True, "diagnosis": "Every episode chopped a tree.", "suggestion": "No change needed.",
             "target": "keep"}
 
@@ -214,7 +217,7 @@ def test_the_critic_gets_the_rules_and_the_test_protocol_and_keeps_a_passed_subt
                            base_url=fake_critic_llm.base_url, record_dir=tmp_path / "critic-llm")
     server, port = create_server("127.0.0.1:0", [ServiceBinding(
         CRITIC_SERVICE, critic_pb2_grpc.add_CriticServiceServicer_to_server,
-        CriticServicer(CriticSettings(success_threshold=0.5), critic_llm))])
+        CriticServicer(CriticSettings(success_threshold=0.5, attach_frames=True), critic_llm))])
     try:
         stub = planner([reply], critic=f"127.0.0.1:{port}")
         run = stub.StartRun(planner_pb2.StartRunRequest(task=common_pb2.TaskSpec(name="collect_wood"), seed=2))
@@ -224,8 +227,17 @@ def test_the_critic_gets_the_rules_and_the_test_protocol_and_keeps_a_passed_subt
         fake_critic_llm.__exit__(None)
     verdict = next(e.verdict for e in events if e.WhichOneof("payload") == "verdict")
     assert verdict.success and verdict.target == critic_pb2.TARGET_KEEP
-    prompt = next(r["messages"][0]["content"] for r in fake_critic_llm.requests
-                  if r["response_format"]["json_schema"]["name"] == "CriticAnswer")
+    text, *images = next(r["messages"][0]["content"] for r in fake_critic_llm.requests
+                         if r["response_format"]["json_schema"]["name"] == "CriticAnswer")
+    prompt = text["text"]
+    # RunSkill's frames went through the planner to the critic's LLM: 2 test episodes, 4 frames each.
+    assert "8 frames of the episodes follow" in prompt and len(images) == 8
+    for part in images:
+        assert part["type"] == "image_url" and part["image_url"]["url"].startswith("data:image/png;base64,")
+        png = base64.b64decode(part["image_url"]["url"].split(",", 1)[1])
+        assert PIL.Image.open(io.BytesIO(png)).size == (64, 64)
+    [record] = (tmp_path / "runs" / run.run_id / "llm").glob("*critic*.json")
+    assert "(image left out of the record)" in record.read_text() and "base64" not in record.read_text()
     rules = env_server.stub.Describe(env_pb2.DescribeRequest()).rules
     assert rules.text.strip() in prompt  # the planner passed the served rules on
     assert "How the attempt was tested:\nThe skill is tested on 2 episodes" in prompt

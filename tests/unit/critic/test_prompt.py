@@ -69,5 +69,6 @@ def test_frames_are_attached_only_when_allowed_and_up_to_the_limit() -> None:
     assert isinstance(plain["content"], str)
     [message] = prompt.messages(req, findings, CriticSettings(attach_frames=True, max_frames=2))
     text, *images = message["content"]
-    assert text["text"].endswith("\n2 frames from failed episodes follow.")
+    assert text["text"].endswith("\n2 frames of the episodes follow (screenshots, failed episodes first; each "
+                                 "episode's in step order, from its start to its last frame).")
     assert [i["image_url"]["url"] for i in images] == ["data:image/png;base64," + base64.b64encode(PNG).decode()] * 2
