@@ -210,8 +210,10 @@ class Attempts:
 
     def _frames_per_episode(self) -> int:
         """Frames to ask RunSkill and Evaluate for: some when a critic judges (it decides whether it looks at
-        them), none otherwise."""
-        return JUDGE_FRAMES_PER_EPISODE if self._critic_judges() else 0
+        them), none otherwise; never more than the env server's limit (Describe's ServerLimits)."""
+        if not self._critic_judges():
+            return 0
+        return min(JUDGE_FRAMES_PER_EPISODE, self.ctx.describe.limits.max_frames_per_episode)
 
     def judge(self, st: planner_pb2.SubTask, decision: Decision, rollouts: list[common_pb2.EpisodeSummary], *,
               code: str = "", errors: list[common_pb2.SkillError] | None = None,

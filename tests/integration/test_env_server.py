@@ -37,7 +37,7 @@ def test_describe_lists_actions_observations_and_skill_api(env_server) -> None:
     assert len(fields["vector"].labels) == fields["vector"].shape[0]
     assert "collect_diamond" in d.achievements and "wood" in d.items
     assert "agent.step_to" in d.skill_api
-    assert d.limits.max_envs_per_session == 8
+    assert d.limits.max_envs_per_session == 8 and d.limits.max_frames_per_episode > 0
 
 
 def test_resolve_task_spells_out_what_a_task_means(env_server) -> None:

@@ -60,13 +60,14 @@ class FakeCritic:
         return critic_pb2.JudgeResponse(verdict=critic_pb2.Verdict(target=critic_pb2.TARGET_FAST))
 
 
-def rl_attempt(tmp_path: Path, agents: str) -> tuple[FakeLearner, FakeCritic]:
+def rl_attempt(tmp_path: Path, agents: str, env_frame_limit: int = 8) -> tuple[FakeLearner, FakeCritic]:
     learner, critic = FakeLearner(), FakeCritic()
+    describe = env_pb2.DescribeResponse(backend="crafter",
+                                        limits=env_pb2.ServerLimits(max_frames_per_episode=env_frame_limit))
     spec = common_pb2.TaskSpec(name="eat_cow", success=[common_pb2.Condition(achievement="eat_cow")])
     run = Run(tmp_path / "run", planner_pb2.StartRunRequest(task=spec, agents=agents))
-    ctx = RunContext.create(run, RunState(), env_pb2.DescribeResponse(backend="crafter"),
-                            Stubs(env=None, learner=learner, critic=critic), SkillLibrary(tmp_path / "lib.json"),
-                            PlannerSettings())
+    ctx = RunContext.create(run, RunState(), describe, Stubs(env=None, learner=learner, critic=critic),
+                            SkillLibrary(tmp_path / "lib.json"), PlannerSettings())
     subtask = planner_pb2.SubTask(name="eat_cow", success=list(spec.success))
     Attempts(ctx, None).train(subtask, SubTaskState(name="eat_cow", decision="rl"),
                               learner_pb2.RLConfig(task=spec, env_frames=500))
@@ -78,6 +79,11 @@ def test_an_rl_attempt_asks_for_frames_and_passes_the_failed_episode_first_to_th
     assert [r.frames_per_episode for r in learner.evaluations] == [JUDGE_FRAMES_PER_EPISODE]
     [judged] = critic.requests
     assert list(judged.frames) == [b"lost0", b"lost1", b"lost2", b"lost3", b"won0", b"won1", b"won2", b"won3"]
+
+
+def test_no_more_frames_are_asked_for_than_the_env_server_allows(tmp_path: Path) -> None:
+    learner, _ = rl_attempt(tmp_path, "slow-fast-critic", env_frame_limit=2)
+    assert [r.frames_per_episode for r in learner.evaluations] == [2]
 
 
 def test_without_a_critic_no_frames_are_asked_for(tmp_path: Path) -> None:
