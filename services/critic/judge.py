@@ -19,13 +19,9 @@ from rlgpt.prompts import CompletesJSON, shorten
 from rlgpt.v1 import critic_pb2
 from services.critic import prompt
 from services.critic.checks import MAX_TEXT, Findings, deterministic_checks
-from services.critic.checks import dead_loop as _dead_loop
-from services.critic.prompt import PROMPT_DIR
 from services.critic.settings import CriticSettings
 
-# PROMPT_DIR and _dead_loop are imported from here by tests of the planner and the env server.
-__all__ = ["DECISIONS", "PROMPT_DIR", "TARGET_NAMES", "CriticAnswer", "Findings", "Judge", "_dead_loop",
-           "deterministic_checks"]
+__all__ = ["DECISIONS", "TARGET_NAMES", "CriticAnswer", "Findings", "Judge", "deterministic_checks"]
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,8 @@ from rlgpt.llm import LLMClient
 from rlgpt.llm.client import record_from_json, record_json
 from rlgpt.prompts import render, shorten
 from rlgpt.v1 import common_pb2, critic_pb2
-from services.critic.judge import PROMPT_DIR, CriticAnswer, Judge, deterministic_checks
+from services.critic.judge import CriticAnswer, Judge, deterministic_checks
+from services.critic.prompt import PROMPT_DIR
 from services.critic.settings import CriticSettings
 
 SETTINGS = CriticSettings()

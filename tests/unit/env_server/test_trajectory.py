@@ -7,7 +7,7 @@ import re
 
 from crafter import objects
 
-from services.critic.judge import _dead_loop
+from services.critic.checks import dead_loop as _dead_loop
 from services.env_server.backends.crafter import CrafterBackend
 from services.env_server.session import Action, Session
 from services.env_server.settings import EnvServerSettings

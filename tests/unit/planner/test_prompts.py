@@ -22,8 +22,8 @@ from benchmarks.bench_llm import SUBTASKS as BENCH_LLM_SUBTASKS
 from benchmarks.bench_skills import SUBTASKS as BENCH_SKILLS_SUBTASKS
 from rlgpt.v1 import common_pb2, critic_pb2, env_pb2, learner_pb2, planner_pb2
 from rlgpt.world_rules import achievement_items, achievement_rule, ways_to_get
-from services.critic.judge import PROMPT_DIR as CRITIC_PROMPT_DIR
 from services.critic.judge import CriticAnswer, Judge, deterministic_checks
+from services.critic.prompt import PROMPT_DIR as CRITIC_PROMPT_DIR
 from services.critic.settings import CriticSettings
 from services.planner.agents import FastAgent, SlowAgent
 from services.planner.prompts import PROMPT_DIR, EvalProtocol
