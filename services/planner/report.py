@@ -67,14 +67,20 @@ def plot_subtask_curves(state: RunState, path: Path) -> Path:
 def plot_iterations(state: RunState, path: Path) -> Path:
     """Tokens per outer iteration, and the final success rate."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
-    left.bar([int(i["iteration"]) for i in state.iterations], [i["tokens"] for i in state.iterations],
-             color="tab:blue")
+    iterations = [int(i["iteration"]) for i in state.iterations]
+    left.bar(iterations, [i["tokens"] for i in state.iterations], color="tab:blue")
+    left.set_xticks(iterations)  # whole iterations only
     left.set_xlabel("outer iteration")
     left.set_ylabel("LLM tokens")
     left.set_title("Tokens per iteration")
     final = state.final or {}
-    right.bar(["final task"], [final.get("success_rate", 0.0)], color="tab:green")
-    right.set_ylim(0, 1)
+    rate = float(final.get("success_rate", 0.0))
+    right.bar(["final task"], [rate], color="tab:green")
+    # The rate is written on the bar, so a 0% result is visible as such rather than as an empty panel.
+    right.annotate(f"{rate:.0%}", (0, rate), xytext=(0, 4), textcoords="offset points", ha="center",
+                   fontsize=12, fontweight="bold")
+    right.set_ylim(0, 1.1)
+    right.set_ylabel("success rate")
     right.set_title(f"Final success over {final.get('episodes', 0)} episodes")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
