@@ -12,7 +12,6 @@ import pytest
 
 from rlgpt.errors import InvalidArgument
 from rlgpt.v1 import common_pb2, env_pb2
-from services.env_server.backends import base
 from services.env_server.backends.minedojo import (
     ACTIONS,
     MineDojoBackend,
@@ -25,19 +24,10 @@ from services.env_server.servicer import EnvServicer
 from services.env_server.settings import EnvServerSettings
 from services.env_server.tasks import parse_task
 
-try:
-    from . import fake_minedojo
-except ImportError:  # tests collected as plain modules (no __init__.py): the directory is on sys.path
-    import fake_minedojo
-
 NOOP = [0, 0, 0, 12, 12, 0, 0, 0]
 
 
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Any:
-    fake_minedojo.install(monkeypatch)
-    monkeypatch.setattr(base, "_loaded", {})
-    return fake_minedojo
+# `fake` (the stand-in installed as minedojo): tests/unit/env_server/conftest.py
 
 
 @pytest.fixture

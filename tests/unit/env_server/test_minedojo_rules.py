@@ -25,12 +25,7 @@ except ImportError:  # tests collected as plain modules (no __init__.py): the di
     import fake_minedojo
 
 
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The stand-in installed as ``minedojo`` (with ``minedojo.sim.mc_meta.mc``), the backend registry empty."""
-    fake_minedojo.install(monkeypatch)
-    monkeypatch.setattr(base, "_loaded", {})
-    return fake_minedojo
+# `fake` (the stand-in installed as minedojo): tests/unit/env_server/conftest.py
 
 
 @pytest.fixture
