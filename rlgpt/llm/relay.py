@@ -112,7 +112,10 @@ class DirectoryAnswerer:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         target = self.rejected / f"{number:04d}-{stamp}.json"
         path.replace(target)
-        target.with_suffix(".txt").write_text(reason + "\n")
+        # The reason appears whole or not at all: whoever watches rejected/ never reads a half-written file.
+        tmp = target.with_suffix(".txt.tmp")
+        tmp.write_text(reason + "\n")
+        tmp.replace(target.with_suffix(".txt"))
         log.warning("relay: answer %04d rejected (%s); kept as %s", number, reason, target)
 
     def answer(self, request: ChatRequest) -> str:
