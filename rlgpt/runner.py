@@ -149,7 +149,7 @@ def local_services(options: RunOptions, log_dir: Path,
 
 def _progress_table(status: dict[str, str]) -> Table:
     table = Table(title="RL-GPT", show_header=False, expand=False)
-    for key in ("run", "iteration", "sub-task", "last", "training", "verdict", "tokens", "frames"):
+    for key in ("run", "iteration", "sub-task", "last", "training", "verdict", "whole task", "tokens", "frames"):
         table.add_row(key, status.get(key, ""))
     return table
 
@@ -186,6 +186,10 @@ def follow(stub: planner_pb2_grpc.PlannerServiceStub, run_id: str, console: Cons
                                           f"return {t.mean_return:.2f}")
                 elif kind == "verdict":
                     status["verdict"] = f"success {event.verdict.success_rate:.0%}: {event.verdict.diagnosis[:80]}"
+                elif kind == "iteration_end":
+                    end = event.iteration_end
+                    rate = f"{end.success_rate:.0%}" if end.HasField("success_rate") else "not evaluated"
+                    status["whole task"] = f"after iteration {end.iteration}: {rate} ({end.controller[:80]})"
                 elif kind == "llm":
                     status["tokens"] = str(int(status.get("tokens", "0")) + event.llm.prompt_tokens
                                            + event.llm.completion_tokens)

@@ -12,7 +12,8 @@ DECISIONS = {planner_pb2.DECISION_CODE: "code", planner_pb2.DECISION_RL: "rl"}
 
 def run_numbers(events: Iterable[planner_pb2.RunEvent]) -> dict[str, Any]:
     """Final success, LLM tokens, training and skill-test frames, training frames to the first success, the
-    run's frames in all and its final controller (from ``run_end``), last plan, error.
+    run's frames in all and its final controller (from ``run_end``), last plan, error, and the whole task's
+    success after each outer iteration (``iterations``, from ``iteration_end``; None where not evaluated).
 
     Training frames are summed over the run's jobs (each job's last progress); the first success is the first
     progress record with a success rate above zero, counted on the frames of the jobs before it plus its own.
@@ -20,7 +21,7 @@ def run_numbers(events: Iterable[planner_pb2.RunEvent]) -> dict[str, Any]:
     job_frames: dict[str, int] = {}
     numbers: dict[str, Any] = {"success_rate": 0.0, "ended": False, "tokens": 0, "training_frames": 0,
                                "skill_test_frames": 0, "frames_used": None, "controller": "",
-                               "frames_to_first_training_success": None, "plan": "", "error": ""}
+                               "frames_to_first_training_success": None, "plan": "", "error": "", "iterations": []}
     for event in events:
         kind = event.WhichOneof("payload")
         if kind == "llm":
@@ -34,6 +35,9 @@ def run_numbers(events: Iterable[planner_pb2.RunEvent]) -> dict[str, Any]:
             numbers["plan"] = ", ".join(f"{s.name} ({DECISIONS.get(s.decision, '?')})" for s in event.plan.subtasks)
         elif kind == "code":
             numbers["skill_test_frames"] += int(event.code.frames)
+        elif kind == "iteration_end":
+            end = event.iteration_end
+            numbers["iterations"].append(float(end.success_rate) if end.HasField("success_rate") else None)
         elif kind == "run_end":
             end = event.run_end
             numbers.update(success_rate=float(end.success_rate), ended=True, frames_used=int(end.frames_used),

@@ -65,7 +65,7 @@ def plot_subtask_curves(state: RunState, path: Path) -> Path:
 
 
 def plot_iterations(state: RunState, path: Path) -> Path:
-    """Tokens per outer iteration, and the final success rate."""
+    """Tokens per outer iteration, and the whole task's success after each iteration and at the end."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
     iterations = [int(i["iteration"]) for i in state.iterations]
     left.bar(iterations, [i["tokens"] for i in state.iterations], color="tab:blue")
@@ -74,14 +74,24 @@ def plot_iterations(state: RunState, path: Path) -> Path:
     left.set_ylabel("LLM tokens")
     left.set_title("Tokens per iteration")
     final = state.final or {}
-    rate = float(final.get("success_rate", 0.0))
-    right.bar(["final task"], [rate], color="tab:green")
-    # The rate is written on the bar, so a 0% result is visible as such rather than as an empty panel.
-    right.annotate(f"{rate:.0%}", (0, rate), xytext=(0, 4), textcoords="offset points", ha="center",
-                   fontsize=12, fontweight="bold")
-    right.set_ylim(0, 1.1)
-    right.set_ylabel("success rate")
-    right.set_title(f"Final success over {final.get('episodes', 0)} episodes")
+    labels = [f"iter {i}" for i in iterations] + ["final"]
+    rates = [it.get("success_rate") for it in state.iterations] + [float(final.get("success_rate", 0.0))
+                                                                   if state.final else None]
+    colors = ["tab:olive"] * len(iterations) + ["tab:green"]
+    positions = list(range(len(labels)))
+    right.bar(positions, [r or 0.0 for r in rates], color=colors)
+    for x, rate in zip(positions, rates):
+        # Written on its bar with a marker, so a 0% result shows as such, not as an empty slot.
+        if rate is None:  # not evaluated: no marker, a grey note
+            right.annotate("n/a", (x, 0.0), xytext=(0, 6), textcoords="offset points", ha="center", color="grey")
+            continue
+        right.plot([x], [rate], marker="_" if rate else "o", color="black", markersize=10)
+        right.annotate(f"{rate:.0%}", (x, rate), xytext=(0, 6), textcoords="offset points", ha="center",
+                       fontsize=11, fontweight="bold")
+    right.set_xticks(positions, labels)
+    right.set_ylim(0, 1.15)
+    right.set_ylabel("whole-task success rate")
+    right.set_title(f"Whole-task success per iteration ({final.get('episodes', 0)} episodes)")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -125,10 +135,20 @@ def write_run_report(run_dir: Path, state: RunState | None = None, ended: str = 
         lines.append(f"| {name} | {sub.decision} | {sub.status} | {sub.success_rate:.0%} | {sub.frames} | "
                      f"{len(sub.tests)} |")
     lines += ["", f"![success vs frames]({curves.name})", "", "## Iterations", "",
-              "| iteration | LLM tokens | seconds | env frames |", "|---:|---:|---:|---:|"]
+              "| iteration | LLM tokens | seconds | env frames | whole-task success | chain evaluated |",
+              "|---:|---:|---:|---:|---:|---|"]
     for it in state.iterations:
-        lines.append(f"| {int(it['iteration'])} | {int(it['tokens'])} | {it['seconds']:.0f} | {int(it['frames'])} |")
-    lines += ["", f"![tokens and final success]({iterations_png.name})", "", "## The plan as it evolved", ""]
+        rate = it.get("success_rate")
+        lines.append(f"| {int(it['iteration'])} | {int(it['tokens'])} | {it['seconds']:.0f} | {int(it['frames'])} | "
+                     f"{'n/a' if rate is None else f'{rate:.0%}'} | {str(it.get('controller', '')).replace('|', '/')} |")
+    lines += ["", f"![tokens and success per iteration]({iterations_png.name})", ""]
+    if final.get("links"):
+        lines += ["## The final chain, link by link", "", "| link | episodes reaching it | met its conditions | "
+                  "mean frames in it |", "|---|---:|---:|---:|"]
+        lines += [f"| {link['name']} | {link['reached']} | {link['succeeded']} | {link['mean_frames']:.0f} |"
+                  for link in final["links"]]
+        lines.append("")
+    lines += ["## The plan as it evolved", ""]
     for number, plan in enumerate(state.plans):
         steps = ", ".join(f"{s['name']} ({'code' if s.get('decision') == 'DECISION_CODE' else 'rl'})"
                           for s in plan.get("subtasks", []))

@@ -71,12 +71,18 @@ class TestRecord:
 
 @dataclasses.dataclass
 class IterationRecord:
-    """What one outer iteration cost."""
+    """What one outer iteration cost, and how the whole task's chain did after it."""
 
     iteration: int
     tokens: int
     seconds: float
     frames: int
+    success_rate: float | None = None
+    """The whole task's success with the plan's chain after this iteration (None: not evaluated, e.g. a run
+    recorded before per-iteration evaluation, or one that stopped first)."""
+    controller: str = ""
+    """The chain that was evaluated (links and their controllers)."""
+    episodes: int = 0
 
     def as_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -92,6 +98,9 @@ class FinalResult:
     success_rate: float = 0.0
     returns: list[float] = dataclasses.field(default_factory=list)
     error: str = ""
+    links: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    """Per link of the chain (learner-run chains): name, episodes that reached it, that met its conditions,
+    mean frames spent in it."""
 
     def as_json(self) -> dict[str, Any]:
         return _without_empty(self, ("episodes", "frames_used", "controller", "success_rate"))
@@ -140,7 +149,7 @@ class RunState:
     subtasks: dict[str, SubTaskState] = dataclasses.field(default_factory=dict)
     frames_used: int = 0
     slow_feedback: str = ""
-    iterations: list[dict[str, float]] = dataclasses.field(default_factory=list)
+    iterations: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     """Per outer iteration, an :class:`IterationRecord` as JSON."""
     final: dict[str, Any] | None = None
     """The :class:`FinalResult` as JSON, once the whole task was evaluated."""

@@ -11,7 +11,13 @@ import pytest
 
 from rlgpt.errors import FailedPrecondition
 from rlgpt.v1 import planner_pb2
-from services.planner.report import outcome, plot_subtask_curves, report_chunks, write_run_report
+from services.planner.report import (
+    outcome,
+    plot_iterations,
+    plot_subtask_curves,
+    report_chunks,
+    write_run_report,
+)
 from services.planner.state import RunState, SubTaskState
 
 
@@ -27,7 +33,8 @@ def _state() -> RunState:
     return RunState(frames_used=8000, finished=True, subtasks={"table": table},
                     final={"success_rate": 0.25, "episodes": 4, "controller": "policy of table"},
                     iterations=[{"iteration": 0, "tokens": 900, "seconds": 60.0, "frames": 4000},
-                                {"iteration": 1, "tokens": 700, "seconds": 50.0, "frames": 4000}],
+                                {"iteration": 1, "tokens": 700, "seconds": 50.0, "frames": 4000, "success_rate": 0.0,
+                                 "controller": "chain: wood (code) -> table (policy j2)"}],
                     plans=[{"subtasks": [{"name": "table", "decision": "DECISION_RL"}], "rationale": "learn it"}])
 
 
@@ -41,7 +48,10 @@ def _run_dir(tmp_path: Path) -> Path:
 def test_report_has_tables_and_plots(tmp_path: Path) -> None:
     text = write_run_report(_run_dir(tmp_path), ended=outcome(planner_pb2.RUN_STATE_DONE)).read_text()
     assert "final task success: **25%** over 4 episodes" in text and "- outcome: finished" in text
-    assert "| table | rl | done | 50% | 8000 | 2 |" in text and "| 1 | 700 | 50 | 4000 |" in text
+    assert "| table | rl | done | 50% | 8000 | 2 |" in text
+    # An iteration recorded before per-iteration evaluation reads n/a; a 0% iteration reads 0%, not blank.
+    assert "| 0 | 900 | 60 | 4000 | n/a |  |" in text
+    assert "| 1 | 700 | 50 | 4000 | 0% | chain: wood (code) -> table (policy j2) |" in text
     assert "1. table (rl) - learn it" in text
     for png in ("curves.png", "iterations.png"):
         assert f"({png})" in text and (tmp_path / png).read_bytes()[:4] == b"\x89PNG"
@@ -105,3 +115,25 @@ def test_rlgpt_report_rewrites_a_local_run_directory(tmp_path: Path) -> None:
     assert "- outcome: stopped on request; resumable" in (run_dir / "report.md").read_text()
     result = CliRunner().invoke(app, ["report", str(tmp_path / "nowhere")])
     assert result.exit_code == 1 and "is not a run directory: request.json is missing" in result.output
+
+
+def test_the_iterations_plot_marks_every_iteration_and_the_final_rate(tmp_path: Path, monkeypatch) -> None:
+    notes: list[str] = []
+    real_subplots = plt.subplots
+
+    def recording_subplots(*args, **kwargs):
+        fig, axes = real_subplots(*args, **kwargs)
+        real_annotate = axes[1].annotate
+        axes[1].annotate = lambda text, *a, **k: (notes.append(text), real_annotate(text, *a, **k))[1]
+        return fig, axes
+
+    monkeypatch.setattr(plt, "subplots", recording_subplots)
+    state = _state()
+    state.final["links"] = [{"name": "table", "reached": 4, "succeeded": 1, "mean_frames": 412.0}]
+    plot_iterations(state, tmp_path / "iterations.png")
+    assert notes == ["n/a", "0%", "25%"]  # iteration 0 (not evaluated), iteration 1, final
+    monkeypatch.undo()
+    state.save(tmp_path)
+    (tmp_path / "request.json").write_text(json.dumps({"task": {"name": "place_table"}}))
+    text = write_run_report(tmp_path).read_text()
+    assert "| table | 4 | 1 | 412 |" in text
