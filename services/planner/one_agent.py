@@ -1,0 +1,348 @@
+"""One agent (the paper's agent ablation, ``--agents one``): one LLM call plans the task, decides code or RL for
+each sub-task and writes each sub-task's skill code or RL configuration, in one prompt and one answer.
+
+:class:`OneAgent` renders one prompt from the helpers the slow and fast agents' prompts use (the environment
+line, Describe's skill API with the world's rules, the evaluation protocol, the reward kinds, the skill library)
+and asks for one answer: the slow agent's plan where each sub-task also carries ``code`` (decision "code") or
+``rl`` (decision "rl"). The loops then run that plan as they run the slow agent's, through :meth:`OneAgent.fast`:
+a :class:`~services.planner.agents.FastAgent` that, instead of asking an LLM, serves the pre-written answers to
+FastAgent's own testing, registering and config-conversion logic. The call is recorded once (by whoever calls
+:meth:`OneAgent.solve`); the served answers carry no record (``record`` None).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated, Any, Literal, get_args
+
+from google.protobuf import json_format
+from pydantic import BaseModel, Field, ValidationError, create_model, model_validator
+
+from rlgpt.llm.client import CallRecord, StructuredOutputError
+from rlgpt.prompts import CompletesJSON, conditions_text
+from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2, planner_pb2
+from services.planner.agents import (
+    MAX_SHOWN_CODE,
+    FastAgent,
+    SkillCandidate,
+    describe_env,
+    library_text,
+    offered_skills,
+    reward_kinds_text,
+    skill_api_text,
+)
+from services.planner.plans import ending_in_goal, task_subtask
+from services.planner.prompts import EvalProtocol, inventory_text, render
+from services.planner.schemas import (
+    MAX_SUBTASKS,
+    SkillAnswer,
+    condition_answer,
+    plan_answer,
+    plan_schema,
+    plan_to_proto,
+    rl_config_answer,
+    rl_schema,
+)
+from services.planner.skill_library import SkillLibrary
+from services.planner.state import Decision, RunState
+
+log = logging.getLogger(__name__)
+AGENT = "one"
+"""The agent's name in LLM records and metrics."""
+
+_FAST_REVISES = "A sub-task that fails is revised by the fast agent, then by you."
+_ONE_REVISES = "A sub-task that fails is revised by you, in your next answer (with how it did)."
+_START_ANY = (f"holding: {inventory_text([])}",
+              "holding: what the sub-tasks before it leave")
+_DECISIONS = (
+    '- "code": a short Python skill using the agent API can do it reliably (for example walking to the nearest\n'
+    '  cell of a material that has been seen, using an action on it, placing or making something). Write the\n'
+    '  skill in the sub-task\'s "code".\n'
+    '- "rl": it needs reactive low-level control that is hard to code (for example keeping away from creatures,\n'
+    '  fighting, hitting a moving creature, searching terrain nothing is known about). Write its reinforcement-\n'
+    '  learning configuration in the sub-task\'s "rl"; library skills its policy may call as macro actions go\n'
+    '  in the "rl" "skills" (the sub-task\'s own "skills" may stay []).')
+_CODE_ONLY = (
+    '- "code" only: this run trains no policies. Write every sub-task\'s skill, a short Python generator using\n'
+    '  the agent API, in its "code" (leave out the "rl" parts of the form below).')
+
+
+def _code_type() -> Any:
+    """A sub-task's ``code``: SkillAnswer's code field (its limits and description), optional."""
+    field = SkillAnswer.model_fields["code"]
+    return Annotated[(str, *field.metadata)] | None, Field(default=None, description=field.description)
+
+
+@lru_cache(maxsize=32)
+def _one_models(plan: type[BaseModel], rl: type[BaseModel], allow_rl: bool) -> type[BaseModel]:
+    """The one agent's answer: ``plan`` (schemas.plan_schema) whose sub-tasks also carry ``code`` and, with
+    ``allow_rl``, ``rl`` (an answer of ``rl``, schemas.rl_schema); the one the decision needs is required."""
+    [subtask] = get_args(plan.model_fields["subtasks"].annotation)
+
+    def answer_for_decision(self: Any) -> Any:
+        if self.decision == "code" and not self.code:
+            raise ValueError(f'sub-task {self.name!r} has decision "code" but no "code": write its skill there')
+        if self.decision == "rl" and getattr(self, "rl", None) is None:
+            raise ValueError(f'sub-task {self.name!r} has decision "rl" but no "rl": write its RL configuration '
+                             "there")
+        return self
+
+    fields: dict[str, Any] = {"code": _code_type()}
+    if allow_rl:
+        fields["rl"] = (rl | None, None)
+    else:
+        fields["decision"] = (Literal["code"], ...)
+    one_subtask = create_model("SubTask", __base__=subtask, __validators__={
+        "answer_for_decision": model_validator(mode="after")(answer_for_decision)}, **fields)
+    return create_model("Plan", __base__=plan,
+                        subtasks=(list[one_subtask], Field(min_length=1, max_length=MAX_SUBTASKS)))
+
+
+def one_schema(describe: env_pb2.DescribeResponse, skills: tuple[str, ...], *,
+               allow_rl: bool = True) -> type[BaseModel]:
+    """The one agent's answer schema: the slow agent's plan, each sub-task with its ``code`` or ``rl``; names,
+    conditions and RL fields are the enums and limits of :func:`plan_schema` and :func:`rl_schema`."""
+    return _one_models(plan_schema(describe, skills), rl_schema(describe, skills), allow_rl)
+
+
+@dataclasses.dataclass
+class AnsweredPlan:
+    """A plan with the answers of its sub-tasks, by sub-task name: skill code, and RL configs in the answer's
+    form (the fields of :func:`rl_schema`)."""
+
+    plan: planner_pb2.Plan
+    code: dict[str, str] = dataclasses.field(default_factory=dict)
+    rl: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def from_state(cls, plan: planner_pb2.Plan, state: RunState) -> AnsweredPlan:
+        """What the run tested for each sub-task of ``plan``: its last skill code and the RL config it last
+        trained (with the skills and actions the loops joined)."""
+        answered = cls(plan)
+        for st in plan.subtasks:
+            sub = state.subtasks.get(st.name)
+            if sub is None:
+                continue
+            if sub.skill_code:
+                answered.code[st.name] = sub.skill_code
+            if sub.rl_config:
+                config = json_format.ParseDict(sub.rl_config, learner_pb2.RLConfig(), ignore_unknown_fields=True)
+                macros = getattr(sub, "macro_actions", None)
+                answered.rl[st.name] = rl_config_answer(config, macros) if macros else rl_config_answer(config)
+        return answered
+
+    def answer_text(self) -> str:
+        """The plan in the one agent's answer form (RL configs inline), then each sub-task's code."""
+        doc = plan_answer(self.plan)
+        for st in doc["subtasks"]:
+            if st["name"] in self.rl:
+                st["rl"] = self.rl[st["name"]]
+        lines = [json.dumps(doc)]
+        for st in self.plan.subtasks:
+            if self.code.get(st.name):
+                lines.append(f'"code" of {st.name}:')
+                lines += [f"    {line}" for line in self.code[st.name].rstrip().splitlines()]
+        return "\n".join(lines)
+
+
+def task_text(task: common_pb2.TaskSpec) -> str:
+    """The task as the slow agent's prompt names it: its description (or name) and its success conditions."""
+    text = task.description or task.name
+    if task.success:
+        text += f" (success: {conditions_text(list(task.success))})"
+    return text
+
+
+class OneAgent:
+    """Plans, codes and configures in one prompt and one answer; :meth:`fast` serves the answers to the loops."""
+
+    def __init__(self, llm: CompletesJSON, env: env_pb2_grpc.EnvServiceStub, describe: env_pb2.DescribeResponse,
+                 library: SkillLibrary, *, seed: int = 0, protocol: EvalProtocol | None = None,
+                 allow_rl: bool = True):
+        """``allow_rl``: whether sub-tasks may be learned (False: mode pure-code, or no learner), as the loops
+        decide the appended goal's decision."""
+        self.llm = llm
+        self.env = env
+        self.describe = describe
+        self.library = library
+        self.seed = seed
+        self.protocol = (protocol or EvalProtocol()).with_rules(describe.rules)
+        self.allow_rl = allow_rl
+        self.answered: AnsweredPlan | None = None
+        """The answers of the last solve (or restore), by the names the plan's sub-tasks have."""
+        self._served: set[tuple[str, str]] = set()
+        self._fast = PreWrittenFastAgent(self)
+
+    # --- the prompt and the call -------------------------------------------------------------------
+    def _previous(self, previous: AnsweredPlan | planner_pb2.Plan | None) -> AnsweredPlan | None:
+        if previous is None or isinstance(previous, AnsweredPlan):
+            return previous
+        mine = self.answered  # a bare plan: the answers this agent wrote for it
+        return AnsweredPlan(previous, dict(mine.code) if mine else {}, dict(mine.rl) if mine else {})
+
+    def prompt(self, task: common_pb2.TaskSpec, *, previous: AnsweredPlan | planner_pb2.Plan | None = None,
+               feedback: str = "") -> tuple[str, type[BaseModel]]:
+        """The prompt and the answer schema; both offer the same library skills. ``previous``: the last plan
+        with its answers (a bare plan: with the answers this agent wrote); ``feedback``: how it did."""
+        text = task_text(task)
+        skills = offered_skills(self.library, text)
+        names = tuple(s.name for s in skills)
+        relevant = tuple(s.name for s in self.library.retrieve(text, k=MAX_SHOWN_CODE) if s.name in names)
+        answered = self._previous(previous)
+        protocol = self.protocol
+        prompt = render(
+            "one_agent", decisions=_DECISIONS if self.allow_rl else _CODE_ONLY, max_subtasks=str(MAX_SUBTASKS),
+            goal=json.dumps([condition_answer(c) for c in task.success]) if task.success else "(none given)",
+            env=describe_env(self.describe), skill_api=skill_api_text(self.describe),
+            plan_protocol=protocol.plan_test().replace(_FAST_REVISES, _ONE_REVISES),
+            code_protocol=protocol.code_test([]).replace(*_START_ANY),
+            rl_protocol=protocol.rl_test([]).replace(*_START_ANY),
+            reward_kinds=reward_kinds_text(self.describe), library=library_text(skills, code_of=relevant),
+            previous=answered.answer_text() if answered else "(none)", feedback=feedback or "(none)", task=text)
+        return prompt, one_schema(self.describe, names, allow_rl=self.allow_rl)
+
+    def solve(self, task: common_pb2.TaskSpec, *, iteration: int = 0,
+              previous: AnsweredPlan | planner_pb2.Plan | None = None,
+              feedback: str = "") -> tuple[planner_pb2.Plan, CallRecord]:
+        """One call: the plan (ending in the task's goal) and, kept for :meth:`fast`, each sub-task's answer.
+
+        An answer whose sub-task lacks the code or config its decision needs, or whose last sub-task does not
+        have the task's success conditions, is refused with a message naming the sub-task (the client asks
+        once more with it); a second bad answer raises StructuredOutputError with the failed call's record.
+        """
+        prompt, schema = self.prompt(task, previous=previous, feedback=feedback)
+        answer, record = self.llm.complete(AGENT, [{"role": "user", "content": prompt}], schema,
+                                           iteration=iteration, validate=lambda a: self._ends_in_goal(a, task))
+        return self._adopt(answer, iteration), record
+
+    def restore(self, parsed: dict[str, Any], iteration: int = 0) -> planner_pb2.Plan:
+        """The plan of a recorded answer (``CallRecord.parsed``, e.g. of the run's last ``*-one.json`` record,
+        see :func:`recorded_answer`), its answers served again: for a resumed run."""
+        named = {s for st in parsed.get("subtasks", []) for s in [*st.get("skills", []),
+                                                                   *(st.get("rl") or {}).get("skills", [])]}
+        offered = {s.name for s in self.library.all()} | named
+        schema = one_schema(self.describe, tuple(sorted(offered)), allow_rl=self.allow_rl)
+        return self._adopt(schema.model_validate(parsed), iteration)
+
+    def _ends_in_goal(self, answer: BaseModel, task: common_pb2.TaskSpec) -> None:
+        plan = plan_to_proto(answer, 0)
+        length = len(plan.subtasks)
+        if len(ending_in_goal(plan, task_subtask(task, Decision.CODE)).subtasks) > length:
+            wanted = json.dumps([condition_answer(c) for c in task.success])
+            raise ValueError(f"the last sub-task ({answer.subtasks[-1].name!r}) must have the task's own success "
+                             f"conditions {wanted} among its \"success\": end the chain with the task itself")
+
+    def _adopt(self, answer: BaseModel, iteration: int) -> planner_pb2.Plan:
+        plan = plan_to_proto(answer, iteration)
+        answered = AnsweredPlan(plan)
+        # plan_to_proto keeps the order (and renames a repeated name): the answers go by the plan's names.
+        for st, given in zip(plan.subtasks, answer.subtasks, strict=True):
+            if given.code:
+                answered.code[st.name] = given.code
+            if getattr(given, "rl", None) is not None:
+                answered.rl[st.name] = given.rl.model_dump(mode="json")
+        self.answered = answered
+        self._served.clear()
+        return plan
+
+    # --- the answers, served -----------------------------------------------------------------------
+    def fast(self) -> PreWrittenFastAgent:
+        """What the loops call where they call the fast agent (Attempts(ctx, one.fast()))."""
+        return self._fast
+
+    def take(self, subtask: planner_pb2.SubTask, kind: str) -> Any:
+        """The pre-written answer of ``kind`` for ``subtask`` in answer form ("code": SkillAnswer's fields, "rl":
+        the RL answer's), served once per solve; a StructuredOutputError (returned, not raised) where there is
+        none."""
+        written: dict[str, Any] | None = None
+        if self.answered is not None and kind == "code" and self.answered.code.get(subtask.name):
+            written = {"name": subtask.name, "description": subtask.description[:400],
+                       "code": self.answered.code[subtask.name]}
+        elif self.answered is not None and kind == "rl":
+            written = self.answered.rl.get(subtask.name)
+        if written is None:
+            return StructuredOutputError(
+                f"{AGENT} agent: its answer has no {kind} for sub-task {subtask.name!r} (the plan did not carry "
+                f"one, or the loops added the sub-task); it writes one when it revises the plan")
+        if (subtask.name, kind) in self._served:
+            return StructuredOutputError(
+                f"{AGENT} agent: the {kind} it wrote for {subtask.name!r} was tried already this iteration; it "
+                "writes a new one when it revises the plan")
+        self._served.add((subtask.name, kind))
+        return written
+
+
+class _Served:
+    """Stands where FastAgent's LLM stands: answers the one call of a write with the sub-task's pre-written answer,
+    validated by the fast agent's own schema, and no record (the one agent's call was recorded when it was made);
+    raises StructuredOutputError (record None) where there is no usable answer."""
+
+    def __init__(self, take: Any):
+        self.take = take  # taken when the fast agent asks, so a write that delegates to another asks once
+
+    def complete(self, agent: str, messages: list[dict[str, Any]], schema: type[Any], *, iteration: int = 0,
+                 validate: Any = None) -> tuple[Any, None]:
+        written = self.take()
+        if isinstance(written, StructuredOutputError):
+            raise written
+        try:  # the fast agent's own schema (e.g. its offered skills): what it would refuse is refused
+            answer = schema.model_validate(written)
+            if validate is not None:
+                validate(answer)
+        except (ValidationError, ValueError) as exc:
+            raise StructuredOutputError(f"{AGENT} agent: its answer does not fit {schema.__name__}: "
+                                        f"{str(exc)[:500]}") from None
+        return answer, None
+
+
+class PreWrittenFastAgent(FastAgent):
+    """FastAgent's testing, registering and config conversion, on the one agent's pre-written answers.
+
+    ``write_skill`` returns one candidate (the pre-written code, tested with RunSkill and, when it works,
+    registered under the sub-task's name and stored in the library) with ``record`` None. The RL writes
+    (``write_rl`` where FastAgent has it, ``write_rl_config``) convert the pre-written config as FastAgent does
+    (rl_config_to_proto, complete_action_space) and return None for the record. A sub-task with no pre-written
+    answer (the loops appended it) or one already tried since the last solve: write_skill returns a candidate
+    with no answer and the error, the RL writes raise StructuredOutputError with record None: the failures the
+    loops already handle.
+    """
+
+    def __init__(self, one: OneAgent):
+        super().__init__(_Served(lambda: None), one.env, one.describe, one.library, seed=one.seed,
+                         protocol=one.protocol)
+        self.one = one
+
+    def _serve(self, subtask: planner_pb2.SubTask, kind: str) -> None:
+        self.llm = _Served(lambda: self.one.take(subtask, kind))
+
+    def write_skill(self, subtask: planner_pb2.SubTask, *, iteration: int = 0, candidates: int = 1,
+                    **more: Any) -> list[SkillCandidate]:
+        """One candidate whatever ``candidates`` asks: the one agent wrote one skill per sub-task."""
+        self._serve(subtask, "code")
+        return super().write_skill(subtask, iteration=iteration, candidates=1, **more)
+
+    def write_rl(self, subtask: planner_pb2.SubTask, *, env_frames: int, **more: Any) -> Any:
+        self._serve(subtask, "rl")
+        return super().write_rl(subtask, env_frames=env_frames, **more)  # type: ignore[misc]
+
+    def write_rl_config(self, subtask: planner_pb2.SubTask, *, env_frames: int,
+                        **more: Any) -> tuple[learner_pb2.RLConfig, CallRecord | None]:  # type: ignore[override]
+        self._serve(subtask, "rl")
+        return super().write_rl_config(subtask, env_frames=env_frames, **more)
+
+
+def recorded_answer(run_dir: Path) -> dict[str, Any] | None:
+    """The parsed answer of the run's last successful one-agent call (``llm/*-one.json``), for
+    :meth:`OneAgent.restore` on resume; None when there is none."""
+    for path in sorted((run_dir / "llm").glob(f"*-{AGENT}.json"), reverse=True):
+        try:
+            parsed = json.loads(path.read_text()).get("parsed")
+        except (OSError, ValueError):
+            continue
+        if parsed:
+            return parsed
+    return None
