@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import re
 import time
 from typing import Any
 
@@ -19,8 +20,12 @@ from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2, planner_pb2
 from services.planner.prompts import EvalProtocol, render
 from services.planner.schemas import (
     MAX_SUBTASKS,
+    MIN_ENV_FRAMES,
+    MacroActionAnswer,
     SkillAnswer,
     complete_action_space,
+    macro_actions_of,
+    macro_skill_name,
     plan_answer,
     plan_schema,
     plan_to_proto,
@@ -63,6 +68,11 @@ MAX_SHOWN_CODE = 2
 """Library skills whose code the fast agent sees (the most relevant to its sub-task)."""
 MAX_SHOWN_CODE_CHARS = 2500
 """A library skill's code is shown whole or not at all (cut code cannot be copied)."""
+MAX_SHOWN_MACRO_CHARS = 5000
+"""The previous config's macro actions' code shown to the fast agent, all together (each one whole, at most
+MAX_SHOWN_CODE_CHARS, or not at all): the revision prompt stays within a small model's context."""
+MAX_CURVE_POINTS = 6
+"""Points of the last training's learning curve shown to the fast agent when it revises an RL config."""
 
 
 def describe_env(describe: env_pb2.DescribeResponse) -> str:
@@ -87,6 +97,41 @@ def reward_kinds_text(describe: env_pb2.DescribeResponse) -> str:
     that rlgpt.reward_kinds does not describe is shown by name."""
     return "\n".join(f"- {kind}: {REWARD_KINDS[kind].doc}" if kind in REWARD_KINDS else f"- {kind}"
                       for kind in describe.reward_kinds) or "(none listed)"
+
+
+def curve_text(points: list[dict[str, Any]], limit: int = MAX_CURVE_POINTS) -> str:
+    """A training's learning curve in a few lines (frames trained: success rate, mean return): ``limit`` points
+    spread evenly over it, the first and the last included. ``points``: one training's, in order, each with
+    ``training_frames`` (frames of that training) or else ``env_frames``."""
+    if not points:
+        return "(none)"
+    if len(points) > limit:
+        step = (len(points) - 1) / (limit - 1)
+        points = [points[round(i * step)] for i in range(limit)]
+    return "\n".join(f"- {int(p.get('training_frames', p.get('env_frames', 0)))} frames: success "
+                     f"{float(p.get('success_rate', 0)):.0%}, mean return {float(p.get('mean_return', 0)):.2f}"
+                     for p in points)
+
+
+def shown_macros(macros: dict[str, str]) -> dict[str, str]:
+    """The previous config's macro actions as its prompt shows them: each code whole while it and those before it
+    fit (:data:`MAX_SHOWN_CODE_CHARS`, :data:`MAX_SHOWN_MACRO_CHARS`), else a note in its place."""
+    shown, left = {}, MAX_SHOWN_MACRO_CHARS
+    for name, code in macros.items():
+        if len(code) <= min(MAX_SHOWN_CODE_CHARS, left):
+            shown[name] = code
+            left -= len(code)
+        else:
+            shown[name] = f"(code of {len(code)} characters, too long to show: write it anew, shorter)"
+    return shown
+
+
+def frames_choice_text(offered: int) -> str:
+    """What the RL answer's ``env_frames`` may be, for an offer of ``offered`` frames."""
+    if offered <= MIN_ENV_FRAMES:
+        return f"`env_frames`: leave it out; {offered} frames is the least a training gets."
+    return (f"`env_frames` (optional): train for fewer frames than that, at least {MIN_ENV_FRAMES}; leave it out to "
+            f"train for all {offered} (more is never given).")
 
 
 def offered_skills(library: SkillLibrary, query: str, limit: int = MAX_OFFERED_SKILLS) -> list[LibrarySkill]:
@@ -164,6 +209,52 @@ class SkillCandidate:
     """Sampled frames of each test episode, in the order of ``episodes`` (only where asked for)."""
 
 
+@dataclasses.dataclass
+class RLAnswer:
+    """The fast agent's RL answer: the learner's config (without the macro actions: they are registered first,
+    :meth:`FastAgent.register_macro_actions`) and the macro actions it wrote."""
+
+    config: learner_pb2.RLConfig
+    macro_actions: list[MacroActionAnswer]
+    record: CallRecord
+
+
+@dataclasses.dataclass
+class MacroActions:
+    """How registering an RL answer's macro actions went: per macro action, in the answer's order, its registered
+    name, the answer, and the env server's refusal (with its line) or None where it was accepted."""
+
+    outcomes: list[tuple[str, MacroActionAnswer, common_pb2.SkillError | None]] = \
+        dataclasses.field(default_factory=list)
+
+    @property
+    def accepted(self) -> dict[str, str]:
+        """Registered name -> code of the accepted macro actions."""
+        return {name: macro.code for name, macro, error in self.outcomes if error is None}
+
+    @property
+    def refused(self) -> list[tuple[str, MacroActionAnswer, common_pb2.SkillError]]:
+        return [(name, macro, error) for name, macro, error in self.outcomes if error is not None]
+
+    def feedback(self) -> str:
+        """The refusals in words, for the fast agent's next revision ("" when none was refused)."""
+        return " ".join(f"Macro action {macro.name} was refused by its test run and left out of the action space: "
+                        f"{error.message}" for _, macro, error in self.refused)
+
+
+_LINE = re.compile(r"\bline (\d+)")
+
+
+def refusal_error(exc: grpc.RpcError, code: str) -> common_pb2.SkillError:
+    """RegisterSkill's refusal as a SkillError: the line (and its source) read from the server's message."""
+    message = exc.details() or ""
+    found = _LINE.search(message)
+    line = int(found.group(1)) if found else 0
+    lines = code.splitlines()
+    return common_pb2.SkillError(type=exc.code().name, message=message[:1000], line=line,
+                                 code_line=lines[line - 1].strip()[:200] if 0 < line <= len(lines) else "")
+
+
 class FastAgent:
     """Writes skills (tested on the env server) and RL configs (checked by the learner)."""
 
@@ -197,8 +288,14 @@ class FastAgent:
 
     def rl_prompt(self, subtask: planner_pb2.SubTask, *, env_frames: int,
                   previous: learner_pb2.RLConfig | None = None, feedback: str = "",
-                  start_inventory: list[common_pb2.ItemCount] | None = None) -> tuple[str, type[BaseModel]]:
-        """The prompt and the answer schema; both offer the same library skills."""
+                  start_inventory: list[common_pb2.ItemCount] | None = None,
+                  previous_macros: dict[str, str] | None = None,
+                  curve: list[dict[str, Any]] | None = None) -> tuple[str, type[BaseModel]]:
+        """The prompt and the answer schema; both offer the same library skills.
+
+        A revision shows ``previous`` (the config the last attempt trained) with its macro actions' code
+        (``previous_macros``: registered name -> code), ``curve`` (the points of that training, see
+        :func:`curve_text`) and ``feedback`` (the verdict)."""
         query = f"{subtask.name} {subtask.description} {conditions_text(list(subtask.success))}"
         skills = offered_skills(self.library, query)
         names = tuple(s.name for s in skills)
@@ -209,8 +306,12 @@ class FastAgent:
                         subtask=f"{subtask.name}: {subtask.description}",
                         success=conditions_text(list(subtask.success)),
                         protocol=self.protocol.rl_test(list(start_inventory or []), env_frames),
-                        rules=rules_text(self.describe),
-                        previous_config=json.dumps(rl_config_answer(previous)) if previous else "(none)",
+                        frames_choice=frames_choice_text(env_frames),
+                        skill_api=skill_api_text(self.describe),
+                        previous_config=json.dumps(rl_config_answer(previous, shown_macros(previous_macros or {})))
+                        if previous
+                        else "(none)",
+                        curve=curve_text(list(curve or [])) if previous else "(none)",
                         feedback=feedback or "(none)")
         return prompt, rl_schema(self.describe, names)
 
@@ -274,13 +375,17 @@ class FastAgent:
             candidate.error = errors[0]
         return candidate
 
-    def write_rl_config(self, subtask: planner_pb2.SubTask, *, env_frames: int, iteration: int = 0,
-                        previous: learner_pb2.RLConfig | None = None, feedback: str = "",
-                        start_inventory: list[common_pb2.ItemCount] | None = None
-                        ) -> tuple[learner_pb2.RLConfig, CallRecord]:
-        """``previous``: the config the last attempt trained (shown to the model in its answer form)."""
+    def write_rl(self, subtask: planner_pb2.SubTask, *, env_frames: int, iteration: int = 0,
+                 previous: learner_pb2.RLConfig | None = None, feedback: str = "",
+                 start_inventory: list[common_pb2.ItemCount] | None = None,
+                 previous_macros: dict[str, str] | None = None,
+                 curve: list[dict[str, Any]] | None = None) -> RLAnswer:
+        """The fast agent's RL answer: its config (``env_frames`` is the offer: the most it trains for) and its
+        macro actions, not registered yet (:meth:`register_macro_actions`). ``previous``, ``previous_macros``,
+        ``curve``, ``feedback``: what the last attempt trained and how it went (see :meth:`rl_prompt`)."""
         prompt, schema = self.rl_prompt(subtask, env_frames=env_frames, previous=previous, feedback=feedback,
-                                        start_inventory=start_inventory)
+                                        start_inventory=start_inventory, previous_macros=previous_macros,
+                                        curve=curve)
         answer, record = self.llm.complete("fast", [{"role": "user", "content": prompt}], schema,
                                            iteration=iteration)
         config = rl_config_to_proto(answer, subtask, env_frames, self.seed)
@@ -288,4 +393,35 @@ class FastAgent:
         added = complete_action_space(config, list(self.describe.actions), self.describe.rules)
         if added:
             log.info("RL config of %s: added the actions its success condition needs: %s", subtask.name, added)
-        return config, record
+        return RLAnswer(config, macro_actions_of(answer), record)
+
+    def write_rl_config(self, subtask: planner_pb2.SubTask, *, env_frames: int, iteration: int = 0,
+                        previous: learner_pb2.RLConfig | None = None, feedback: str = "",
+                        start_inventory: list[common_pb2.ItemCount] | None = None
+                        ) -> tuple[learner_pb2.RLConfig, CallRecord]:
+        """The config of :meth:`write_rl` without its macro actions (a caller that does not register them)."""
+        answer = self.write_rl(subtask, env_frames=env_frames, iteration=iteration, previous=previous,
+                               feedback=feedback, start_inventory=start_inventory)
+        return answer.config, answer.record
+
+    def register_macro_actions(self, subtask: planner_pb2.SubTask,
+                               macros: list[MacroActionAnswer]) -> MacroActions:
+        """Registers each macro action under a name of its own sub-task (:func:`macro_skill_name`); RegisterSkill
+        test-runs it and refuses code that crashes (its message names the line). An env server that is gone
+        (UNAVAILABLE) propagates: the run pauses."""
+        result = MacroActions()
+        taken: set[str] = set()
+        for macro in macros:
+            name = macro_skill_name(subtask.name, macro.name, taken)
+            taken.add(name)
+            error = None
+            try:
+                self.env.RegisterSkill(env_pb2.RegisterSkillRequest(
+                    name=name, code=macro.code, replace=True,
+                    description=f"macro action of {subtask.name}: {macro.description}"[:300]))
+            except grpc.RpcError as exc:
+                if exc.code() == grpc.StatusCode.UNAVAILABLE:
+                    raise
+                error = refusal_error(exc, macro.code)
+            result.outcomes.append((name, macro, error))
+        return result

@@ -6,6 +6,7 @@ critic's, or without a critic one from the measured success rate). Each attempt 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import grpc
 from google.protobuf import json_format
@@ -13,7 +14,7 @@ from google.protobuf import json_format
 from rlgpt.errors import FailedPrecondition
 from rlgpt.llm.client import StructuredOutputError, record_from_json
 from rlgpt.v1 import common_pb2, critic_pb2, env_pb2, learner_pb2, planner_pb2
-from services.planner.agents import FastAgent
+from services.planner.agents import FastAgent, MacroActions
 from services.planner.context import AgentSetup, RunContext, StopRequested
 from services.planner.plans import later_subtasks
 from services.planner.state import Decision, Status, SubTaskState, TestRecord
@@ -70,10 +71,18 @@ def judge_frames(episodes: list[common_pb2.EpisodeSummary], frames: list[env_pb2
     return chosen
 
 
+def last_training_curve(state: SubTaskState) -> list[dict[str, Any]]:
+    """The curve points of the sub-task's last attempt when that attempt was a training (none otherwise: a
+    refused config or an unusable answer trained nothing)."""
+    job = state.tests[-1].get("job_id", "") if state.tests else ""
+    return [p for p in state.curve if p.get("job_id") == job] if job else []
+
+
 def joined_skills(config: learner_pb2.RLConfig, subtask: planner_pb2.SubTask, plan: planner_pb2.Plan,
-                  ctx: RunContext) -> None:
+                  ctx: RunContext, macros: list[str] | tuple[str, ...] = ()) -> None:
     """Skills that work join the RL action space (RL-GPT's key mechanism): the library skills the plan suggested
-    for this sub-task (the slow agent was told they would), then the coded earlier sub-tasks of the plan."""
+    for this sub-task (the slow agent was told they would), then the coded earlier sub-tasks of the plan, then
+    ``macros``, the registered names of the macro actions the fast agent wrote for this sub-task."""
     working = [s.name for s in ctx.library.all() if s.success_rate > 0]
     config.skills.extend(name for name in subtask.skills if name in working and name not in config.skills)
     for name in (s.name for s in plan.subtasks):
@@ -83,6 +92,7 @@ def joined_skills(config: learner_pb2.RLConfig, subtask: planner_pb2.SubTask, pl
         if earlier and earlier.status == Status.DONE and earlier.decision == Decision.CODE and name in working \
                 and name not in config.skills:
             config.skills.append(name)
+    config.skills.extend(name for name in dict.fromkeys(macros) if name not in config.skills)
     if config.skills and config.skill_max_steps <= 1:
         config.skill_max_steps = 0  # one frame per skill is no macro action: K is the learner's default
 
@@ -126,7 +136,12 @@ class Attempts:
 
     def rl(self, st: planner_pb2.SubTask, state: SubTaskState, start: list[common_pb2.ItemCount],
            plan: planner_pb2.Plan) -> critic_pb2.Verdict | None:
-        """The fast agent's RL config, with the working skills joined, trained and judged."""
+        """The fast agent's RL config, with the working skills joined, trained and judged.
+
+        The macro actions the answer wrote are registered first (RegisterSkill test-runs them) under names of this
+        sub-task; the accepted ones join the config's skills after the joined ones and are kept in
+        ``state.macro_actions``; a refused one is left out and its error (with its line) is added to the
+        verdict's diagnosis, which the loop keeps as the feedback of the next revision."""
         ctx = self.ctx
         if ctx.stubs.learner is None:
             state.feedback = "no learner is configured: RL sub-tasks cannot be trained"
@@ -137,8 +152,9 @@ class Attempts:
             and ctx.state.subtasks[name].status != Status.DONE))
         previous = json_format.ParseDict(state.rl_config, learner_pb2.RLConfig()) if state.rl_config else None
         try:
-            config, record = fast.write_rl_config(st, env_frames=frames, iteration=ctx.state.outer_iteration,
-                                                  previous=previous, feedback=state.feedback, start_inventory=start)
+            answer = fast.write_rl(st, env_frames=frames, iteration=ctx.state.outer_iteration, previous=previous,
+                                   feedback=state.feedback, start_inventory=start,
+                                   previous_macros=state.macro_actions, curve=last_training_curve(state))
         except StructuredOutputError as exc:
             # An unusable answer is a failed attempt with feedback, not the end of the run.
             state.feedback = str(exc)
@@ -147,16 +163,43 @@ class Attempts:
             state.record(TestRecord(iteration=ctx.state.outer_iteration, kind=Decision.RL, error=str(exc)[:500],
                                     frames=state.frames))
             return None
-        ctx.run.llm_call(record, st.name)
-        joined_skills(config, st, plan, ctx)
+        if answer.record is not None:  # None: no LLM call of its own (an answer written earlier)
+            ctx.run.llm_call(answer.record, st.name)
+        config = answer.config
+        # The macro actions written for this sub-task join its action space once the env server accepted them.
+        macros = fast.register_macro_actions(st, answer.macro_actions)
+        self._emit_macros(st, macros)
+        joined_skills(config, st, plan, ctx, macros=list(macros.accepted))
         del config.task.start_inventory[:]
         config.task.start_inventory.extend(start)
+        state.macro_actions = dict(macros.accepted)
         state.rl_config = json_format.MessageToDict(config, preserving_proto_field_name=True)
-        return self.train(st, state, config, start)
+        verdict = self.train(st, state, config, start, details={
+            "macro_actions": [{"name": name, "code": code} for name, code in macros.accepted.items()],
+            "refused_macro_actions": [{"name": name, "code": macro.code, "error": f"{error.type}: {error.message}"}
+                                      for name, macro, error in macros.refused]})
+        refused = macros.feedback()
+        if refused:  # the next revision must see why its macro action is missing
+            if verdict is not None:
+                verdict.diagnosis = f"{verdict.diagnosis} {refused}".strip()
+            else:
+                state.feedback = f"{state.feedback} {refused}".strip()
+        return verdict
+
+    def _emit_macros(self, st: planner_pb2.SubTask, macros: MacroActions) -> None:
+        """Each macro action the fast agent wrote, emitted as coded skills are: its registered name, code, index in
+        the answer, and the env server's refusal (success_rate -1, as for a skill that failed to register); an
+        accepted one has success_rate 0 (it is not tested on the sub-task: the policy learns when to use it)."""
+        for index, (name, macro, error) in enumerate(macros.outcomes):
+            self.ctx.run.emit(st.name, code=planner_pb2.CodeEvent(
+                skill=name, code=macro.code, candidate=index, success_rate=-1.0 if error is not None else 0.0,
+                error=error))
 
     def train(self, st: planner_pb2.SubTask, state: SubTaskState, config: learner_pb2.RLConfig,
-              start: list[common_pb2.ItemCount] | None = None) -> critic_pb2.Verdict | None:
-        """One training (the learner defaults what the config leaves at 0), its evaluation and the verdict."""
+              start: list[common_pb2.ItemCount] | None = None, *,
+              details: dict[str, Any] | None = None) -> critic_pb2.Verdict | None:
+        """One training (the learner defaults what the config leaves at 0), its evaluation and the verdict.
+        ``details``: more for the attempt's file (the macro actions of the config)."""
         ctx, learner = self.ctx, self.ctx.stubs.learner
         if learner is None:
             raise FailedPrecondition(f"{st.name} needs training and this planner has no learner")
@@ -168,6 +211,8 @@ class Attempts:
                 state.feedback = f"the learner refused the config: {exc.details()}"
                 state.record(TestRecord(iteration=ctx.state.outer_iteration, kind=Decision.RL,
                                         error=state.feedback, frames=state.frames))
+                ctx.attempt_file(f"{st.name}_rl{state.inner_iterations}", {**(details or {}),
+                                                                           "error": state.feedback})
                 return None
             raise
         state.job_id = job_id
@@ -183,7 +228,8 @@ class Attempts:
             ctx.run.emit(st.name, training=progress)
             final = progress
         # Every training of the sub-task stays on its curve, on the frames the sub-task had spent by then.
-        state.curve.extend({**point, "env_frames": state.frames + point["env_frames"], "job_id": job_id,
+        state.curve.extend({**point, "env_frames": state.frames + point["env_frames"],
+                            "training_frames": point["env_frames"], "job_id": job_id,
                             "iteration": ctx.state.outer_iteration} for point in curve)
         ctx.spend(state, final.env_frames if final else 0)
         if final is None or final.state != learner_pb2.JOB_STATE_SUCCEEDED:
@@ -198,7 +244,8 @@ class Attempts:
         state.record(TestRecord(iteration=ctx.state.outer_iteration, kind=Decision.RL, job_id=job_id,
                                 success_rate=evaluation.success_rate, frames=state.frames))
         ctx.attempt_file(f"{st.name}_rl{state.inner_iterations}", {
-            "job_id": job_id, "curve": curve, "evaluation_success_rate": evaluation.success_rate})
+            **(details or {}), "job_id": job_id, "env_frames": config.env_frames, "curve": curve,
+            "evaluation_success_rate": evaluation.success_rate})
         points = [critic_pb2.CurvePoint(env_frames=int(p["env_frames"]), success_rate=p["success_rate"],
                                         mean_return=p["mean_return"]) for p in curve]
         return self.judge(st, Decision.RL, list(evaluation.episodes), curve=increasing(points), start=start,

@@ -37,13 +37,30 @@ def snake_name(value: Any) -> Any:
 SnakeName = Annotated[str, Field(pattern=NAME_PATTERN), BeforeValidator(snake_name)]
 
 
+SKILL_CODE_LIMITS = {"min_length": 10, "max_length": 8000}
+"""A coded skill's source, as long as the fast agent may write it (skills and macro actions alike)."""
+MAX_MACRO_ACTIONS = 3
+"""Macro actions one RL config may write for its sub-task."""
+MIN_ENV_FRAMES = 2000
+"""The fewest frames an RL answer may ask to train for (``env_frames``); the loop's offer stays the cap."""
+MAX_ASKED_FRAMES = 10**9
+
+
 class SkillAnswer(BaseModel):
     """The fast agent's coded skill."""
 
     name: SnakeName = Field(description="snake_case skill name")
     description: str = Field(max_length=400, description="what the skill does, one sentence")
-    code: str = Field(min_length=10, max_length=8000,
-                      description="Python source: def skill(agent): ... yield '<action>'")
+    code: str = Field(**SKILL_CODE_LIMITS, description="Python source: def skill(agent): ... yield '<action>'")
+
+
+class MacroActionAnswer(BaseModel):
+    """A coded action the fast agent writes for one RL sub-task's action space (RL-GPT's key mechanism): a short
+    reusable behaviour the policy calls as one action, registered as ``<sub-task>__<name>``."""
+
+    name: SnakeName = Field(description="snake_case name of the macro action")
+    description: str = Field(default="", max_length=300, description="what one call does, one sentence")
+    code: str = Field(**SKILL_CODE_LIMITS, description="Python source: def skill(agent): ... yield '<action>'")
 
 
 def _clamped(kind: type, low: float, high: float) -> Any:
@@ -56,6 +73,20 @@ def _clamped(kind: type, low: float, high: float) -> Any:
             return value  # not a number: let validation report it
 
     return Annotated[kind, BeforeValidator(clamp)]
+
+
+def _asked_frames(value: Any) -> Any:
+    """``env_frames`` of an RL answer: absent (None or 0: the whole offer) or at least MIN_ENV_FRAMES; the offer
+    itself caps it in :func:`rl_config_to_proto` (a schema is cached per vocabulary, the offer varies)."""
+    if value is None or value == 0 or value == "":
+        return None
+    try:
+        return min(max(int(value), MIN_ENV_FRAMES), MAX_ASKED_FRAMES)
+    except (TypeError, ValueError):
+        return value  # not a number: let validation report it
+
+
+AskedFrames = Annotated[int | None, BeforeValidator(_asked_frames)]
 
 
 def _enum(name: str, values: tuple[str, ...]) -> Any:
@@ -121,9 +152,11 @@ def _rl_model(actions: tuple[str, ...], skills: tuple[str, ...], targets: tuple[
         "RLConfig",
         primitive_actions=(list[_enum("Action", actions)], Field(min_length=1, max_length=len(actions))),
         skills=_skills_field(skills),
+        macro_actions=(list[MacroActionAnswer], Field(default_factory=list, max_length=MAX_MACRO_ACTIONS)),
         skill_max_steps=(_clamped(int, 1, 200), ...),
         reward_terms=(list[term], Field(min_length=1, max_length=8)),
         episode_length=(_clamped(int, 50, 5000), ...),
+        env_frames=(AskedFrames, None),
     )
 
 
@@ -157,8 +190,19 @@ def plan_to_proto(answer: BaseModel, iteration: int) -> planner_pb2.Plan:
     return planner_pb2.Plan(subtasks=subtasks, iteration=iteration, rationale=answer.rationale)
 
 
+def training_budget(asked: int | None, offered: int) -> int:
+    """The frames a training gets: what the answer asked for, within [MIN_ENV_FRAMES, ``offered``]; the whole
+    offer when it asked for nothing (an offer below the minimum stays the cap)."""
+    if not asked:
+        return offered
+    return min(offered, max(MIN_ENV_FRAMES, int(asked)))
+
+
 def rl_config_to_proto(answer: BaseModel, subtask: planner_pb2.SubTask, env_frames: int,
                        seed: int) -> learner_pb2.RLConfig:
+    """The answer as the learner's config; ``env_frames`` is the loop's offer, the most it trains for. The
+    answer's macro actions are not in it: they must be registered first (:func:`macro_actions_of`)."""
+    env_frames = training_budget(getattr(answer, "env_frames", None), env_frames)
     return learner_pb2.RLConfig(
         name=subtask.name, task=common_pb2.TaskSpec(name=subtask.name, description=subtask.description,
                                                     success=list(subtask.success)),
@@ -185,13 +229,44 @@ def plan_answer(plan: planner_pb2.Plan) -> dict[str, Any]:
         for st in plan.subtasks]}
 
 
-def rl_config_answer(config: learner_pb2.RLConfig) -> dict[str, Any]:
-    """An RL config in the fast agent's own answer form (the fields its schema has)."""
-    return {"primitive_actions": list(config.primitive_actions), "skills": list(config.skills),
+def macro_actions_of(answer: BaseModel) -> list[MacroActionAnswer]:
+    """The macro actions an RL answer wrote (none for an answer of a schema without them)."""
+    return list(getattr(answer, "macro_actions", None) or [])
+
+
+def macro_skill_name(subtask: str, name: str, taken: set[str] | tuple[str, ...] = ()) -> str:
+    """The registered name of sub-task ``subtask``'s macro action ``name``: ``<subtask>__<name>``, cut to the env
+    server's 64 characters (``[a-z][a-z0-9_]{0,63}``, the sub-task's part shortened first), and kept apart from
+    the names in ``taken`` with a numeric suffix."""
+    macro = name[:30].rstrip("_") or "macro"
+    candidate, n = "", 1
+    while not candidate or candidate in taken:
+        tail = macro if n == 1 else f"{macro[:27].rstrip('_')}_{n}"
+        candidate = f"{subtask[:64 - 2 - len(tail)]}__{tail}"
+        n += 1
+    return candidate
+
+
+def macro_short_name(subtask: str, registered: str) -> str:
+    """The name the model wrote for a macro action registered as ``registered`` (the inverse, as far as the
+    registered name keeps it)."""
+    head, sep, tail = registered.rpartition("__")
+    return tail if sep and subtask.startswith(head) else registered
+
+
+def rl_config_answer(config: learner_pb2.RLConfig, macro_actions: dict[str, str] | None = None) -> dict[str, Any]:
+    """An RL config in the fast agent's own answer form (the fields its schema has). ``macro_actions``: registered
+    name -> code of the config's own macro actions; they are shown as macro actions (with the name the model
+    wrote, and without their description, which is not kept), not among ``skills``."""
+    macros = macro_actions or {}
+    return {"primitive_actions": list(config.primitive_actions),
+            "skills": [s for s in config.skills if s not in macros],
+            "macro_actions": [{"name": macro_short_name(config.name, name), "code": code}
+                              for name, code in macros.items() if name in config.skills],
             "skill_max_steps": config.skill_max_steps,
             "reward_terms": [{"kind": t.kind, "target": t.target, "weight": round(t.weight, 4)}
                              for t in config.reward_terms],
-            "episode_length": config.episode_length}
+            "episode_length": config.episode_length, "env_frames": config.env_frames}
 
 
 _MOVES = ("move_left", "move_right", "move_up", "move_down")

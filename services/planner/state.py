@@ -122,11 +122,15 @@ class SubTaskState:
     frames: int = 0
     curve: list[dict[str, float]] = dataclasses.field(default_factory=list)
     """Learning curve points of every training of the sub-task: env_frames (counted over the sub-task, as
-    ``frames``), success_rate, mean_return, job_id, iteration."""
+    ``frames``), training_frames (counted over that training; absent in states written before it), success_rate,
+    mean_return, job_id, iteration."""
     tests: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     """Every attempt, a :class:`TestRecord` as JSON."""
     rl_config: dict[str, Any] = dataclasses.field(default_factory=dict)
     """The RL config the last attempt trained (``RLConfig`` as a dict), shown to the fast agent when it revises."""
+    macro_actions: dict[str, str] = dataclasses.field(default_factory=dict)
+    """The macro actions the fast agent wrote for the last RL config and the env server accepted: registered name
+    (``<sub-task>__<name>``, in ``rl_config``'s skills) -> code; registered again on a new env server on resume."""
 
     def __post_init__(self) -> None:
         self.status, self.decision = Status(self.status), Decision(self.decision)  # a loaded state has strings

@@ -118,6 +118,49 @@ def test_fast_agent_rl_config(describe, library, env_server, tmp_path) -> None:
     assert list(config.skills) == ["get_wood"] and config.env_frames == 5000 and config.task.success[0].achievement
 
 
+def registered_skills(stub) -> set[str]:
+    names, token = set(), ""
+    while True:
+        page = stub.ListSkills(env_pb2.ListSkillsRequest(page_size=200, page_token=token))
+        names |= {s.name for s in page.skills}
+        if not (token := page.next_page_token):
+            return names
+
+
+TURN = "def skill(agent):\n    for direction in ('left', 'up'):\n        yield agent.face(direction)\n"
+CRASH = "def skill(agent):\n    yield 'noop'\n    return 1 / 0\n"
+
+
+def test_macro_actions_are_registered_for_their_sub_task_and_a_crashing_one_is_refused_with_its_line(
+        describe, library, env_server, tmp_path) -> None:
+    answer = {"primitive_actions": ["noop", "do"], "skills": [], "skill_max_steps": 8,
+              "macro_actions": [{"name": "turn", "description": "turn left then up", "code": TURN},
+                                {"name": "broken", "description": "noop then crash", "code": CRASH}],
+              "reward_terms": [{"kind": "success", "target": "", "weight": 5}], "episode_length": 300,
+              "env_frames": 3000}
+    subtask = planner_pb2.SubTask(name="eat_cow", success=[common_pb2.Condition(achievement="eat_cow")])
+    with FakeOpenAIServer([Reply.json(answer)]) as server:
+        fast = fast_agent(server, describe, library, env_server, tmp_path)
+        written = fast.write_rl(subtask, env_frames=5000)
+    assert written.config.env_frames == 3000  # asked for fewer than offered
+    assert [m.name for m in written.macro_actions] == ["turn", "broken"]
+    assert not any(name.startswith("eat_cow__") for name in written.config.skills)  # not registered yet
+    macros = fast.register_macro_actions(subtask, written.macro_actions)
+    assert macros.accepted == {"eat_cow__turn": TURN}
+    [(name, macro, error)] = macros.refused
+    assert (name, macro.name, error.type, error.line, error.code_line) == \
+        ("eat_cow__broken", "broken", "INVALID_ARGUMENT", 3, "return 1 / 0")
+    assert "ZeroDivisionError" in macros.feedback() and "line 3" in macros.feedback() and "broken" in \
+        macros.feedback()
+    registered = registered_skills(env_server.stub)
+    assert "eat_cow__turn" in registered and "eat_cow__broken" not in registered
+    # The config without them, for callers that do not register macro actions.
+    with FakeOpenAIServer([Reply.json(answer)]) as server:
+        config, record = fast_agent(server, describe, library, env_server, tmp_path).write_rl_config(
+            subtask, env_frames=5000)
+    assert config == written.config and record.attempts == 1
+
+
 def test_rl_action_space_gets_what_its_success_condition_needs(describe, library, env_server, tmp_path) -> None:
     answer = {"primitive_actions": ["do", "noop"], "skills": [], "skill_max_steps": 1,
               "reward_terms": [{"kind": "success", "target": "", "weight": 5}], "episode_length": 300}
@@ -186,3 +229,19 @@ def test_plan_names_are_coerced_to_snake_case_and_repeats_kept_apart() -> None:
             "decision": "code", "skills": []}
     plan = plan_to_proto(schema.model_validate({"rationale": "r", "subtasks": [step, step]}), 0)
     assert [s.name for s in plan.subtasks] == ["snake_case_name", "snake_case_name_2"]
+
+
+def test_a_revision_shows_its_macro_actions_code_whole_within_a_bound() -> None:
+    from services.planner.agents import MAX_SHOWN_CODE_CHARS, MAX_SHOWN_MACRO_CHARS, curve_text, shown_macros
+
+    small, big = "def skill(agent):\n    yield 'noop'\n", "x" * (MAX_SHOWN_CODE_CHARS + 1)
+    fill = "y" * (MAX_SHOWN_MACRO_CHARS - len(small))  # too big on its own: it never counts against the rest
+    shown = shown_macros({"a__small": small, "a__big": big, "a__fill": fill, "a__last": small})
+    assert shown["a__small"] == small and shown["a__last"] == small
+    assert shown["a__big"].startswith(f"(code of {len(big)} characters, too long") and shown["a__fill"] != fill
+    assert sum(len(code) for code in shown.values()) < MAX_SHOWN_MACRO_CHARS
+    assert curve_text([]) == "(none)"
+    points = [{"env_frames": 9000 + i, "training_frames": i, "success_rate": 0.5, "mean_return": 1} for i in range(3)]
+    assert curve_text(points).splitlines()[0] == "- 0 frames: success 50%, mean return 1.00"
+    assert curve_text([{"env_frames": 7, "success_rate": 0, "mean_return": 0}]) == \
+        "- 7 frames: success 0%, mean return 0.00"  # a state written before training_frames

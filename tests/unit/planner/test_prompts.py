@@ -35,6 +35,9 @@ PROTOCOL = EvalProtocol(test_episodes=4, test_steps=300, env_frames=20000, eval_
 CHOP = ("def skill(agent):\n    while agent.inventory['wood'] < 3:\n        action = agent.step_to('tree')\n"
         "        yield action if action is not None else 'do'\n")
 WANDER = "def skill(agent):\n    for i in range(60):\n        yield 'move_left'\n"
+TURN = "def skill(agent):\n    for direction in ('left', 'up'):\n        yield agent.face(direction)\n"
+CURVE = [{"env_frames": 1000.0 * i, "training_frames": 1000.0 * i, "success_rate": i / 40, "mean_return": i / 4,
+          "job_id": "j1", "iteration": 0} for i in range(1, 21)]
 _FIELD = re.compile(r"\{[a-z_]+\}")
 
 
@@ -100,11 +103,12 @@ def rendered(env_server, describe, tmp_path_factory) -> dict[str, object]:
     fast = FastAgent(None, env_server.stub, describe, library, seed=3, protocol=PROTOCOL)
     code_prompt = fast.skill_prompt(subtasks[1], previous_code=WANDER, error="(none)", feedback=feedback,
                                     start_inventory=start)
-    previous = learner_pb2.RLConfig(primitive_actions=["move_left", "move_right", "do", "place_table"],
-                                    skills=["get_wood"], skill_max_steps=32, episode_length=500, env_frames=20000,
-                                    reward_terms=[common_pb2.RewardTerm(kind="success", weight=10.0)])
+    previous = learner_pb2.RLConfig(name=TASK, primitive_actions=["move_left", "move_right", "do", "place_table"],
+                                    skills=["get_wood", f"{TASK}__turn"], skill_max_steps=32, episode_length=500,
+                                    env_frames=20000, reward_terms=[common_pb2.RewardTerm(kind="success", weight=10.0)])
     rl_prompt, rl_schema = fast.rl_prompt(subtasks[1], env_frames=20000, previous=previous, feedback=feedback,
-                                          start_inventory=start)
+                                          start_inventory=start, previous_macros={f"{TASK}__turn": TURN},
+                                          curve=CURVE)
     # The critic judges a real test of a poor skill.
     env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="prompt_sample_wander", code=WANDER,
                                                                description="walks left", replace=True))
@@ -123,7 +127,7 @@ def rendered(env_server, describe, tmp_path_factory) -> dict[str, object]:
         Path(out).mkdir(parents=True, exist_ok=True)
         for name, text in prompts.items():
             (Path(out) / f"{name}.txt").write_text(text)
-    return {**prompts, "slow_schema": slow_schema, "rl_schema": rl_schema, "library": library}
+    return {**prompts, "slow_schema": slow_schema, "rl_schema": rl_schema, "library": library, "describe": describe}
 
 
 PROMPTS = ("slow", "fast_code", "fast_rl", "critic")
@@ -200,10 +204,28 @@ def test_previous_answers_are_shown_in_the_answers_own_form(rendered) -> None:
     plan = json.loads(previous_plan.split("\n", 1)[0])
     assert [st["decision"] for st in plan["subtasks"]] == ["code", "rl"]
     assert plan["subtasks"][0]["success"] == [{"item": "wood", "count": 3}]
-    previous_config = rendered["fast_rl"].split("in the answer's form):\n", 1)[1]
+    previous_config = rendered["fast_rl"].split("in the answer's form; its macro actions' code included):\n", 1)[1]
     config = json.loads(previous_config.split("\n", 1)[0])
-    assert set(config) == {"primitive_actions", "skills", "skill_max_steps", "reward_terms", "episode_length"}
+    assert set(config) == {"primitive_actions", "skills", "macro_actions", "skill_max_steps", "reward_terms",
+                           "episode_length", "env_frames"}
     assert config["reward_terms"] == [{"kind": "success", "target": "", "weight": 10.0}]
+    assert config["skills"] == ["get_wood"] and config["macro_actions"] == [{"name": "turn", "code": TURN}]
+    rl_schema(*_describe_and_skills(rendered)).model_validate(config)  # a valid answer, as the prompt says
+
+
+def _describe_and_skills(rendered) -> tuple[env_pb2.DescribeResponse, tuple[str, ...]]:
+    return rendered["describe"], tuple(sorted(s.name for s in rendered["library"].all()))
+
+
+def test_a_revision_sees_the_last_trainings_curve_and_the_verdict_in_a_prompt_of_reasonable_size(rendered) -> None:
+    prompt = rendered["fast_rl"]
+    curve = prompt.split("Learning curve of that training", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
+    assert curve[0] == "- 1000 frames: success 2%, mean return 0.25" and len(curve) == 6
+    assert curve[-1] == "- 20000 frames: success 50%, mean return 5.00"
+    assert "Reward the make_wood_pickaxe achievement" in prompt.split("Critic feedback:", 1)[1]
+    assert "`env_frames` (optional): train for fewer frames than that, at least 2000" in prompt
+    assert "agent.step_to(name)" in prompt  # the served skill API, for the macro actions' code
+    assert len(prompt) < 18000, len(prompt)
 
 
 def test_feedback_is_never_cut_mid_sentence(rendered) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pydantic
@@ -10,9 +11,14 @@ import pytest
 
 from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
 from services.planner.schemas import (
+    MAX_MACRO_ACTIONS,
     MAX_SUBTASKS,
+    MIN_ENV_FRAMES,
     SkillAnswer,
     complete_action_space,
+    macro_actions_of,
+    macro_short_name,
+    macro_skill_name,
     plan_answer,
     plan_schema,
     plan_to_proto,
@@ -169,3 +175,65 @@ def test_the_name_pattern_reaches_the_llm_servers_schema() -> None:
 
     assert server_schema(SkillAnswer)["properties"]["name"]["pattern"] == NAME_PATTERN
     assert SkillAnswer(name="<Get Sand>", description="d", code="def skill(agent): yield 'noop'").name == "get_sand"
+
+
+MACRO = {"name": "Turn Around", "description": "turns to face the opposite way",
+         "code": "def skill(agent):\n    yield 'move_left'\n"}
+
+
+def test_rl_answers_may_write_up_to_three_macro_actions() -> None:
+    model = rl_schema(SMALL, ())
+    assert macro_actions_of(model.model_validate(RL_ANSWER)) == []  # optional: none by default
+    answer = model.model_validate({**RL_ANSWER, "macro_actions": [MACRO, {**MACRO, "description": ""}]})
+    assert [m.name for m in macro_actions_of(answer)] == ["turn_around", "turn_around"]  # snake_case, as skills
+    assert macro_actions_of(answer)[0].code.startswith("def skill(agent):")
+    macro_schema = model.model_json_schema()["$defs"]["MacroActionAnswer"]["properties"]
+    assert macro_schema["code"]["maxLength"] == SkillAnswer.model_json_schema()["properties"]["code"]["maxLength"]
+    assert model.model_json_schema()["properties"]["macro_actions"]["maxItems"] == MAX_MACRO_ACTIONS
+    for bad, where in [([MACRO] * (MAX_MACRO_ACTIONS + 1), "macro_actions"),
+                       ([{**MACRO, "description": "d" * 301}], r"macro_actions\.0\.description"),
+                       ([{**MACRO, "code": "yield"}], r"macro_actions\.0\.code"),
+                       ([{**MACRO, "code": "x" * 8001}], r"macro_actions\.0\.code"),
+                       ([{**MACRO, "name": "!!"}], r"macro_actions\.0\.name"),
+                       ([{"name": "x", "description": "d"}], r"macro_actions\.0\.code")]:
+        with pytest.raises(pydantic.ValidationError, match=where):
+            model.model_validate({**RL_ANSWER, "macro_actions": bad})
+
+
+def test_an_rl_answer_may_ask_for_fewer_frames_never_more_than_offered() -> None:
+    model = rl_schema(SMALL, ())
+    subtask = planner_pb2.SubTask(name="get_wood")
+
+    def trained(asked: object, offered: int) -> int:
+        answer = model.model_validate({**RL_ANSWER, **({} if asked is None else {"env_frames": asked})})
+        return rl_config_to_proto(answer, subtask, env_frames=offered, seed=0).env_frames
+
+    assert trained(None, 20000) == 20000 and trained(0, 20000) == 20000  # nothing asked: the whole offer
+    assert trained(5000, 20000) == 5000 and trained("6000", 20000) == 6000
+    assert trained(10**7, 20000) == 20000  # the loop's offer stays the cap
+    assert trained(10, 20000) == MIN_ENV_FRAMES and trained(-5, 20000) == MIN_ENV_FRAMES
+    assert trained(5000, 1000) == 1000  # an offer below the minimum is still the cap
+    with pytest.raises(pydantic.ValidationError, match="env_frames"):
+        model.model_validate({**RL_ANSWER, "env_frames": "lots"})
+
+
+def test_macro_actions_get_names_of_their_sub_task_within_the_env_servers_rules() -> None:
+    assert macro_skill_name("get_wood", "turn_around") == "get_wood__turn_around"
+    long = macro_skill_name("s" * 48, "m" * 48)
+    assert len(long) == 64 and long.endswith("__" + "m" * 30) and re.fullmatch(r"[a-z][a-z0-9_]{0,63}", long)
+    assert macro_skill_name("x", "walk", {"x__walk"}) == "x__walk_2"
+    assert macro_skill_name("x", "walk", {"x__walk", "x__walk_2"}) == "x__walk_3"
+    for subtask, name in [("get_wood", "turn_around"), ("s" * 48, "m" * 30), ("a_b", "c_d")]:
+        assert macro_short_name(subtask, macro_skill_name(subtask, name)) == name
+
+
+def test_rl_config_answer_shows_the_configs_macro_actions_with_their_code() -> None:
+    subtask = planner_pb2.SubTask(name="get_wood")
+    model = rl_schema(SMALL, ("chop",))
+    config = rl_config_to_proto(model.model_validate({**RL_ANSWER, "skills": ["chop"]}), subtask, 5000, 7)
+    config.skills.append("get_wood__turn_around")  # registered by the attempt
+    shown = rl_config_answer(config, {"get_wood__turn_around": MACRO["code"], "other__macro": "x"})
+    assert shown["skills"] == ["chop"] and shown["env_frames"] == 5000
+    assert shown["macro_actions"] == [{"name": "turn_around", "code": MACRO["code"]}]  # only the config's own
+    again = model.model_validate(shown)  # still a valid answer
+    assert [m.name for m in again.macro_actions] == ["turn_around"]

@@ -69,3 +69,16 @@ def test_a_corrupt_state_file_is_failed_precondition_naming_it(tmp_path: Path, t
     with pytest.raises(FailedPrecondition, match=r"state\.json cannot be read") as info:
         RunState.load(tmp_path)
     assert "fix or remove that file" in str(info.value)
+
+
+def test_a_state_written_before_macro_actions_loads_and_new_ones_round_trip(tmp_path: Path) -> None:
+    old = {"outer_iteration": 1, "subtasks": {"cow": {
+        "name": "cow", "status": "failed", "decision": "rl", "job_id": "j1", "feedback": "reward hitting cows",
+        "curve": [{"env_frames": 500.0, "success_rate": 0.1, "mean_return": 0.2, "job_id": "j1", "iteration": 0}],
+        "rl_config": {"name": "cow", "skills": ["chop"]}}}}
+    (tmp_path / "state.json").write_text(json.dumps(old))
+    loaded = RunState.load(tmp_path)
+    assert loaded.subtasks["cow"].macro_actions == {} and loaded.subtasks["cow"].job_id == "j1"
+    loaded.subtasks["cow"].macro_actions = {"cow__turn": "def skill(agent):\n    yield 'noop'\n"}
+    loaded.save(tmp_path)
+    assert RunState.load(tmp_path).subtasks["cow"].macro_actions == loaded.subtasks["cow"].macro_actions
