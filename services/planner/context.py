@@ -36,7 +36,8 @@ class AgentSetup(enum.StrEnum):
     SLOW_FAST = "slow-fast"
     """No critic: the agents see the measured success rate and the first error."""
     ONE = "one"
-    """No slow agent (the whole task is one sub-task) and no critic."""
+    """One LLM plans, codes and configures in one answer per outer iteration (the paper's one-agent ablation);
+    no critic: the next answer sees the measured success rates and errors."""
 
 
 @dataclasses.dataclass

@@ -1,14 +1,17 @@
-"""The task-level controller: the final evaluation of E whole-task episodes.
+"""The task-level (long-horizon) controller: the plan run as a chain, evaluated on the whole task.
 
-When every sub-task of the plan is coded, one chain skill runs the sub-tasks' skills in plan order (RunSkill);
-when some are learned, the last RL sub-task's policy, whose action space holds the earlier sub-tasks' skills, is
-evaluated on the whole task (Evaluate). The result lands in the run's state as a
-:class:`~services.planner.state.FinalResult`.
+Each sub-task of the plan is one link with its controller: its coded skill, or its trained policy. In each episode
+a link acts until its sub-task's success conditions hold or its frames are spent, then the next link starts; the
+episode counts when the whole task's conditions hold. When a plan has a trained policy the learner runs the chain
+(``EvaluateRequest.chain``: several checkpoints and skills in one session); an all-code plan runs as one chain skill
+on the env server (RunSkill). The same evaluation runs after every outer iteration (success per iteration) and at
+the end (:class:`~services.planner.state.FinalResult`).
 """
 
 from __future__ import annotations
 
 import ast
+import logging
 
 import grpc
 
@@ -16,6 +19,7 @@ from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
 from services.planner.context import RunContext
 from services.planner.state import Decision, FinalResult, RunState
 
+log = logging.getLogger(__name__)
 FINAL_SEED_OFFSET = 1000
 """The final evaluation's worlds are seeded apart from the sub-tasks' tests and evaluations."""
 CHAIN_CONTROLLER = "chain of coded skills"
@@ -65,42 +69,121 @@ def rl_jobs(plan: planner_pb2.Plan | None, state: RunState) -> list[tuple[str, s
 
 
 def coded_skills(plan: planner_pb2.Plan | None, state: RunState) -> list[tuple[str, str]]:
-    """``(sub-task, code)`` of the plan's coded sub-tasks that have code, in plan order."""
-    return [(st.name, state.subtasks[st.name].skill_code) for st in (plan.subtasks if plan else [])
-            if state.subtasks[st.name].decision == Decision.CODE and state.subtasks[st.name].skill_code]
+    """``(sub-task, code)`` of the plan's sub-tasks whose controller is their code, in plan order: coded ones
+    with code, and ones just moved to RL that have code but no trained policy yet (the chain as it stands)."""
+    return [(st.name, sub.skill_code) for st in (plan.subtasks if plan else [])
+            if (sub := state.subtasks[st.name]).skill_code
+            and (sub.decision == Decision.CODE or not sub.job_id)]
 
 
-def final_evaluation(ctx: RunContext) -> FinalResult:
-    """Evaluates the whole task with the controller the finished plan allows."""
+ITERATION_SEED_OFFSET = 2000
+"""Per-iteration evaluations use their own worlds (the same ones every iteration, so iterations compare)."""
+
+
+def chain_links(plan: planner_pb2.Plan | None, state: RunState, *, skill_frames: int,
+                skill_names: dict[str, str]) -> tuple[list[learner_pb2.ChainLink], list[str]]:
+    """The plan's links in order, and the sub-tasks left out because they have no controller yet.
+
+    A coded sub-task runs its latest code (registered under ``skill_names[name]``) for at most ``skill_frames``
+    (what its tests gave it); an RL sub-task its latest trained policy for at most its training episode length."""
+    links, missing = [], []
+    for st in plan.subtasks if plan else []:
+        sub = state.subtasks[st.name]
+        link = learner_pb2.ChainLink(name=st.name, success=list(st.success))
+        if sub.decision == Decision.RL and sub.job_id:
+            link.job_id = sub.job_id
+            link.max_frames = int(sub.rl_config.get("episode_length", 0) or 0)
+        elif st.name in skill_names:
+            link.skill = skill_names[st.name]
+            link.max_frames = skill_frames
+        else:
+            missing.append(st.name)
+            continue
+        links.append(link)
+    return links, missing
+
+
+def _chain_skill_name(ctx: RunContext, subtask: str) -> str:
+    return f"{subtask[:40]}__chain{ctx.run.id[-6:]}"
+
+
+def evaluate_chain(ctx: RunContext, *, episodes: int, seed: int, label: str) -> FinalResult:
+    """Evaluates the plan as it stands as a chain on the whole task (``label`` names the evaluation in logs)."""
     plan = ctx.state.plan_proto()
     task = ctx.run.request.task
     whole = common_pb2.TaskSpec(name=task.name, description=task.description, success=list(task.success))
-    episodes, seed = ctx.budgets.eval_episodes, ctx.seed + FINAL_SEED_OFFSET
-    final = FinalResult(episodes=episodes, frames_used=ctx.state.frames_used, controller=NO_CONTROLLER)
+    result = FinalResult(episodes=episodes, frames_used=ctx.state.frames_used, controller=NO_CONTROLLER)
     jobs, codes = rl_jobs(plan, ctx.state), coded_skills(plan, ctx.state)
-    if jobs and ctx.stubs.learner is not None:
-        name, job_id = jobs[-1]
-        result = ctx.stubs.learner.Evaluate(learner_pb2.EvaluateRequest(
-            job_id=job_id, episodes=episodes, seed=seed, task=whole), timeout=3600)
-        final.controller = f"policy of {name} (job {job_id}) on the whole task"
-        final.success_rate, final.returns = result.success_rate, list(result.returns)
-    elif codes and (plan is None or len(codes) == len(plan.subtasks)):
-        final.controller = CHAIN_CONTROLLER
-        try:
-            source = chain_skill(codes)
-        except SyntaxError as exc:
-            final.error = f"SyntaxError: {exc}"
-            return final
-        (ctx.run.dir / "chain_skill.py").write_text(source)
-        skill = f"chain_{ctx.run.id[-6:]}"
-        try:
+    if not jobs:
+        if codes and (plan is None or len(codes) == len(plan.subtasks)):
+            return _skill_chain(ctx, codes, whole, result, seed)
+        if not codes:
+            return result
+    if ctx.stubs.learner is None:
+        result.error = "the plan has trained policies and this planner has no learner to run them"
+        return result
+    names: dict[str, str] = {}
+    try:
+        for name, code in codes:
+            names[name] = _chain_skill_name(ctx, name)
             ctx.stubs.env.RegisterSkill(env_pb2.RegisterSkillRequest(
-                name=skill, code=source, replace=True, description="the run's coded sub-task skills in plan order"))
-            result = ctx.stubs.env.RunSkill(env_pb2.RunSkillRequest(
-                skill=skill, episodes=min(episodes, 64), seed=seed, max_steps=ctx.settings.final_episode_frames,
-                task=whole))
-        except grpc.RpcError as exc:
-            final.error = f"{exc.code().name}: {exc.details()}"
-            return final
-        final.success_rate, final.returns = result.success_rate, [e.episode_return for e in result.episodes]
-    return final
+                name=names[name], code=code, replace=True, description=f"{name}: its code in the run's chain"))
+    except grpc.RpcError as exc:
+        result.error = f"{exc.code().name}: {exc.details()}"
+        return result
+    links, missing = chain_links(plan, ctx.state, skill_frames=ctx.settings.test_steps, skill_names=names)
+    result.controller = "chain: " + " -> ".join(
+        f"{link.name} ({'policy ' + link.job_id if link.job_id else 'code'})" for link in links)
+    if missing:
+        result.controller += f"; without a controller yet: {', '.join(missing)}"
+    try:
+        response = ctx.stubs.learner.Evaluate(learner_pb2.EvaluateRequest(
+            chain=links, task=whole, episodes=episodes, seed=seed,
+            episode_length=ctx.settings.final_episode_frames), timeout=3600)
+    except grpc.RpcError as exc:
+        if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            raise  # the learner is gone: the run pauses, resumable
+        result.error = f"{exc.code().name}: {exc.details()}"
+        log.warning("%s evaluation of the chain failed: %s", label, result.error)
+        return result
+    result.success_rate, result.returns = response.success_rate, list(response.returns)
+    result.links = [{"name": s.name, "reached": s.reached, "succeeded": s.succeeded,
+                     "mean_frames": round(s.mean_frames, 1)} for s in response.links]
+    return result
+
+
+def _skill_chain(ctx: RunContext, codes: list[tuple[str, str]], whole: common_pb2.TaskSpec, result: FinalResult,
+                 seed: int) -> FinalResult:
+    """An all-code plan: one skill running the sub-tasks' skills in plan order (RunSkill)."""
+    result.controller = CHAIN_CONTROLLER
+    try:
+        source = chain_skill(codes)
+    except SyntaxError as exc:
+        result.error = f"SyntaxError: {exc}"
+        return result
+    (ctx.run.dir / "chain_skill.py").write_text(source)
+    skill = f"chain_{ctx.run.id[-6:]}"
+    try:
+        ctx.stubs.env.RegisterSkill(env_pb2.RegisterSkillRequest(
+            name=skill, code=source, replace=True, description="the run's coded sub-task skills in plan order"))
+        response = ctx.stubs.env.RunSkill(env_pb2.RunSkillRequest(
+            skill=skill, episodes=min(result.episodes, 64), seed=seed, max_steps=ctx.settings.final_episode_frames,
+            task=whole))
+    except grpc.RpcError as exc:
+        if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            raise
+        result.error = f"{exc.code().name}: {exc.details()}"
+        return result
+    result.success_rate, result.returns = response.success_rate, [e.episode_return for e in response.episodes]
+    return result
+
+
+def final_evaluation(ctx: RunContext) -> FinalResult:
+    """The whole task's final evaluation: the finished plan's chain on worlds apart from every test."""
+    return evaluate_chain(ctx, episodes=ctx.budgets.eval_episodes, seed=ctx.seed + FINAL_SEED_OFFSET, label="final")
+
+
+def iteration_evaluation(ctx: RunContext) -> FinalResult:
+    """The chain after an outer iteration (the paper's success per iteration)."""
+    return evaluate_chain(ctx, episodes=ctx.budgets.eval_episodes, seed=ctx.seed + ITERATION_SEED_OFFSET,
+                          label=f"iteration {ctx.state.outer_iteration}")

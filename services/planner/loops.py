@@ -29,7 +29,8 @@ from rlgpt.v1 import common_pb2, critic_pb2, env_pb2, learner_pb2, planner_pb2
 from services.planner.agents import FastAgent, SlowAgent
 from services.planner.attempts import Attempts
 from services.planner.context import AgentSetup, Mode, RunContext, StopRequested, Stubs
-from services.planner.controller import final_evaluation
+from services.planner.controller import NO_CONTROLLER, final_evaluation, iteration_evaluation
+from services.planner.one_agent import AnsweredPlan, OneAgent, recorded_answer
 from services.planner.plans import ending_in_goal, start_inventory, summary, task_subtask
 from services.planner.runs import Run
 from services.planner.settings import PlannerSettings
@@ -46,7 +47,15 @@ class TwoLoops:
                  library: SkillLibrary, stubs: Stubs, settings: PlannerSettings):
         self.ctx = ctx = RunContext.create(run, state, describe, stubs, library, settings)
         self.slow = SlowAgent(llm, describe, library, ctx.protocol) if llm is not None else None
-        fast = (FastAgent(llm, stubs.env, describe, library, seed=ctx.seed, protocol=ctx.protocol)
+        self.one: OneAgent | None = None
+        if llm is not None and ctx.agents == AgentSetup.ONE:
+            # One LLM plans, codes and configures in one answer; its revision is the next outer iteration's answer.
+            self.one = OneAgent(llm, stubs.env, describe, library, seed=ctx.seed, protocol=ctx.protocol,
+                                allow_rl=ctx.mode != Mode.PURE_CODE and stubs.learner is not None)
+            if state.plan and (parsed := recorded_answer(run.dir)):
+                self.one.restore(parsed, state.outer_iteration)  # a resumed run serves the answer it had
+        fast = (self.one.fast() if self.one is not None else
+                FastAgent(llm, stubs.env, describe, library, seed=ctx.seed, protocol=ctx.protocol)
                 if llm is not None else None)
         self.attempts = Attempts(ctx, fast)
 
@@ -76,6 +85,8 @@ class TwoLoops:
         known = {s.name: s.code for s in self.ctx.library.all() if s.success_rate > 0}
         known.update({name: sub.skill_code for name, sub in self.state.subtasks.items()
                       if sub.status == Status.DONE and sub.decision == Decision.CODE and sub.skill_code})
+        for sub in self.state.subtasks.values():
+            known.update(sub.macro_actions)  # an RL sub-task's own macro actions: its policy calls them
         for name, code in known.items():
             try:
                 self.ctx.stubs.env.RegisterSkill(env_pb2.RegisterSkillRequest(name=name, code=code, replace=True,
@@ -130,11 +141,15 @@ class TwoLoops:
             for st in plan.subtasks:
                 ctx.check_stop()
                 self._solve(st, plan)
-            self.state.iterations.append(IterationRecord(
-                iteration=self.state.outer_iteration, tokens=ctx.run.tokens - tokens_before,
-                seconds=time.time() - started, frames=self.state.frames_used - frames_before).as_json())
-            ctx.run.emit(iteration_end=planner_pb2.IterationEnd(tokens=ctx.run.tokens - tokens_before,
-                                                                seconds=time.time() - started))
+            ctx.check_stop()
+            record = IterationRecord(iteration=self.state.outer_iteration, tokens=ctx.run.tokens - tokens_before,
+                                     seconds=0.0, frames=self.state.frames_used - frames_before)
+            self._evaluate_iteration(record)
+            record.seconds = time.time() - started
+            self.state.iterations.append(record.as_json())
+            ctx.run.emit(iteration_end=planner_pb2.IterationEnd(
+                tokens=record.tokens, seconds=record.seconds, iteration=record.iteration, frames=record.frames,
+                success_rate=record.success_rate, controller=record.controller))
             self.state.outer_iteration += 1
             metrics.PLANNER_ITERATIONS.inc()
             pending = [s for s in plan.subtasks if self.state.subtasks[s.name].status != Status.DONE]
@@ -143,17 +158,31 @@ class TwoLoops:
             if not pending or ctx.frames_left() == 0:
                 return
 
+    def _evaluate_iteration(self, record: IterationRecord) -> None:
+        """The whole task's chain as it stands after the iteration (the paper's success per iteration)."""
+        evaluation = iteration_evaluation(self.ctx)
+        record.controller = evaluation.controller + (f"; error: {evaluation.error}" if evaluation.error else "")
+        record.episodes = evaluation.episodes
+        if not evaluation.error and evaluation.controller != NO_CONTROLLER:
+            record.success_rate = evaluation.success_rate
+        log.info("iteration %d: whole task %s with %s", record.iteration,
+                 "not evaluated" if record.success_rate is None else f"{record.success_rate:.0%}",
+                 record.controller)
+
     def _new_plan(self, previous: planner_pb2.Plan | None) -> planner_pb2.Plan:
         ctx = self.ctx
-        if ctx.agents == AgentSetup.ONE or self.slow is None:
-            plan = planner_pb2.Plan(subtasks=[self._task()], iteration=self.state.outer_iteration,
-                                    rationale="single agent: the whole task is one sub-task")
-            if previous is not None and self.state.subtasks[plan.subtasks[0].name].decision == Decision.RL:
-                plan.subtasks[0].decision = planner_pb2.DECISION_RL
-            return plan
+        if self.slow is None:
+            return planner_pb2.Plan(subtasks=[self._task()], iteration=self.state.outer_iteration,
+                                    rationale="no LLM: the whole task is one sub-task")
         try:
-            plan, record = self.slow.plan(ctx.run.request.task, iteration=self.state.outer_iteration,
-                                          previous=previous, feedback=self.state.slow_feedback)
+            if self.one is not None:
+                plan, record = self.one.solve(
+                    ctx.run.request.task, iteration=self.state.outer_iteration,
+                    previous=AnsweredPlan.from_state(previous, self.state) if previous is not None else None,
+                    feedback=self.state.slow_feedback)
+            else:
+                plan, record = self.slow.plan(ctx.run.request.task, iteration=self.state.outer_iteration,
+                                              previous=previous, feedback=self.state.slow_feedback)
         except StructuredOutputError as exc:
             # No usable plan: fall back to the whole task as one sub-task rather than ending the run.
             log.warning("slow agent: %s; using the whole task as one sub-task", exc)
@@ -175,7 +204,9 @@ class TwoLoops:
         if state.status == Status.DONE:
             return
         start = start_inventory(plan, st, ctx.describe.rules, ctx.items)
-        while state.inner_iterations < ctx.budgets.max_inner_iterations:
+        # The one agent revises in its next outer answer: one attempt per sub-task and outer iteration.
+        inner_budget = 1 if self.one is not None else ctx.budgets.max_inner_iterations
+        while state.inner_iterations < inner_budget:
             ctx.check_stop()
             if ctx.frames_left() == 0:
                 state.feedback = "the run's frame budget is spent"
@@ -196,7 +227,7 @@ class TwoLoops:
             if verdict.target == critic_pb2.TARGET_SLOW:
                 break
         state.status = Status.FAILED
-        if state.decision == Decision.CODE and state.code_failures >= ctx.budgets.max_inner_iterations \
+        if state.decision == Decision.CODE and state.code_failures >= inner_budget \
                 and ctx.mode == Mode.RL_GPT and ctx.stubs.learner is not None:
             # Code that keeps failing moves to RL (with the skills that work as macro actions).
             state.decision = Decision.RL

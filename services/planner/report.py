@@ -80,7 +80,7 @@ def plot_iterations(state: RunState, path: Path) -> Path:
     colors = ["tab:olive"] * len(iterations) + ["tab:green"]
     positions = list(range(len(labels)))
     right.bar(positions, [r or 0.0 for r in rates], color=colors)
-    for x, rate in zip(positions, rates):
+    for x, rate in zip(positions, rates, strict=True):
         # Written on its bar with a marker, so a 0% result shows as such, not as an empty slot.
         if rate is None:  # not evaluated: no marker, a grey note
             right.annotate("n/a", (x, 0.0), xytext=(0, 6), textcoords="offset points", ha="center", color="grey")
@@ -139,8 +139,9 @@ def write_run_report(run_dir: Path, state: RunState | None = None, ended: str = 
               "|---:|---:|---:|---:|---:|---|"]
     for it in state.iterations:
         rate = it.get("success_rate")
+        chain = str(it.get("controller", "")).replace("|", "/")
         lines.append(f"| {int(it['iteration'])} | {int(it['tokens'])} | {it['seconds']:.0f} | {int(it['frames'])} | "
-                     f"{'n/a' if rate is None else f'{rate:.0%}'} | {str(it.get('controller', '')).replace('|', '/')} |")
+                     f"{'n/a' if rate is None else f'{rate:.0%}'} | {chain} |")
     lines += ["", f"![tokens and success per iteration]({iterations_png.name})", ""]
     if final.get("links"):
         lines += ["## The final chain, link by link", "", "| link | episodes reaching it | met its conditions | "

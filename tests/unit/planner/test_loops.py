@@ -13,8 +13,9 @@ from rlgpt.prompts import shorten
 from rlgpt.v1 import common_pb2, critic_pb2, env_pb2, planner_pb2
 from services.planner.attempts import Attempts, increasing, measured_verdict, training_frames
 from services.planner.context import AgentSetup, Mode, Stubs
-from services.planner.controller import chain_skill, coded_skills, rl_jobs
+from services.planner.controller import chain_links, chain_skill, coded_skills, rl_jobs
 from services.planner.loops import TwoLoops
+from services.planner.one_agent import OneAgent, PreWrittenFastAgent
 from services.planner.plans import ending_in_goal, implied_items, start_inventory, summary, task_subtask
 from services.planner.runs import Run
 from services.planner.settings import PlannerSettings
@@ -143,6 +144,22 @@ def test_the_controller_picks_the_plans_coded_skills_and_trained_policies_in_ord
     assert rl_jobs(None, state) == [] and coded_skills(None, state) == []
 
 
+def test_the_chain_has_a_link_per_subtask_with_a_controller_in_plan_order() -> None:
+    plan = planner_pb2.Plan(subtasks=[planner_pb2.SubTask(name="wood", success=[WOOD]),
+                                      planner_pb2.SubTask(name="table", success=[TABLE]),
+                                      planner_pb2.SubTask(name="later")])
+    state = RunState(subtasks={"wood": SubTaskState(name="wood", skill_code="def skill(agent): yield 'do'"),
+                               "table": SubTaskState(name="table", decision="rl", job_id="j1",
+                                                     rl_config={"episode_length": 400}),
+                               "later": SubTaskState(name="later", decision="rl")})
+    links, missing = chain_links(plan, state, skill_frames=300, skill_names={"wood": "wood__chainabc"})
+    assert [(link.name, link.WhichOneof("controller"), link.max_frames) for link in links] == [
+        ("wood", "skill", 300), ("table", "job_id", 400)]
+    assert links[0].skill == "wood__chainabc" and links[1].job_id == "j1"
+    assert list(links[0].success) == [WOOD] and list(links[1].success) == [TABLE]
+    assert missing == ["later"]  # an RL sub-task not trained yet has no controller
+
+
 def test_records_keep_the_state_json_shape_of_earlier_runs(tmp_path: Path) -> None:
     old = {"subtasks": {"wood": {"name": "wood", "status": "done", "decision": "code", "tests": [
         {"iteration": 0, "kind": "code", "frames": 300, "success_rate": 1.0, "error": ""}]}},
@@ -169,13 +186,13 @@ def test_records_keep_the_state_json_shape_of_earlier_runs(tmp_path: Path) -> No
         RunState.load(tmp_path)
 
 
-def loops(tmp_path: Path, mode: str = "", agents: str = "", task: str = "place_table") -> TwoLoops:
+def loops(tmp_path: Path, mode: str = "", agents: str = "", task: str = "place_table", llm=None) -> TwoLoops:
     # The task as the planner keeps it: spelled out by the env server's ResolveTask when the run started.
     spec = common_pb2.TaskSpec(name=task, success=[common_pb2.Condition(achievement=task)])
     request = planner_pb2.StartRunRequest(task=spec, mode=mode, agents=agents)
     run = Run(tmp_path / "run", request)
     describe = env_pb2.DescribeResponse(backend="crafter", items=["wood"])
-    return TwoLoops(run, RunState(), describe, None, SkillLibrary(tmp_path / "library.json"),
+    return TwoLoops(run, RunState(), describe, llm, SkillLibrary(tmp_path / "library.json"),
                     Stubs(env=None, learner=None, critic=None), PlannerSettings(env_frames_per_training=900))
 
 
@@ -197,14 +214,13 @@ def test_pure_code_codes_every_subtask_of_the_plan(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "run" / "state.json").read_text())["subtasks"]["wood"]["decision"] == "code"
 
 
-def test_one_agent_plans_the_whole_task_and_keeps_a_move_to_rl(tmp_path: Path) -> None:
-    two = loops(tmp_path, agents="one")
-    plan = two._new_plan(None)
+def test_the_one_setup_has_one_agent_write_plan_code_and_configs(tmp_path: Path) -> None:
+    two = loops(tmp_path, agents="one", llm=object())  # an LLM never called here
+    assert isinstance(two.one, OneAgent) and isinstance(two.attempts.fast, PreWrittenFastAgent)
+    assert loops(tmp_path / "b", agents="slow-fast", llm=object()).one is None
+    # Without an LLM every setup has the whole task as its one sub-task (pure RL's plan).
+    plan = loops(tmp_path / "c", agents="one")._new_plan(None)
     assert [st.name for st in plan.subtasks] == ["place_table"] and list(plan.subtasks[0].success) == [TABLE]
-    assert plan.subtasks[0].decision == planner_pb2.DECISION_CODE and plan.rationale.startswith("single agent")
-    two._adopt_plan(plan)
-    two.state.subtasks["place_table"].decision = Decision.RL  # coding failed repeatedly: moved to RL
-    assert two._new_plan(plan).subtasks[0].decision == planner_pb2.DECISION_RL
 
 
 def test_rl_attempts_without_a_learner_go_back_to_the_slow_agent(tmp_path: Path) -> None:
