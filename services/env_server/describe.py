@@ -26,7 +26,7 @@ def server_limits(s: EnvServerSettings) -> env_pb2.ServerLimits:
         max_code_bytes=s.max_code_bytes, max_skill_steps=s.max_skill_steps,
         max_run_skill_episodes=s.max_run_skill_episodes, max_episode_length=s.max_episode_length,
         session_idle_seconds=s.session_idle_seconds, max_skills=s.max_skills,
-        max_frames_per_episode=s.max_frames_per_episode)
+        max_frames_per_episode=s.max_frames_per_episode, max_stages=s.max_list_entries)
 
 
 def describe(backend: str, settings: EnvServerSettings) -> env_pb2.DescribeResponse:

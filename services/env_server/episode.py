@@ -19,6 +19,8 @@ class Episode:
     episode_return: float = 0.0
     unlocked: list[str] = dataclasses.field(default_factory=list)
     success: bool = False
+    stages_done: list[bool] = dataclasses.field(default_factory=list)
+    """Per stage of the session, whether its conditions have held (sticky, as ``success``)."""
     inventory: dict[str, int] = dataclasses.field(default_factory=dict)
     health: float = 0.0
     end_reason: str = ""

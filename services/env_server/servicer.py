@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import grpc
@@ -83,13 +83,17 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
         s = self.settings
         p.chars("task.name", task.name, s.max_name_chars)
         p.chars("task.description", task.description, s.max_text_chars)
-        if p.entries("task.success", task.success, s.max_list_entries):
-            for i, cond in enumerate(task.success):
-                p.chars(f"task.success[{i}].achievement", cond.achievement, s.max_name_chars)
-                p.chars(f"task.success[{i}].inventory.item", cond.inventory.item, s.max_name_chars)
+        self._check_conditions(p, "task.success", task.success)
         if p.entries("task.start_inventory", task.start_inventory, s.max_list_entries):
             for i, item_count in enumerate(task.start_inventory):
                 p.chars(f"task.start_inventory[{i}].item", item_count.item, s.max_name_chars)
+
+    def _check_conditions(self, p: Problems, field: str, conditions: Sequence[common_pb2.Condition]) -> None:
+        s = self.settings
+        if p.entries(field, conditions, s.max_list_entries):
+            for i, cond in enumerate(conditions):
+                p.chars(f"{field}[{i}].achievement", cond.achievement, s.max_name_chars)
+                p.chars(f"{field}[{i}].inventory.item", cond.inventory.item, s.max_name_chars)
 
     def _check_create_request(self, request: env_pb2.CreateSessionRequest) -> None:
         s = self.settings
@@ -99,6 +103,9 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
         self._check_task(p, request)
         p.names("primitive_actions", list(request.primitive_actions), s.max_list_entries, s.max_name_chars)
         p.names("skills", list(request.skills), s.max_list_entries, s.max_name_chars)
+        if p.entries("stages", request.stages, s.max_list_entries):
+            for j, stage in enumerate(request.stages):
+                self._check_conditions(p, f"stages[{j}].success", stage.success)
         p.raise_if_any()
 
     # --- Describe -----------------------------------------------------------------------------------
@@ -191,7 +198,7 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
                 achievements=info["achievements"], success=info["success"], episode_steps=info["episode_steps"],
                 episode_return=info["episode_return"], skill_error=skill_error_proto(info.get("skill_error")),
                 end_reason=info.get("end_reason", ""), skill_finished=info.get("skill_finished", False),
-                was_reset=info.get("was_reset", False), skill=info.get("skill", ""),
+                was_reset=info.get("was_reset", False), skill=info.get("skill", ""), stages_done=info["stages_done"],
                 episode=episode_summary_proto(info["episode_summary"]) if "episode_summary" in info else None))
         return env_pb2.StepResponse(
             observations=self._observations(session, list(range(session.num_envs))),

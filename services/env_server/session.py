@@ -54,10 +54,13 @@ class Session:
 
     def __init__(self, *, session_id: str, backend: Backend, task: Task, reward_terms: tuple[RewardTerm, ...],
                  seed: int, num_envs: int, episode_length: int, actions: list[Action], skill_max_steps: int,
-                 autoreset: bool, settings: EnvServerSettings, record: bool = False, client: str = ""):
+                 autoreset: bool, settings: EnvServerSettings, record: bool = False, client: str = "",
+                 stages: tuple[Task, ...] = ()):
         self.id = session_id
         self.backend = backend
         self.task = task
+        self.stages = stages
+        """Extra condition sets judged like the task's on every frame (StepInfo.stages_done)."""
         self.reward_terms = reward_terms
         self.seed = seed
         self.episode_length = episode_length
@@ -117,6 +120,7 @@ class Session:
             slot.image, slot.vector = slot.env.observe()
             slot.changed()
         slot.episode = Episode(inventory=slot.env.inventory(), health=slot.env.health(),
+                               stages_done=[False] * len(self.stages),
                                trajectory=self._recorder() if self.record else None)
         if slot.episode.trajectory is not None:
             slot.episode.trajectory.start(slot.perception(), slot.env.nearby_text())
@@ -160,6 +164,7 @@ class Session:
         for i, slot in enumerate(self.slots):
             info = out.infos[i]
             info["success"] = slot.episode.success
+            info["stages_done"] = list(slot.episode.stages_done)
             info["episode_steps"] = slot.episode.steps
             info["episode_return"] = slot.episode.episode_return
             if out.terminated[i] or out.truncated[i]:
@@ -196,6 +201,9 @@ class Session:
         episode.episode_return += reward
         episode.unlocked.extend(new)
         episode.success = episode.success or just_succeeded
+        for j, stage in enumerate(self.stages):
+            if not episode.stages_done[j]:  # sticky, as success is
+                episode.stages_done[j] = stage.holds(unlocked, inventory)
         if episode.trajectory is not None:
             record_frame(slot, name, new, gained, inventory)
         episode.inventory, episode.health = inventory, health

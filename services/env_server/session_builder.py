@@ -10,7 +10,7 @@ from services.env_server.macro_actions import SKILL_PREFIX
 from services.env_server.session import Action, Session
 from services.env_server.settings import EnvServerSettings
 from services.env_server.skills.executor import SkillRegistry
-from services.env_server.tasks import parse_reward_terms, parse_task
+from services.env_server.tasks import parse_reward_terms, parse_stages, parse_task
 
 
 def _check_range(field: str, value: int, low: int, high: int, problems: list[str]) -> None:
@@ -59,10 +59,11 @@ def build_session(settings: EnvServerSettings, skills: SkillRegistry, session_id
         raise InvalidArgument("; ".join(problems))
     backend = get_backend(request.backend)
     task = parse_task(request.task, backend.spec)
+    stages = parse_stages(request.stages, backend.spec)
     terms = parse_reward_terms(list(request.reward_terms), backend.spec)
     actions = action_space(backend, list(request.primitive_actions), list(request.skills), skills)
     return Session(session_id=session_id, backend=backend, task=task, reward_terms=terms, seed=request.seed,
                    num_envs=n, episode_length=request.episode_length or backend.spec.default_episode_length,
                    actions=actions, skill_max_steps=request.skill_max_steps or s.default_skill_steps,
                    autoreset=request.autoreset, settings=s, record=record or request.record_trajectories,
-                   client=request.client)
+                   client=request.client, stages=stages)

@@ -24,7 +24,8 @@ class EnvServerSettings(Settings):
                                   "action, item, achievement, reward target).", ge=16)
     max_text_chars: int = setting(8192, "Max characters of a description in a request (skill, task).", ge=64)
     max_list_entries: int = setting(256, "Max entries of a repeated field of a request (primitive_actions, "
-                                    "skills, reward_terms, task.success, task.start_inventory).", ge=1)
+                                    "skills, reward_terms, task.success, task.start_inventory, stages, a stage's "
+                                    "success).", ge=1)
     default_skill_steps: int = setting(32, "K used when a session does not set skill_max_steps.", ge=1)
     max_skill_steps: int = setting(1000, "Max K a session may ask for.", ge=1)
     max_episode_length: int = setting(100000, "Max episode length in frames a session may ask for.", ge=1)

@@ -1,13 +1,15 @@
-"""Tasks (success conditions, start inventories) and dense reward terms, checked against a backend."""
+"""Tasks (success conditions, start inventories), stages (extra condition sets) and dense reward terms, checked
+against a backend."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 
 from rlgpt import reward_kinds
 from rlgpt.errors import InvalidArgument, join_problems, shown
-from rlgpt.v1 import common_pb2
+from rlgpt.v1 import common_pb2, env_pb2
 from services.env_server.backends.base import BackendSpec
 
 REWARD_KINDS = tuple(reward_kinds.REWARD_KINDS)
@@ -45,28 +47,35 @@ class RewardTerm:
     weight: float
 
 
-def parse_task(spec: common_pb2.TaskSpec, backend: BackendSpec) -> Task:
-    """Checks a TaskSpec against the backend's vocabulary; every problem is reported in one error."""
-    problems: list[str] = []
+def _parse_conditions(conditions: Sequence[common_pb2.Condition], backend: BackendSpec, field: str,
+                      problems: list[str]) -> tuple[list[str], list[tuple[str, int]]]:
+    """The achievements and inventory thresholds of ``conditions``; their problems go to ``problems``."""
     achievements: list[str] = []
     inventory: list[tuple[str, int]] = []
-    for i, cond in enumerate(spec.success):
+    for i, cond in enumerate(conditions):
         kind = cond.WhichOneof("kind")
         if kind == "achievement":
             if cond.achievement not in backend.achievements:
-                problems.append(f"task.success[{i}]: unknown achievement {shown(cond.achievement)} for "
+                problems.append(f"{field}[{i}]: unknown achievement {shown(cond.achievement)} for "
                                 f"{backend.name}; known: {', '.join(backend.achievements)}")
             achievements.append(cond.achievement)
         elif kind == "inventory":
             item, count = cond.inventory.item, cond.inventory.count
             if item not in backend.items:
-                problems.append(f"task.success[{i}]: unknown item {shown(item)} for {backend.name}; "
+                problems.append(f"{field}[{i}]: unknown item {shown(item)} for {backend.name}; "
                                 f"known: {', '.join(backend.items)}")
             if not 1 <= count <= MAX_ITEM_COUNT:
-                problems.append(f"task.success[{i}]: inventory count {count} must be in 1..{MAX_ITEM_COUNT}")
+                problems.append(f"{field}[{i}]: inventory count {count} must be in 1..{MAX_ITEM_COUNT}")
             inventory.append((item, count))
         else:
-            problems.append(f"task.success[{i}]: empty condition (set achievement or inventory)")
+            problems.append(f"{field}[{i}]: empty condition (set achievement or inventory)")
+    return achievements, inventory
+
+
+def parse_task(spec: common_pb2.TaskSpec, backend: BackendSpec) -> Task:
+    """Checks a TaskSpec against the backend's vocabulary; every problem is reported in one error."""
+    problems: list[str] = []
+    achievements, inventory = _parse_conditions(spec.success, backend, "task.success", problems)
     if not spec.success and spec.name:
         if spec.name in backend.achievements:
             achievements.append(spec.name)
@@ -85,6 +94,20 @@ def parse_task(spec: common_pb2.TaskSpec, backend: BackendSpec) -> Task:
         raise InvalidArgument(join_problems(problems))
     return Task(name=spec.name or "open_ended", achievements=tuple(achievements), inventory=tuple(inventory),
                 start_inventory=tuple(start), terminate_on_success=spec.terminate_on_success)
+
+
+def parse_stages(stages: Sequence[env_pb2.Stage], backend: BackendSpec) -> tuple[Task, ...]:
+    """A session's stages as Tasks with no start inventory, so that ``Task.holds`` judges them as it judges the
+    task (a stage without conditions is open-ended: never done); every problem is reported in one error."""
+    problems: list[str] = []
+    parsed: list[Task] = []
+    for j, stage in enumerate(stages):
+        achievements, inventory = _parse_conditions(stage.success, backend, f"stages[{j}].success", problems)
+        parsed.append(Task(name=f"stage {j}", achievements=tuple(achievements), inventory=tuple(inventory),
+                           start_inventory=(), terminate_on_success=False))
+    if problems:
+        raise InvalidArgument(join_problems(problems))
+    return tuple(parsed)
 
 
 def resolve_task(spec: common_pb2.TaskSpec, backend: BackendSpec) -> common_pb2.TaskSpec:

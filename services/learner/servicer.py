@@ -13,6 +13,7 @@ from rlgpt.env_client import list_all_skills
 from rlgpt.errors import InvalidArgument, Unavailable, grpc_errors, shown
 from rlgpt.grpc_client import create_channel
 from rlgpt.v1 import env_pb2, env_pb2_grpc, learner_pb2, learner_pb2_grpc
+from services.learner.chain import check_chain, evaluate_chain
 from services.learner.evaluate import evaluate
 from services.learner.jobs import JobRunner
 from services.learner.manager import JobManager
@@ -106,6 +107,12 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
         if not 0 <= request.frames_per_episode <= MAX_EVAL_FRAMES_PER_EPISODE:
             raise InvalidArgument(f"frames_per_episode={request.frames_per_episode} must be in "
                                   f"0..{MAX_EVAL_FRAMES_PER_EPISODE}")
+        if request.chain:
+            check_chain(request)
+            job_dirs = {link.job_id: self.jobs.get(link.job_id).job_dir for link in request.chain if link.job_id}
+            return evaluate_chain(request, job_dirs, self.settings.env_server)
+        if request.episode_length < 0:
+            raise InvalidArgument(f"episode_length={request.episode_length} must be >= 0 (0: the job's own)")
         if bool(request.job_id) == bool(request.checkpoint):
             raise InvalidArgument("set exactly one of job_id and checkpoint")
         if request.job_id:
@@ -117,7 +124,7 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
             job_dir = self.jobs.root / checkpoint.relative_to(self.jobs.root).parts[0]
         task = request.task if request.HasField("task") else None
         return evaluate(job_dir, self.settings.env_server, request.episodes, request.seed, checkpoint, task=task,
-                        frames_per_episode=request.frames_per_episode)
+                        frames_per_episode=request.frames_per_episode, episode_length=request.episode_length)
 
     @grpc_errors
     def ListJobs(self, request: learner_pb2.ListJobsRequest,

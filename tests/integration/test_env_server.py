@@ -110,6 +110,43 @@ def test_truncation_start_inventory_and_reward_terms(env_server) -> None:
     assert r.infos[0].end_reason == "time_limit" and r.infos[0].was_reset and not r.terminated[0]
 
 
+def test_stages_are_judged_like_the_task_every_step(env_server) -> None:
+    stub = env_server.stub
+    wood = common_pb2.Condition(inventory=common_pb2.ItemCount(item="wood", count=2))
+    stages = [env_pb2.Stage(success=[wood]),  # given by the start inventory: done on the first step
+              env_pb2.Stage(success=[common_pb2.Condition(achievement="make_wood_pickaxe")]),  # not yet
+              env_pb2.Stage()]  # no conditions: never done
+    s = stub.CreateSession(env_pb2.CreateSessionRequest(
+        num_envs=2, seed=4, task=common_pb2.TaskSpec(success=[wood],
+                                                     start_inventory=[common_pb2.ItemCount(item="wood", count=2)]),
+        stages=stages, episode_length=2, autoreset=True))
+    r = stub.Step(env_pb2.StepRequest(session_id=s.session_id, actions=[0, 0]))
+    for info in r.infos:
+        assert list(info.stages_done) == [True, False, False]
+        assert info.success == info.stages_done[0]  # the same conditions, judged the same way
+    r = stub.Step(env_pb2.StepRequest(session_id=s.session_id, actions=[0, 0]))
+    assert all(i.was_reset and list(i.stages_done) == [True, False, False] for i in r.infos)  # the ended episode's
+    plain = stub.CreateSession(env_pb2.CreateSessionRequest(num_envs=1))
+    assert list(stub.Step(env_pb2.StepRequest(session_id=plain.session_id, actions=[0])).infos[0].stages_done) == []
+
+
+def test_bad_stages_are_invalid_argument(env_server) -> None:
+    stub = env_server.stub
+    bad = [env_pb2.Stage(success=[common_pb2.Condition(achievement="fly_to_moon")]),
+           env_pb2.Stage(success=[common_pb2.Condition(inventory=common_pb2.ItemCount(item="laser", count=1))])]
+    code, details = rpc_error(stub.CreateSession, env_pb2.CreateSessionRequest(num_envs=1, stages=bad))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "stages[0].success[0]: unknown achievement 'fly_to_moon'" in details
+    assert "stages[1].success[0]: unknown item 'laser'" in details
+    limit = stub.Describe(env_pb2.DescribeRequest()).limits.max_stages
+    assert limit == env_server.servicer.settings.max_list_entries
+    code, details = rpc_error(stub.CreateSession, env_pb2.CreateSessionRequest(
+        num_envs=1, stages=[env_pb2.Stage()] * (limit + 1)))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert f"stages has {limit + 1} entries; the limit is {limit}" in details
+    assert_healthy(env_server)
+
+
 def test_skill_as_macro_action_counts_frames(env_server, wood_skill) -> None:
     stub = env_server.stub
     s = stub.CreateSession(env_pb2.CreateSessionRequest(num_envs=3, seed=2, task=WOOD_TASK, skills=[wood_skill],

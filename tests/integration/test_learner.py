@@ -109,6 +109,8 @@ def test_appo_training_with_a_skill_end_to_end(learner) -> None:
         for png in frames.png:
             image = PIL.Image.open(io.BytesIO(png))
             assert image.format == "PNG" and image.mode == "RGB" and image.size == (64, 64)
+    short = learner.stub.Evaluate(learner_pb2.EvaluateRequest(job_id=job_id, episodes=2, seed=1, episode_length=5))
+    assert all(e.steps <= 5 for e in short.episodes)
     jobs = learner.stub.ListJobs(learner_pb2.ListJobsRequest()).jobs
     assert job_id in [j.job_id for j in jobs]
 
@@ -161,6 +163,12 @@ def test_evaluate_frames_outside_the_limit_are_invalid_argument(learner, value: 
         learner.stub.Evaluate(learner_pb2.EvaluateRequest(job_id="nope", episodes=1, frames_per_episode=value))
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert f"frames_per_episode={value} must be in 0..8" in info.value.details()
+
+
+def test_evaluate_negative_episode_length_is_invalid_argument(learner) -> None:
+    with pytest.raises(grpc.RpcError) as info:
+        learner.stub.Evaluate(learner_pb2.EvaluateRequest(job_id="nope", episodes=1, episode_length=-3))
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "episode_length=-3" in info.value.details()
 
 
 def test_watch_unknown_job_is_not_found(learner) -> None:

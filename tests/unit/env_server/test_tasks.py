@@ -1,9 +1,9 @@
 import pytest
 
 from rlgpt.errors import InvalidArgument
-from rlgpt.v1 import common_pb2
+from rlgpt.v1 import common_pb2, env_pb2
 from services.env_server.backends.crafter import CrafterBackend
-from services.env_server.tasks import parse_reward_terms, parse_task, step_reward
+from services.env_server.tasks import parse_reward_terms, parse_stages, parse_task, step_reward
 
 SPEC = CrafterBackend.spec
 
@@ -35,6 +35,20 @@ def test_all_task_problems_in_one_error() -> None:
 def test_unknown_task_name_without_conditions() -> None:
     with pytest.raises(InvalidArgument, match="not an achievement"):
         parse_task(common_pb2.TaskSpec(name="build_rocket"), SPEC)
+
+
+def test_stages_are_parsed_and_judged_like_tasks() -> None:
+    stages = parse_stages([
+        env_pb2.Stage(success=[common_pb2.Condition(achievement="collect_wood"),
+                               common_pb2.Condition(inventory=common_pb2.ItemCount(item="wood", count=2))]),
+        env_pb2.Stage()], SPEC)
+    assert stages[0].holds({"collect_wood"}, {"wood": 2}) and not stages[0].holds({"collect_wood"}, {"wood": 1})
+    assert not stages[1].holds({"collect_wood"}, {"wood": 9})  # no conditions: never done
+    with pytest.raises(InvalidArgument) as info:
+        parse_stages([env_pb2.Stage(), env_pb2.Stage(success=[common_pb2.Condition(achievement="fly"),
+                                                              common_pb2.Condition()])], SPEC)
+    assert "stages[1].success[0]: unknown achievement 'fly'" in str(info.value)
+    assert "stages[1].success[1]: empty condition" in str(info.value)
 
 
 def test_reward_vocabulary() -> None:

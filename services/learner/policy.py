@@ -1,0 +1,120 @@
+"""What every evaluation shares: a job's trained policy loaded from its checkpoint, and the bookkeeping of each
+env's first episode (its summary, sampled frames, frames taken) in an autoreset evaluation session."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from rlgpt.errors import FailedPrecondition
+from rlgpt.frames import FrameSampler
+from rlgpt.v1 import common_pb2, env_pb2, learner_pb2
+
+if TYPE_CHECKING:
+    import torch
+
+log = logging.getLogger(__name__)
+EVAL_SEED_OFFSET = 7_000_001
+"""Evaluation worlds are not training worlds: sessions use a seed this far from the request's."""
+
+
+def latest_checkpoint(job_dir: Path) -> Path:
+    checkpoints = sorted((job_dir / "sf" / job_dir.name / "checkpoint_p0").glob("checkpoint_*.pth"))
+    if not checkpoints:
+        raise FailedPrecondition(f"job {job_dir.name} has no checkpoint yet (looked in "
+                                 f"{job_dir / 'sf' / job_dir.name / 'checkpoint_p0'}); let it train longer")
+    return checkpoints[-1]
+
+
+class Policy:
+    """A job's actor-critic, loaded once (CPU), sampling actions of its own action space for a batch of envs."""
+
+    def __init__(self, model: Any):
+        self.model = model
+
+    @classmethod
+    def load(cls, job_dir: Path, checkpoint: Path, config: learner_pb2.RLConfig,
+             fields: Sequence[env_pb2.ObservationField], num_actions: int) -> Policy:
+        """The model the job trained (its Sample Factory config) with the weights of ``checkpoint``."""
+        import gymnasium as gym
+        import torch
+        from sample_factory.model.actor_critic import create_actor_critic
+
+        from services.learner.train import parse_cfg, register_components, sf_argv
+
+        register_components()
+        cfg = parse_cfg(sf_argv(config, job_dir, "cpu"), evaluation=True)
+        shapes = {f.name: tuple(f.shape) for f in fields}
+        h, w, c = shapes["image"]
+        obs_space = gym.spaces.Dict({"image": gym.spaces.Box(0, 255, (c, h, w), np.uint8),
+                                     "vector": gym.spaces.Box(-1e6, 1e6, shapes["vector"], np.float32)})
+        model = create_actor_critic(cfg, obs_space, gym.spaces.Discrete(num_actions))
+        state = torch.load(checkpoint, map_location="cpu", weights_only=False)
+        model.load_state_dict(state["model"])
+        model.eval()
+        log.info("loaded %s (%d actions)", checkpoint, num_actions)
+        return cls(model)
+
+    def act(self, images: np.ndarray, vectors: np.ndarray, generator: torch.Generator) -> list[int]:
+        """Sampled actions for ``images`` (uint8 [n, H, W, C]) and ``vectors`` (float32 [n, D])."""
+        import torch
+
+        with torch.no_grad():
+            obs = {"image": torch.from_numpy(images.transpose(0, 3, 1, 2).copy()),
+                   "vector": torch.from_numpy(np.array(vectors, np.float32, copy=True))}
+            out = self.model(obs, torch.zeros(len(images), 1))
+            probs = torch.softmax(out["action_logits"], dim=-1)
+            return torch.multinomial(probs, 1, generator=generator).squeeze(1).tolist()
+
+
+class FirstEpisodes:
+    """Each env's first episode in an autoreset session: later episodes play on (the batch steps every env) but
+    are not counted."""
+
+    def __init__(self, num_envs: int, frames_per_episode: int = 0):
+        self.num_envs = num_envs
+        self.frames_per_episode = frames_per_episode
+        self.summaries: dict[int, common_pb2.EpisodeSummary] = {}
+        self._samplers = [FrameSampler(frames_per_episode) for _ in range(num_envs)]
+        self._episode_steps = [0] * num_envs  # env frames each first episode has taken so far
+        self.frames = 0
+        """Env frames the counted episodes took."""
+
+    @property
+    def done(self) -> bool:
+        return len(self.summaries) == self.num_envs
+
+    def counting(self, i: int) -> bool:
+        return i not in self.summaries
+
+    def see(self, pixels: np.ndarray) -> None:
+        """The observations about to be acted on, sampled for the episodes still counted."""
+        if self.frames_per_episode:
+            for i in range(self.num_envs):
+                if self.counting(i):
+                    self._samplers[i].add(self._episode_steps[i], pixels[i])
+
+    def record(self, step: env_pb2.StepResponse) -> None:
+        for i, info in enumerate(step.infos):
+            if not self.counting(i):
+                continue
+            self.frames += step.frames[i]
+            if step.terminated[i] or step.truncated[i]:
+                self.summaries[i] = info.episode
+            self._episode_steps[i] = info.episode_steps
+
+    def response(self, links: Sequence[learner_pb2.LinkStats] = ()) -> learner_pb2.EvaluateResponse:
+        order = sorted(self.summaries)
+        episodes = [self.summaries[i] for i in order]
+        frames = []
+        if self.frames_per_episode:
+            for i in order:
+                steps, pngs = self._samplers[i].sample()
+                frames.append(env_pb2.EpisodeFrames(png=pngs, steps=steps))
+        return learner_pb2.EvaluateResponse(
+            success_rate=sum(e.success for e in episodes) / max(1, len(episodes)),
+            returns=[e.episode_return for e in episodes], episodes=episodes, frames=frames, links=links)

@@ -1,0 +1,84 @@
+"""A chain of controllers evaluated by the real learner over a real env server: a coded link, then a policy
+link of a tiny real Sample Factory training."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+from test_learner import settings_for, start_learner, watch_until_done, wood_config
+
+from rlgpt.v1 import common_pb2, env_pb2, learner_pb2
+from services.env_server.skills.reference import COLLECT_WOOD
+
+pytestmark = pytest.mark.timeout(300)
+WOOD = common_pb2.Condition(achievement="collect_wood")
+THREE_WOOD = common_pb2.Condition(inventory=common_pb2.ItemCount(item="wood", count=3))
+TASK = common_pb2.TaskSpec(name="three_wood", success=[THREE_WOOD], terminate_on_success=True)
+# Stops at one wood, so that the policy link has the rest of the task to do.
+ONE_WOOD = """\
+def skill(agent):
+    while agent.inventory["wood"] < 1:
+        action = agent.step_to("tree")
+        yield action if action is not None else "do"
+"""
+
+
+@pytest.fixture(scope="module")
+def learner(env_server, tmp_path_factory):
+    for name, code in (("learn_wood", COLLECT_WOOD), ("one_wood", ONE_WOOD)):
+        env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name=name, code=code, replace=True))
+    running = start_learner(settings_for(env_server.target, tmp_path_factory.mktemp("learner")))
+    yield running
+    running.servicer.close()
+    running.close()
+
+
+@pytest.fixture(scope="module")
+def job_id(learner) -> str:
+    job = learner.stub.StartTraining(learner_pb2.StartTrainingRequest(config=wood_config(1200))).job_id
+    final = watch_until_done(learner, job)[-1]
+    assert final.state == learner_pb2.JOB_STATE_SUCCEEDED, final.message
+    return job
+
+
+def test_a_skill_link_then_a_policy_link(learner, job_id: str) -> None:
+    chain = [learner_pb2.ChainLink(name="first wood", skill="one_wood", success=[WOOD], max_frames=100),
+             learner_pb2.ChainLink(name="three wood", job_id=job_id, success=[THREE_WOOD], max_frames=100)]
+    reply = learner.stub.Evaluate(learner_pb2.EvaluateRequest(chain=chain, task=TASK, episodes=4, seed=2,
+                                                              episode_length=150, frames_per_episode=2), timeout=240)
+    assert [s.name for s in reply.links] == ["first wood", "three wood"]
+    first, second = reply.links
+    assert first.reached == 4 and 0 < first.succeeded <= 4 and first.mean_frames > 0
+    assert second.reached == first.succeeded and second.succeeded <= second.reached  # one wood never ends the task
+    assert second.mean_frames > 0  # the policy acted
+    assert len(reply.episodes) == len(reply.returns) == len(reply.frames) == 4
+    assert all(e.text.startswith("start:") and 0 < e.steps <= 150 for e in reply.episodes)
+    assert reply.success_rate == pytest.approx(sum(e.success for e in reply.episodes) / 4)
+    assert all(1 <= len(f.png) <= 2 for f in reply.frames)
+
+
+def test_links_done_at_the_start_are_passed_at_once(learner) -> None:
+    one = common_pb2.Condition(inventory=common_pb2.ItemCount(item="wood", count=1))
+    task = common_pb2.TaskSpec(name="three_wood", success=[THREE_WOOD], terminate_on_success=True,
+                               start_inventory=[common_pb2.ItemCount(item="wood", count=1)])
+    chain = [learner_pb2.ChainLink(name="one wood", skill="one_wood", success=[one]),
+             learner_pb2.ChainLink(name="three wood", skill="learn_wood", success=[THREE_WOOD], max_frames=120)]
+    reply = learner.stub.Evaluate(learner_pb2.EvaluateRequest(chain=chain, task=task, episodes=3, seed=5,
+                                                              episode_length=150), timeout=120)
+    first, second = reply.links
+    assert (first.reached, first.succeeded, first.mean_frames) == (3, 3, 0.0)  # held from the start inventory
+    assert second.reached == 3 and second.succeeded > 0 and second.mean_frames > 0
+    assert reply.success_rate >= second.succeeded / 3 - 1e-6  # the task is the last stage (or held later)
+
+
+@pytest.mark.parametrize(("link", "code", "needle"), [
+    (learner_pb2.ChainLink(name="ghost", job_id="no-such-job"), grpc.StatusCode.NOT_FOUND, "no-such-job"),
+    (learner_pb2.ChainLink(name="ghost", skill="no_such_skill"), grpc.StatusCode.NOT_FOUND, "no_such_skill"),
+    (learner_pb2.ChainLink(name="nothing"), grpc.StatusCode.INVALID_ARGUMENT, "set its controller"),
+    (learner_pb2.ChainLink(name="bad", skill="one_wood", success=[common_pb2.Condition(achievement="fly")]),
+     grpc.StatusCode.INVALID_ARGUMENT, "unknown achievement 'fly'"),
+])
+def test_bad_chains_are_refused_with_a_reason(learner, link, code, needle: str) -> None:
+    with pytest.raises(grpc.RpcError) as info:
+        learner.stub.Evaluate(learner_pb2.EvaluateRequest(chain=[link], task=TASK, episodes=1), timeout=60)
+    assert info.value.code() == code and needle in info.value.details()
