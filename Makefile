@@ -20,8 +20,8 @@ help:
 	@echo "make lint      - ruff"
 	@echo "make bench-env - env server throughput benchmark -> docs/BENCHMARKS.md"
 	@echo "make bench-learner - learner training FPS vs raw Crafter stepping -> docs/BENCHMARKS.md"
-	@echo "make bench-llm - embedded LLMs on the agents' prompts -> docs/BENCHMARKS.md"
-	@echo "make bench-rlgpt - pure RL vs pure code vs RL-GPT at one frame budget -> docs/BENCHMARKS.md"
+	@echo "make bench-llm - embedded LLMs on the agents' prompts (valid answers, skill tests, dead loops) -> docs/BENCHMARKS.md"
+	@echo "make bench-rlgpt - pure RL vs pure code vs RL-GPT, its agent ablation and success per iteration, one frame budget -> docs/BENCHMARKS.md"
 	@echo "make bench-skills - a capable model's recorded skills for 14 sub-tasks, re-tested -> docs/BENCHMARKS.md"
 	@echo "make bench-replay - a capable model's RL-GPT runs (docs/runs, recorded through the relay) replayed -> docs/BENCHMARKS.md"
 	@echo "make images  - build every service image with docker or podman"
@@ -109,11 +109,16 @@ bench-env: setup
 bench-learner: setup
 	$(PY) -m benchmarks.bench_learner --output docs/BENCHMARKS.md
 
+# Options for the bench scripts, e.g. make bench-rlgpt BENCH_RLGPT_ARGS="--tasks collect_stone --agents one,slow-fast"
+# (see python -m benchmarks.bench_rlgpt --help); the defaults: tasks make_wood_pickaxe,collect_stone, modes
+# pure-rl,pure-code,rl-gpt,rl+reference-skills, agents one,slow-fast,slow-fast-critic (rl-gpt once per setup).
+BENCH_LLM_ARGS ?=
+BENCH_RLGPT_ARGS ?=
 bench-llm: setup
-	$(PY) -m benchmarks.bench_llm --output docs/BENCHMARKS.md
+	$(PY) -m benchmarks.bench_llm --output docs/BENCHMARKS.md $(BENCH_LLM_ARGS)
 
 bench-rlgpt: setup
-	$(PY) -m benchmarks.bench_rlgpt --output docs/BENCHMARKS.md
+	$(PY) -m benchmarks.bench_rlgpt --output docs/BENCHMARKS.md $(BENCH_RLGPT_ARGS)
 
 # Re-tests the recorded answers of a capable model to the fast agent's prompt (see benchmarks/bench_skills.py).
 SKILL_ANSWERS ?= benchmarks/skill_answers/claude

@@ -1,15 +1,16 @@
 """`make bench-llm`: the embedded local models on this project's own prompts.
 
 For each model and each of a fixed set of Crafter sub-tasks: does the slow agent return a valid plan,
-does the fast agent's skill pass the sandbox (registers), and does it pass its test episodes; plus
-tokens/s and seconds per agent call. Results go into docs/BENCHMARKS.md.
+does the fast agent's skill pass the sandbox (registers), and does it pass its test episodes; how many of those
+test episodes the critic's dead-loop check flags (``benchmarks/llm/dead_loops.py``: the critic's own function, the
+paper's "dead loop" rate per LLM); plus tokens/s and seconds per agent call. The results are saved in
+``docs/bench-raw/llm/results.json`` and the section (``benchmarks/llm/report.py``) goes into docs/BENCHMARKS.md;
+``--report-only`` rebuilds it from the saved results.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import platform
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,7 +20,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from benchmarks.bench_skills import start_items
-from benchmarks.common import machine_description, write_section
+from benchmarks.common import load_results, machine_description, save_results, utc_now, write_section
+from benchmarks.llm.dead_loops import critic_repeats, episode_loops
+from benchmarks.llm.report import TITLE, render
 from rlgpt.config import LLMSettings
 from rlgpt.grpc_client import create_channel
 from rlgpt.launcher import start_service
@@ -52,7 +55,9 @@ SUBTASKS: list[tuple[str, str, str]] = [
 ]
 
 
-def measure_model(model: str, env_target: str, work: Path, episodes: int, steps: int) -> dict[str, Any]:
+def measure_model(model: str, env_target: str, work: Path, episodes: int, steps: int,
+                  repeats: int) -> dict[str, Any]:
+    """One model on every sub-task; ``repeats``: the critic's dead-loop length."""
     settings = LLMSettings(local_model=model, max_retries=1, timeout_seconds=300, max_tokens=768)
     rows: list[dict[str, Any]] = []
     with LocalLLMServer(settings, log_path=work / f"{model}-server.log") as server:
@@ -85,7 +90,8 @@ def measure_model(model: str, env_target: str, work: Path, episodes: int, steps:
                            skill_success_rate=max(0.0, best.success_rate),
                            skill_error=(f"{best.error.type}: {best.error.message}"[:300] if best.error else ""),
                            skill_tokens=best.record.completion_tokens if best.record else 0,
-                           skill_llm_seconds=best.record.latency_seconds if best.record else 0.0)
+                           skill_llm_seconds=best.record.latency_seconds if best.record else 0.0,
+                           **episode_loops(best.episodes, repeats))
                 rows.append(row)
                 progress.advance(bar)
         ledger = llm.ledger.by_agent
@@ -93,12 +99,15 @@ def measure_model(model: str, env_target: str, work: Path, episodes: int, steps:
     seconds = sum(v["seconds"] for v in ledger.values())
     calls = sum(v["calls"] for v in ledger.values())
     n = len(rows)
+    test_episodes = sum(r["episodes"] for r in rows)
     return {
         "model": model, "package": MODEL_PACKAGES[model][1], "rows": rows,
         "valid_plan_rate": sum(r["plan_valid"] for r in rows) / n,
         "skill_json_rate": sum(r["skill_valid_json"] for r in rows) / n,
         "skill_compiles_rate": sum(r["skill_compiles"] for r in rows) / n,
         "skill_passes_rate": sum(r["skill_passes"] for r in rows) / n,
+        "test_episodes": test_episodes, "dead_loop_episodes": sum(r["dead_loop_episodes"] for r in rows),
+        "dead_loop_idle_episodes": sum(r["idle_episodes"] for r in rows),
         "completion_tokens_per_second": completion / seconds if seconds else 0.0,
         "seconds_per_call": seconds / calls if calls else 0.0, "calls": calls,
         "slow_seconds_per_call": ledger["slow"]["seconds"] / max(1, ledger["slow"]["calls"]),
@@ -106,51 +115,37 @@ def measure_model(model: str, env_target: str, work: Path, episodes: int, steps:
     }
 
 
-def render(results: list[dict[str, Any]], episodes: int, steps: int) -> str:
-    lines = [
-        "## Embedded LLMs on the agents' prompts (make bench-llm)", "",
-        f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {machine_description()}; "
-        f"llama-cpp-python server on loopback, 2 threads, answers constrained by the JSON schema "
-        f"(json_object + schema); {len(SUBTASKS)} Crafter sub-tasks "
-        f"({', '.join(s[0] for s in SUBTASKS)}); each skill tested on {episodes} episodes of {steps} frames, "
-        "starting with the items the sub-task needs.", "",
-        "| model | valid plan | skill JSON valid | skill passes sandbox | skill passes its test | completion tokens/s "
-        "| s per slow call | s per fast call |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in results:
-        lines.append(f"| {r['model']} ({r['package']}) | {r['valid_plan_rate']:.0%} | {r['skill_json_rate']:.0%} | "
-                     f"{r['skill_compiles_rate']:.0%} | {r['skill_passes_rate']:.0%} | "
-                     f"{r['completion_tokens_per_second']:.1f} | {r['slow_seconds_per_call']:.1f} | "
-                     f"{r['fast_seconds_per_call']:.1f} |")
-    lines.append("")
-    for r in results:
-        errors = [f"{row['subtask']}: {row['skill_error']}" for row in r["rows"] if row.get("skill_error")][:4]
-        if errors:
-            lines.append(f"Typical skill errors of {r['model']}: " + "; ".join(e.replace("|", "/") for e in errors))
-            lines.append("")
-    return "\n".join(lines)
-
-
 def main(
     output: Annotated[Path, typer.Option(help="Markdown file to update.")] = Path("docs/BENCHMARKS.md"),
     models: Annotated[str, typer.Option(help="Comma-separated models.")] = "smollm2,gemma3",
     episodes: Annotated[int, typer.Option(help="Test episodes per skill.")] = 2,
     steps: Annotated[int, typer.Option(help="Frames per test episode.")] = 200,
-    work: Annotated[Path, typer.Option(help="Scratch directory (records, logs).")] = Path("docs/bench-raw/llm"),
+    work: Annotated[Path, typer.Option(help="Scratch directory (records, logs, results.json).")] =
+        Path("docs/bench-raw/llm"),
+    report_only: Annotated[bool, typer.Option(help="Rebuild the section from the saved results; run "
+                                                   "nothing.")] = False,
 ) -> None:
     logging.basicConfig(level=logging.WARNING)
-    work.mkdir(parents=True, exist_ok=True)
-    env = start_service("env", work / "logs")
-    try:
-        results = [measure_model(m.strip(), env.target, work, episodes, steps) for m in models.split(",")]
-    finally:
-        env.stop()
-    (work / "results.json").write_text(json.dumps(results, indent=1))
-    section = render(results, episodes, steps)
-    write_section(output, "## Embedded LLMs on the agents' prompts (make bench-llm)", section)
+    results_path = work / "results.json"
+    if report_only:
+        results = load_results(results_path)
+    else:
+        work.mkdir(parents=True, exist_ok=True)
+        repeats = critic_repeats()
+        results = {"date_utc": utc_now(), "machine": machine_description(), "episodes": episodes, "steps": steps,
+                   "dead_loop_repeats": repeats, "subtasks": [s[0] for s in SUBTASKS]}
+        started = time.perf_counter()
+        env = start_service("env", work / "logs")
+        try:
+            results["models"] = [measure_model(m.strip(), env.target, work, episodes, steps, repeats)
+                                 for m in models.split(",")]
+        finally:
+            env.stop()
+        results["total_seconds"] = time.perf_counter() - started
+        save_results(results_path, results)
+    section = render(results)
+    write_section(output, TITLE, section)
     console.print(section)
-    log.info("python %s", platform.python_version())
 
 
 if __name__ == "__main__":

@@ -1,10 +1,17 @@
-"""`make bench-rlgpt`: pure RL vs pure code vs RL-GPT on Crafter tasks of different depth, same frame budget.
+"""`make bench-rlgpt`: pure RL vs pure code vs RL-GPT on Crafter tasks of different depth, same frame budget, and
+RL-GPT's agent ablation (one agent, slow + fast, slow + fast + critic, as in the paper).
 
 One set of services (env, learner, critic, planner, and the embedded LLM unless one is configured)
 serves every run. Each run's numbers come from the planner's gRPC API only (its ``WatchRun`` events, see
 ``benchmarks/rlgpt/events.py``): the final whole-task success rate over E episodes, LLM tokens, training
-frames and the training frames to the first success. The results are saved in
-``docs/bench-raw/rlgpt/results.json``; ``--report-only`` rebuilds the section and its plot from them.
+frames and the training frames to the first success, and the whole task's success after every outer iteration
+(the paper's success per iteration). ``rl-gpt`` runs once per agent setup (``--agents``, the planner's
+``StartRunRequest.agents``); the other modes run once. The results are saved in
+``docs/bench-raw/rlgpt/results.json``; ``--report-only`` rebuilds the section and its plots from them.
+
+The runs share one planner, so its skill library too (a skill that passed its tests in an earlier run is offered
+to later ones); a bench starts from an empty library (the last bench's file in the work directory is removed,
+unless ``RLGPT_PLANNER_LIBRARY_PATH`` names another).
 
 Mode ``rl+reference-skills`` isolates RL-GPT's mechanism from the LLM's skill: the same training as pure RL, with
 the hand-written skills of ``services/env_server/skills/reference.py`` (written by people, never shown to the LLM)
@@ -14,6 +21,7 @@ inserted into the action space as macro actions. It is what RL-GPT's RL side get
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -23,15 +31,26 @@ from rich.console import Console
 
 from benchmarks.common import RAW_DIR, load_results, machine_description, save_results, utc_now, write_section
 from benchmarks.rlgpt.events import run_numbers
-from benchmarks.rlgpt.report import FIGURE, REFERENCE_MODE, TITLE, render_section
+from benchmarks.rlgpt.report import ABLATED_MODE, AGENT_SETUPS, FIGURE, REFERENCE_MODE, TITLE, render_section
 from rlgpt.config import LLMSettings
 from rlgpt.grpc_client import create_channel
 from rlgpt.llm.factory import needs_local_server
 from rlgpt.runner import RunOptions, follow, local_services, task_spec
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2, learner_pb2_grpc, planner_pb2, planner_pb2_grpc
 from services.env_server.skills.reference import REFERENCE_SKILLS
+from services.planner.context import AgentSetup
 
 EPISODE_FRAMES = 1000  # the loops' whole-task episode length (FINAL_EPISODE_FRAMES)
+DEFAULT_TASKS = "make_wood_pickaxe,collect_stone"
+DEFAULT_MODES = f"pure-rl,pure-code,{ABLATED_MODE},{REFERENCE_MODE}"
+DEFAULT_AGENTS = ",".join(AGENT_SETUPS)
+# The default budget keeps the default 12 runs within about an hour on 2 cores with the embedded model (an
+# estimate): the last bench before the ablation ran 8 runs (2 of them rl-gpt, about 4.5 min each) at 30,000 frames
+# in 37 min; the ablation adds 4 rl-gpt runs and every planner run now evaluates the whole task after each outer
+# iteration (~63 min at 30,000). Training (~260 frames/s through the env server, 10 runs train) is the part that
+# scales with the budget: 20,000 frames saves roughly 6 min, about 55-60 min in all.
+DEFAULT_FRAMES = 20000
+UNSET_AGENTS = ""  # pure RL and the reference-skills mode have no agents
 console = Console(stderr=True)
 
 
@@ -66,9 +85,33 @@ def run_with_reference_skills(env_target: str, learner_target: str, task: str, f
     return numbers | {"success_rate": evaluation.success_rate, "ended": True}
 
 
-def run_modes(tasks: list[str], modes: list[str], frames: int, eval_episodes: int, work: Path) -> dict[str, Any]:
-    """Every (task, mode) run on one set of local services; the numbers of each from the services' APIs."""
+def planned_runs(tasks: list[str], modes: list[str], agents: list[str]) -> list[tuple[str, str, str]]:
+    """(task, mode, agent setup) of every run, in order: ``rl-gpt`` once per setup, the other modes once
+    (``pure-code`` with the planner's default setup, the modes without an LLM with none)."""
+    def setups(mode: str) -> list[str]:
+        if mode == ABLATED_MODE:
+            return agents
+        return [AgentSetup.SLOW_FAST_CRITIC.value] if mode == "pure-code" else [UNSET_AGENTS]
+    return [(task, mode, setup) for task in tasks for mode in modes for setup in setups(mode)]
+
+
+def default_run_count() -> int:
+    return len(planned_runs(DEFAULT_TASKS.split(","), DEFAULT_MODES.split(","), DEFAULT_AGENTS.split(",")))
+
+
+def fresh_skill_library(work: Path) -> None:
+    """The planner's library file under ``work`` (where :func:`local_services` puts it) removed: a bench starts
+    with no skill from an earlier bench. A library named by RLGPT_PLANNER_LIBRARY_PATH is left alone."""
+    if not os.environ.get("RLGPT_PLANNER_LIBRARY_PATH"):
+        (work / "skill_library.json").unlink(missing_ok=True)
+
+
+def run_modes(tasks: list[str], modes: list[str], agents: list[str], frames: int, eval_episodes: int,
+              work: Path) -> dict[str, Any]:
+    """Every (task, mode, agent setup) run on one set of local services; the numbers of each from the services'
+    APIs."""
     llm = LLMSettings.load()
+    fresh_skill_library(work)
     base = RunOptions(task="", success="", mode="rl-gpt", agents="slow-fast-critic", resume=None, runs_dir=work,
                       outer=2, inner=2, frames_per_training=frames // 2, total_frames=frames,
                       eval_episodes=eval_episodes, candidates=1, seed=0)
@@ -76,55 +119,67 @@ def run_modes(tasks: list[str], modes: list[str], frames: int, eval_episodes: in
         "date_utc": utc_now(), "machine": machine_description(),
         "llm": (f"embedded {llm.local_model} (llama.cpp server)" if needs_local_server(llm)
                 else f"{llm.model or 'gpt-4o-mini'} at {llm.base_url or 'api.openai.com'}"),
-        "settings": {"frames": frames, "eval_episodes": eval_episodes, "outer": base.outer, "inner": base.inner},
+        "settings": {"frames": frames, "eval_episodes": eval_episodes, "outer": base.outer, "inner": base.inner,
+                     "agents": agents, "default_frames": DEFAULT_FRAMES, "default_runs": default_run_count()},
         "reference_skills": list(REFERENCE_SKILLS), "runs": []}
     started = time.time()
     with local_services(base, work / "logs") as services:
         stub = planner_pb2_grpc.PlannerServiceStub(
             create_channel(services["planner"].target, default_timeout=120, wait_ready_seconds=60))
-        for task in tasks:
-            for mode in modes:
-                t0 = time.time()
-                if mode == REFERENCE_MODE:
-                    console.print(f"{task} / {mode}: training with the reference skills")
-                    numbers = run_with_reference_skills(services["env"].target, services["learner"].target, task,
-                                                        frames, eval_episodes, base.seed)
-                else:
-                    run = stub.StartRun(planner_pb2.StartRunRequest(
-                        task=task_spec(task, ""), mode=mode, seed=0, budgets=planner_pb2.Budgets(
-                            max_outer_iterations=base.outer, max_inner_iterations=base.inner,
-                            env_frames_per_training=frames if mode == "pure-rl" else frames // 2,
-                            total_env_frames=frames, eval_episodes=eval_episodes)))
-                    console.print(f"{task} / {mode}: run {run.run_id}")
-                    follow(stub, run.run_id, console)
-                    # The run has ended: WatchRun from seq 0 replays all its events and then ends.
-                    numbers = run_numbers(stub.WatchRun(planner_pb2.WatchRunRequest(run_id=run.run_id), timeout=600))
-                results["runs"].append({"task": task, "mode": mode, "seconds": time.time() - t0, **numbers})
+        plan = planned_runs(tasks, modes, agents)
+        for index, (task, mode, setup) in enumerate(plan, 1):
+            t0 = time.time()
+            name = f"[{index}/{len(plan)}] {task} / {mode}" + (f" / {setup}" if setup else "")
+            if mode == REFERENCE_MODE:
+                console.print(f"{name}: training with the reference skills")
+                numbers = run_with_reference_skills(services["env"].target, services["learner"].target, task,
+                                                    frames, eval_episodes, base.seed)
+            else:
+                run = stub.StartRun(planner_pb2.StartRunRequest(
+                    task=task_spec(task, ""), mode=mode, agents=setup, seed=0, budgets=planner_pb2.Budgets(
+                        max_outer_iterations=base.outer, max_inner_iterations=base.inner,
+                        env_frames_per_training=frames if mode == "pure-rl" else frames // 2,
+                        total_env_frames=frames, eval_episodes=eval_episodes)))
+                console.print(f"{name}: run {run.run_id}")
+                follow(stub, run.run_id, console)
+                # The run has ended: WatchRun from seq 0 replays all its events and then ends.
+                numbers = run_numbers(stub.WatchRun(planner_pb2.WatchRunRequest(run_id=run.run_id), timeout=600))
+            results["runs"].append({"task": task, "mode": mode, "agents": setup, "seconds": time.time() - t0,
+                                    **numbers})
+            save_results(work / "results.partial.json", results)  # what ran so far, should the bench stop
     results["total_seconds"] = time.time() - started
     return results
 
 
 def main(
     output: Annotated[Path, typer.Option(help="Markdown file to update.")] = Path("docs/BENCHMARKS.md"),
-    tasks: Annotated[str, typer.Option(help="Comma-separated Crafter achievements.")] =
-        "make_wood_pickaxe,collect_stone",
+    tasks: Annotated[str, typer.Option(help="Comma-separated Crafter achievements.")] = DEFAULT_TASKS,
     modes: Annotated[str, typer.Option(help="Comma-separated modes (rl-gpt, pure-rl, pure-code, and "
-                                              f"{REFERENCE_MODE}).")] = f"pure-rl,pure-code,rl-gpt,{REFERENCE_MODE}",
-    frames: Annotated[int, typer.Option(help="Env-frame budget of every run.")] = 30000,
+                                              f"{REFERENCE_MODE}).")] = DEFAULT_MODES,
+    agents: Annotated[str, typer.Option(help="Comma-separated agent setups (one, slow-fast, slow-fast-critic: the "
+                                               "planner's StartRunRequest.agents); each rl-gpt run is made once per "
+                                               "setup, the other modes once.")] = DEFAULT_AGENTS,
+    frames: Annotated[int, typer.Option(help="Env-frame budget of every run.")] = DEFAULT_FRAMES,
     eval_episodes: Annotated[int, typer.Option(help="Final evaluation episodes.")] = 8,
     work: Annotated[Path, typer.Option(help="Runs directory (the raw results go here too).")] = RAW_DIR / "rlgpt",
     report_only: Annotated[bool, typer.Option(help="Rebuild the section from the saved results; run "
                                                    "nothing.")] = False,
 ) -> None:
     logging.basicConfig(level=logging.WARNING)
+    setups = [a.strip() for a in agents.split(",") if a.strip()]
+    unknown = [a for a in setups if a not in {s.value for s in AgentSetup}]
+    if unknown or not setups:
+        raise typer.BadParameter(f"unknown agent setups {unknown or agents!r}; known: "
+                                 f"{', '.join(s.value for s in AgentSetup)}", param_hint="--agents")
     work = work.resolve()
     results_path = work / "results.json"
     if report_only:
         results = load_results(results_path)
     else:
         work.mkdir(parents=True, exist_ok=True)
-        results = run_modes(tasks.split(","), modes.split(","), frames, eval_episodes, work)
+        results = run_modes(tasks.split(","), modes.split(","), setups, frames, eval_episodes, work)
         save_results(results_path, results)
+        (work / "results.partial.json").unlink(missing_ok=True)
     section = render_section(results, output.parent / "figures" / FIGURE)
     write_section(output, TITLE, section)
     console.print(section)

@@ -1,35 +1,192 @@
-"""bench-rlgpt's section of BENCHMARKS.md and its plot, built only from the saved results."""
+"""bench-rlgpt's section of BENCHMARKS.md and its plots, built only from the saved results.
+
+A run is one dict of ``results["runs"]``: task, mode, agents (the planner's agent setup; absent in results saved
+before the agent ablation, "" for runs without agents), seconds, and :func:`benchmarks.rlgpt.events.run_numbers`'s
+numbers (``iterations`` absent in results saved before the planner reported success per iteration).
+"""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import fmt_pct, joined, markdown_table, save_plot
+from benchmarks.common import joined, markdown_table, save_plot
 
 TITLE = "## RL-GPT vs pure RL vs pure code (make bench-rlgpt)"
 REFERENCE_MODE = "rl+reference-skills"
+ABLATED_MODE = "rl-gpt"
+AGENT_SETUPS = ("one", "slow-fast", "slow-fast-critic")
+"""The planner's agent setups (services.planner.context.AgentSetup), in the paper's order of expected success."""
 FIGURE = "rlgpt_modes.png"
+ITERATIONS_FIGURE = "rlgpt_iterations.png"
+NOT_EVALUATED = "n/a"
+NO_ITERATION = "-"
+
+
+def fmt_pct(value: float | None) -> str:
+    """'25%', '12.5%' (8 evaluation episodes give eighths: '12%' would hide the half), '-' when unknown."""
+    if value is None:
+        return "-"
+    whole = abs(value * 100 - round(value * 100)) < 1e-4
+    return f"{value:.0%}" if whole else f"{value:.1%}"
+
+
+def label(run: dict[str, Any]) -> str:
+    """The mode, with the agent setup for the ablated mode: ``rl-gpt (slow-fast)``."""
+    agents = run.get("agents")
+    return f"{run['mode']} ({agents})" if agents and run["mode"] == ABLATED_MODE else run["mode"]
+
+
+def iterations(run: dict[str, Any]) -> list[float | None]:
+    """The whole task's success after each outer iteration (None: not evaluated); [] where not recorded."""
+    return list(run.get("iterations") or [])
+
+
+def iteration_trail(run: dict[str, Any]) -> str:
+    """'0% -> n/a -> 25%' (empty when no iteration was recorded)."""
+    return " -> ".join(NOT_EVALUATED if rate is None else fmt_pct(rate) for rate in iterations(run))
 
 
 def ranking(task: str, runs: list[dict[str, Any]]) -> str:
     """Which modes reached the highest final success on ``task``, which none, and which trained to a success first."""
     best = max(r["success_rate"] for r in runs)
-    leaders = [r["mode"] for r in runs if r["success_rate"] == best]
+    leaders = [label(r) for r in runs if r["success_rate"] == best]
     text = (f"On `{task}`, no mode succeeded in the final evaluation" if best == 0 else
             f"On `{task}`, the highest final success was {fmt_pct(best)} ({joined([f'`{m}`' for m in leaders])})")
-    zero = [r["mode"] for r in runs if r["success_rate"] == 0]
+    zero = [label(r) for r in runs if r["success_rate"] == 0]
     if best > 0 and zero:
         text += f"; {joined([f'`{m}`' for m in zero])} reached 0%"
     trained = [r for r in runs if r["frames_to_first_training_success"] is not None]
     if trained:
         first = min(trained, key=lambda r: r["frames_to_first_training_success"])
-        text += (f"; of the modes whose training succeeded at all, `{first['mode']}` got there in the fewest training "
+        text += (f"; of the modes whose training succeeded at all, `{label(first)}` got there in the fewest training "
                  f"frames ({first['frames_to_first_training_success']:,})")
     return text + "."
 
 
+# --- the agent ablation -----------------------------------------------------------------------------
+def ablation_runs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The runs of the ablated mode that recorded their agent setup."""
+    return [r for r in runs if r["mode"] == ABLATED_MODE and r.get("agents")]
+
+
+def setups_of(runs: list[dict[str, Any]]) -> list[str]:
+    """The agent setups of ``runs``: the known ones in the paper's order, then any other in the runs' order."""
+    seen = list(dict.fromkeys(r["agents"] for r in runs))
+    return [s for s in AGENT_SETUPS if s in seen] + [s for s in seen if s not in AGENT_SETUPS]
+
+
+def ablation_cell(run: dict[str, Any] | None) -> str:
+    """'25% (0% -> 25%)': the final success and, in parentheses, the success after each outer iteration."""
+    if run is None:
+        return "-"
+    trail = iteration_trail(run)
+    cell = fmt_pct(run["success_rate"]) + (f" ({trail})" if trail else "")
+    return cell + (", run failed" if run.get("error") else "")
+
+
+def ablation_table(runs: list[dict[str, Any]]) -> list[str]:
+    """Rows: tasks; columns: the agent setups; cells: :func:`ablation_cell`."""
+    runs = ablation_runs(runs)
+    setups, tasks = setups_of(runs), list(dict.fromkeys(r["task"] for r in runs))
+    rows = [(task, *(ablation_cell(next((r for r in runs if r["task"] == task and r["agents"] == s), None))
+                     for s in setups)) for task in tasks]
+    return markdown_table(("task", *setups), rows, "l" + "r" * len(setups))
+
+
+def ablation_sentence(task: str, runs: list[dict[str, Any]]) -> str:
+    """Which setup reached the highest final success on ``task`` (ties said as ties), from ``runs`` (that task's
+    ablation runs)."""
+    setups = [f"`{r['agents']}`" for r in runs]
+    best = max(r["success_rate"] for r in runs)
+    if best == 0:
+        return (f"On `{task}`, no setup succeeded: {joined(setups)} "
+                f"{'all ' if len(runs) > 2 else 'both ' if len(runs) == 2 else ''}reached 0% final success.")
+    leaders = [f"`{r['agents']}`" for r in runs if r["success_rate"] == best]
+    others = [f"`{r['agents']}` {fmt_pct(r['success_rate'])}" for r in runs if r["success_rate"] != best]
+    if len(leaders) == 1:
+        text = f"On `{task}`, {leaders[0]} was best with {fmt_pct(best)} final success"
+    elif len(leaders) == len(runs):
+        text = f"On `{task}`, {joined(leaders)} tied at {fmt_pct(best)} final success"
+    else:
+        text = f"On `{task}`, {joined(leaders)} tied for best at {fmt_pct(best)} final success"
+    return text + (f" ({', '.join(others)})." if others else ".")
+
+
+def paper_order_sentence(runs: list[dict[str, Any]]) -> str:
+    """On how many tasks with all three setups the final success strictly follows one < slow-fast <
+    slow-fast-critic (the paper's agent-structure ablation); "" when no task has all three."""
+    runs = ablation_runs(runs)
+    held, tasks = [], []
+    for task in dict.fromkeys(r["task"] for r in runs):
+        by_setup = {r["agents"]: r["success_rate"] for r in runs if r["task"] == task}
+        if not all(s in by_setup for s in AGENT_SETUPS):
+            continue
+        tasks.append(task)
+        rates = [by_setup[s] for s in AGENT_SETUPS]
+        if all(a < b for a, b in itertools.pairwise(rates)):
+            held.append(task)
+    if not tasks:
+        return ""
+    order = " < ".join(f"`{s}`" for s in AGENT_SETUPS)
+    where = f" ({joined([f'`{t}`' for t in held])})" if held else ""
+    return (f"The paper's ordering of final success, {order} strictly, held on {len(held)} of {len(tasks)} "
+            f"task{'s' if len(tasks) != 1 else ''}{where}.")
+
+
+# --- success per iteration --------------------------------------------------------------------------
+def iteration_runs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The runs that recorded success per iteration (pure RL and the reference-skills mode have no iterations)."""
+    return [r for r in runs if iterations(r)]
+
+
+def iteration_table(runs: list[dict[str, Any]]) -> list[str]:
+    """Task, mode, setup, the success after each outer iteration (n/a: not evaluated; -: the run had ended), final."""
+    runs = iteration_runs(runs)
+    width = max(len(iterations(r)) for r in runs)
+    rows = []
+    for r in runs:
+        rates = iterations(r)
+        cells = [NOT_EVALUATED if rate is None else fmt_pct(rate) for rate in rates]
+        rows.append((r["task"], r["mode"], r.get("agents") or "-", *cells, *[NO_ITERATION] * (width - len(rates)),
+                     fmt_pct(r["success_rate"])))
+    return markdown_table(("task", "mode", "agents", *(f"after iteration {i}" for i in range(width)), "final"),
+                          rows, "lll" + "r" * (width + 1))
+
+
+def iteration_sentence(runs: list[dict[str, Any]]) -> str:
+    """How success moved from the first to the last evaluated iteration, and how many iterations had no chain."""
+    runs = iteration_runs(runs)
+    moved = {"rose": [], "stayed the same": [], "fell": []}
+    for r in runs:
+        rates = [rate for rate in iterations(r) if rate is not None]
+        if len(rates) >= 2:
+            key = "rose" if rates[-1] > rates[0] else "fell" if rates[-1] < rates[0] else "stayed the same"
+            moved[key].append(r)
+    compared = sum(len(v) for v in moved.values())
+    cells = sum(len(iterations(r)) for r in runs)
+    missing = sum(rate is None for r in runs for rate in iterations(r))
+    parts = []
+    if compared:
+        counts = []
+        for what, rs in moved.items():
+            if rs:
+                which = ", ".join(f"`{r['task']}` {label(r)}" for r in rs)
+                counts.append(f"{what} in {len(rs)}" + (f" ({which})" if what != "stayed the same" else ""))
+        parts.append(f"Of the {compared} run{'s' if compared != 1 else ''} with at least two evaluated iterations, "
+                     f"success from the first to the last evaluated iteration {joined(counts)}.")
+    else:
+        parts.append("No run had two evaluated iterations to compare.")
+    if missing:
+        parts.append(f"{missing} of {cells} iterations could not be evaluated ({NOT_EVALUATED}: no controller for "
+                     "the whole task yet, or its evaluation failed).")
+    return " ".join(parts)
+
+
+# --- plots ------------------------------------------------------------------------------------------
 def plot(results: dict[str, Any], path: Path) -> Path:
+    """Final success per task, one bar per mode (and agent setup), its value written on it (0% shows)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -37,50 +194,169 @@ def plot(results: dict[str, Any], path: Path) -> Path:
 
     runs = results["runs"]
     tasks = list(dict.fromkeys(r["task"] for r in runs))
-    modes = list(dict.fromkeys(r["mode"] for r in runs))
-    fig, ax = plt.subplots(figsize=(8, 4))
-    width = 0.8 / max(1, len(modes))
-    for j, mode in enumerate(modes):
-        ax.bar([i + j * width for i in range(len(tasks))],
-               [next((r["success_rate"] for r in runs if r["task"] == t and r["mode"] == mode), 0.0) for t in tasks],
-               width, label=mode)
-    ax.set_xticks([i + width * (len(modes) - 1) / 2 for i in range(len(tasks))], tasks)
+    series = list(dict.fromkeys(label(r) for r in runs))
+    fig, ax = plt.subplots(figsize=(max(8.0, 1.6 + 0.55 * len(tasks) * len(series)), 4.2))
+    width = 0.8 / max(1, len(series))
+    for j, name in enumerate(series):
+        xs = [i + j * width for i in range(len(tasks))]
+        values = [next((r["success_rate"] for r in runs if r["task"] == t and label(r) == name), None) for t in tasks]
+        # A 0% bar gets a sliver of height so that its colour shows; its label says 0%.
+        bars = ax.bar([x for x, v in zip(xs, values, strict=True) if v is not None],
+                      [max(v, 0.006) for v in values if v is not None], width, label=name)
+        ax.bar_label(bars, labels=[fmt_pct(v) for v in values if v is not None], fontsize=7, padding=1)
+    ax.set_xticks([i + width * (len(series) - 1) / 2 for i in range(len(tasks))], tasks)
     ax.set_ylabel("final success rate")
-    ax.set_ylim(0, 1)
-    ax.set_title(f"Same budget: {results['settings']['frames']} env frames per run")
-    ax.legend()
+    ax.set_ylim(0, 1.1)
+    ax.set_yticks([0, 0.25, 0.5, 0.75, 1.0], ["0%", "25%", "50%", "75%", "100%"])
+    ax.set_title(f"Same budget: {results['settings']['frames']:,} env frames per run")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return save_plot(fig, path)
 
 
-def render_section(results: dict[str, Any], figure: Path | None = None) -> str:
-    """The section; with ``figure`` (a path next to the markdown file's figures/) the plot is drawn and linked."""
+def plot_iterations(results: dict[str, Any], path: Path) -> Path:
+    """Success after each outer iteration: one panel per task, one line per run (mode and agent setup). Lines
+    that overlap (several runs at 0%) are set slightly apart along x; a not-evaluated iteration is an x at 0."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    runs = iteration_runs(results["runs"])
+    tasks = list(dict.fromkeys(r["task"] for r in runs))
+    names = list(dict.fromkeys(label(r) for r in runs))
+    colors = {name: f"C{i % 10}" for i, name in enumerate(names)}
+    markers = {name: "osD^vP*"[i % 7] for i, name in enumerate(names)}
+    width = max(len(iterations(r)) for r in runs)
+    # The last column holds the legend (a figure legend would be laid over the panels by tight_layout).
+    fig, axes = plt.subplots(1, len(tasks) + 1, figsize=(3.6 * len(tasks) + 2.4, 4.0), squeeze=False,
+                             gridspec_kw={"width_ratios": [1.0] * len(tasks) + [0.62]})
+    panels, legend_ax = list(axes[0][:-1]), axes[0][-1]
+    for ax, task in zip(panels, tasks, strict=True):
+        task_runs = [r for r in runs if r["task"] == task]
+        for j, r in enumerate(task_runs):
+            dodge = (j - (len(task_runs) - 1) / 2) * min(0.08, 0.5 / len(task_runs))
+            rates, name = iterations(r), label(r)
+            xs = [i + dodge for i, rate in enumerate(rates) if rate is not None]
+            ys = [rate for rate in rates if rate is not None]
+            if xs:  # an empty line without clipping would widen the panel's bounding box to the figure's corner
+                ax.plot(xs, ys, color=colors[name], marker=markers[name], markersize=7, linewidth=1.6,
+                        markeredgecolor="black", markeredgewidth=0.6, clip_on=False, zorder=3)
+            missing = [i + dodge for i, rate in enumerate(rates) if rate is None]
+            if missing:
+                ax.plot(missing, [0.0] * len(missing), linestyle="none", marker="x", markersize=8, color=colors[name],
+                        clip_on=False, zorder=3)
+        ax.set_title(f"{task}", fontsize=10)
+        ax.set_xticks(range(width))
+        ax.set_xlim(-0.5, width - 0.5)
+        ax.set_xlabel("outer iteration")
+        ax.set_ylim(-0.04, 1.04)
+        ax.set_yticks([0, 0.25, 0.5, 0.75, 1.0], ["0%", "25%", "50%", "75%", "100%"])
+        ax.grid(axis="y", alpha=0.3)
+        if ax is not panels[0]:
+            ax.tick_params(labelleft=False)
+    panels[0].set_ylabel("whole-task success after the iteration")
+    handles = [Line2D([], [], color=colors[n], marker=markers[n], markeredgecolor="black", markeredgewidth=0.6,
+                      label=n) for n in names]
+    if any(rate is None for r in runs for rate in iterations(r)):
+        handles.append(Line2D([], [], color="gray", marker="x", linestyle="none", label="not evaluated"))
+    legend_ax.axis("off")
+    legend_ax.legend(handles=handles, fontsize=8, loc="center left", borderaxespad=0.0)
+    fig.suptitle("Success per iteration (the final evaluation is in the tables)", fontsize=10)
+    return save_plot(fig, path)
+
+
+# --- the section ------------------------------------------------------------------------------------
+def budget_text(results: dict[str, Any]) -> str:
+    """The budget, whether it is the bench's default (and why that default), and the time the runs took."""
     st, runs = results["settings"], results["runs"]
-    rows = [(r["task"], r["mode"], fmt_pct(r["success_rate"]),
+    evaluations = ("the evaluations of {} whole-task episodes after each outer iteration and at the end"
+                   if iteration_runs(runs) else "the final evaluation of {} whole-task episodes")
+    text = (f"budget {st['frames']:,} env frames per run (skill tests and training; "
+            f"{evaluations.format(st['eval_episodes'])} are not counted)")
+    if st.get("default_frames") == st["frames"] and st.get("default_runs"):
+        text += (f", the bench's default, chosen to keep its {st['default_runs']} default runs within about an hour "
+                 "on 2 cores with the embedded model (an estimate; the measured time follows)")
+    minutes = results["total_seconds"] / 60
+    return text + f"; O={st['outer']}, I={st['inner']}; {len(runs)} runs in {minutes:.0f} min in all"
+
+
+def per_mode_minutes(runs: list[dict[str, Any]]) -> str:
+    """'minutes per run: pure-rl 3.1, rl-gpt (one) 4.0, ...' (mean over tasks), from the runs' seconds."""
+    names = list(dict.fromkeys(label(r) for r in runs if "seconds" in r))
+    if not names:
+        return ""
+    means = [(n, [r["seconds"] for r in runs if label(r) == n and "seconds" in r]) for n in names]
+    return "Minutes per run (mean over the tasks): " + ", ".join(
+        f"`{n}` {sum(s) / len(s) / 60:.1f}" for n, s in means) + "."
+
+
+def render_section(results: dict[str, Any], figure: Path | None = None,
+                   iterations_figure: Path | None = None) -> str:
+    """The section; with ``figure`` (a path next to the markdown file's figures/) the plots are drawn and linked
+    (the per-iteration plot at ``iterations_figure``, by default next to ``figure``)."""
+    runs = results["runs"]
+    rows = [(r["task"], r["mode"], r.get("agents") or "-", fmt_pct(r["success_rate"]),
              f"{r['frames_to_first_training_success']:,}" if r["frames_to_first_training_success"] is not None else "-",
              f"{r['training_frames']:,}", f"{r.get('skill_test_frames', 0):,}", r["tokens"],
-             f"error: {r['error'][:60]}" if r["error"] else r["plan"] or "-", r.get("controller") or "-")
+             f"error: {r['error'][:60]}" if r["error"] else r["plan"] or "-", r.get("controller") or "-",
+             f"{r['seconds'] / 60:.1f}" if "seconds" in r else "-")
             for r in runs]
     lines = [TITLE, "",
-             f"Measured {results['date_utc']} on {results['machine']}; LLM: {results['llm']}; budget {st['frames']} "
-             f"env frames per run (skill tests and training; the final evaluation of {st['eval_episodes']} "
-             f"whole-task episodes is not counted); O={st['outer']}, I={st['inner']}; "
-             f"{results['total_seconds'] / 60:.0f} min in all.", "",
-             *markdown_table(("task", "mode", "final success", "training frames to first success", "training frames",
-                              "skill-test frames", "LLM tokens", "last plan (or error)", "final controller"), rows,
-                             "llrrrrrll"), "",
+             f"Measured {results['date_utc']} on {results['machine']}; LLM: {results['llm']}; "
+             f"{budget_text(results)}.", "",
+             *markdown_table(("task", "mode", "agents", "final success", "training frames to first success",
+                              "training frames", "skill-test frames", "LLM tokens", "last plan (or error)",
+                              "final controller", "min"), rows, "lllrrrrrllr"), "",
              "All numbers come from the planner's `WatchRun` events: the final success and controller from `run_end`, "
-             "tokens from the `llm` events, training frames from the last `training` progress of each job, skill-test "
-             "frames from the `code` events, the last plan from the last `plan` "
-             f"event. `{REFERENCE_MODE}` has no planner run: its numbers come from the learner's `WatchJob` and "
-             "`Evaluate`.", "",
+             "the success after each outer iteration from `iteration_end`, tokens from the `llm` events, training "
+             "frames from the last `training` progress of each job, skill-test frames from the `code` events, the "
+             f"last plan from the last `plan` event. `{REFERENCE_MODE}` has no planner run: its numbers come from the "
+             "learner's `WatchJob` and `Evaluate`.", "",
              "Modes: `pure-rl` trains on the whole task with primitive actions only (no LLM); `pure-code` has the "
              "fast agent write a skill per sub-task and runs their chain; `rl-gpt` is the two loops (slow agent "
              "decides code or RL, coded skills join the RL action space); "
              f"`{REFERENCE_MODE}` is pure RL's training with the hand-written reference skills "
-             f"({', '.join(results['reference_skills'])}) as macro actions.", ""]
+             f"({', '.join(results['reference_skills'])}) as macro actions. Agent setups (the planner's "
+             "`StartRunRequest.agents`): `one` (no slow agent: the whole task is one sub-task; no critic), "
+             "`slow-fast` (no critic), `slow-fast-critic`. The runs of one bench share the planner's skill "
+             "library, in the table's order: a skill that passed its tests in an earlier run is offered to later "
+             "ones.", ""]
     tasks = list(dict.fromkeys(r["task"] for r in runs))
     lines += [" ".join(ranking(task, [r for r in runs if r["task"] == task]) for task in tasks), ""]
+    minutes = per_mode_minutes(runs)
+    if minutes:
+        lines += [minutes, ""]
+
+    ablation = ablation_runs(runs)
+    lines += ["### Agent ablation (the paper's agent-structure ablation)", ""]
+    if ablation:
+        sentences = [ablation_sentence(task, [r for r in ablation if r["task"] == task])
+                     for task in dict.fromkeys(r["task"] for r in ablation)]
+        order = paper_order_sentence(runs)
+        lines += ["Final success of `rl-gpt` per agent setup; in parentheses the whole task's success after each "
+                  f"outer iteration ({NOT_EVALUATED}: not evaluated).", "", *ablation_table(runs), "",
+                  " ".join([*sentences, *([order] if order else [])]), ""]
+    else:
+        lines += ["These results record no agent setup per run (saved before the ablation was added): no "
+                  "ablation to show.", ""]
+
+    lines += ["### Success per iteration", ""]
+    if iteration_runs(runs):
+        lines += ["The whole task's chain (each sub-task's skill or policy, run in plan order) evaluated on "
+                  f"{results['settings']['eval_episodes']} episodes after every outer iteration, on worlds of its "
+                  "own (the same every iteration), apart from the final evaluation's: the final success may differ "
+                  f"from the last iteration's. {NOT_EVALUATED}: not evaluated; {NO_ITERATION}: the run had ended "
+                  "(every sub-task done or the frame budget spent).", "", *iteration_table(runs), "",
+                  iteration_sentence(runs), ""]
+    else:
+        lines += ["These results record no success per iteration (no run with `iteration_end` events).", ""]
+
     if figure is not None:
         plot(results, figure)
         lines += [f"![success by mode](figures/{figure.name})", ""]
+        if iteration_runs(runs):
+            iterations_figure = iterations_figure or figure.with_name(ITERATIONS_FIGURE)
+            plot_iterations(results, iterations_figure)
+            lines += [f"![success per iteration](figures/{iterations_figure.name})", ""]
     return "\n".join(lines)
