@@ -1,0 +1,141 @@
+"""RL-GPT's method end to end (`rlgpt run`, the four real services on loopback, a scripted LLM test double, tiny
+budgets): a plan of one coded and two RL sub-tasks, one of them with its own coded macro action, chained by the
+long-horizon controller after every iteration and at the end; a re-plan that moves a failing coded sub-task to
+RL; the one-agent setup; success per iteration in the run's state and report."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakes.fake_openai import FakeOpenAIServer, Reply
+from rlgpt_run_support import options
+
+from rlgpt.runner import run_rlgpt
+from services.env_server.skills.reference import COLLECT_WOOD
+
+pytestmark = pytest.mark.timeout(900)
+NOOP_SKILL = "def skill(agent):\n    while True:\n        yield 'noop'\n"
+MACRO = "def skill(agent):\n    for _ in range(3):\n        yield 'do'\n"
+RL = {"primitive_actions": ["noop", "do", "move_left", "move_right", "move_up", "move_down", "place_table",
+                            "make_wood_pickaxe"],
+      "skills": [], "skill_max_steps": 8, "reward_terms": [{"kind": "success", "target": "", "weight": 5}],
+      "episode_length": 200}
+
+
+def subtask(name: str, decision: str, **condition: Any) -> dict[str, Any]:
+    return {"name": name, "description": name.replace("_", " "), "success": [condition], "decision": decision,
+            "skills": []}
+
+
+def prompt_of(body: dict) -> str:
+    return body["messages"][-1]["content"]
+
+
+def schema_of(body: dict) -> str:
+    return body["response_format"]["json_schema"]["name"]
+
+
+def asked_subtask(body: dict) -> str:
+    found = re.search(r"Sub-task: ([a-z_0-9]+)", prompt_of(body))
+    return found.group(1) if found else ""
+
+
+def run(tmp_path: Path, monkeypatch, reply, **overrides: Any) -> tuple[Path, dict[str, Any]]:
+    with FakeOpenAIServer([reply]) as llm:
+        monkeypatch.setenv("RLGPT_LLM_BASE_URL", llm.base_url)
+        monkeypatch.setenv("RLGPT_LLM_MODEL", "local")
+        report = run_rlgpt(options(tmp_path / "runs", **overrides))
+    return report, json.loads((report.parent / "state.json").read_text())
+
+
+def job_config(tmp_path: Path, job_id: str) -> dict[str, Any]:
+    return json.loads((tmp_path / "runs" / "learner" / "jobs" / job_id / "config.json").read_text())["config"]
+
+
+def test_a_coded_and_two_rl_subtasks_one_with_its_macro_action_run_as_one_chain(tmp_path, monkeypatch) -> None:
+    plan = {"rationale": "wood by code, table and pickaxe by RL", "subtasks": [
+        subtask("get_wood", "code", item="wood", count=1), subtask("table", "rl", achievement="place_table"),
+        subtask("pickaxe", "rl", achievement="make_wood_pickaxe")]}
+
+    def reply(body: dict) -> Reply:
+        name = schema_of(body)
+        if name == "Plan":
+            return Reply.json(plan)
+        if name == "SkillAnswer":
+            return Reply.json({"name": "get_wood", "description": "chop", "code": COLLECT_WOOD})
+        if name == "RLConfig":
+            macros = [{"name": "hit", "description": "hit what is ahead three times", "code": MACRO}]
+            return Reply.json({**RL, "macro_actions": macros if asked_subtask(body) == "table" else []})
+        return Reply.json({"success": False, "diagnosis": "scripted critic", "suggestion": "go on",
+                           "target": "fast"})
+
+    report, state = run(tmp_path, monkeypatch, reply, task="make_wood_pickaxe", frames_per_training=1500,
+                        total_frames=9000)
+    subs = state["subtasks"]
+    assert subs["get_wood"]["status"] == "done" and subs["get_wood"]["decision"] == "code"
+    table, pickaxe = subs["table"], subs["pickaxe"]
+    assert table["job_id"] and pickaxe["job_id"]
+    # The table's own macro action was registered for it and joined its action space (and only its).
+    assert "table__hit" in job_config(tmp_path, table["job_id"])["skills"]
+    assert not any(s.endswith("__hit") for s in job_config(tmp_path, pickaxe["job_id"]).get("skills", []))
+    expected = (f"chain: get_wood (code) -> table (policy {table['job_id']}) -> "
+                f"pickaxe (policy {pickaxe['job_id']})")
+    [iteration] = state["iterations"]
+    assert iteration["controller"] == expected and 0.0 <= iteration["success_rate"] <= 1.0
+    final = state["final"]
+    assert final["controller"] == expected and [link["name"] for link in final["links"]] == [
+        "get_wood", "table", "pickaxe"]
+    first = final["links"][0]
+    assert first["reached"] == 2 and first["succeeded"] == 2  # the reference wood skill gets its wood
+    assert final["links"][1]["reached"] == 2  # so every episode went on to the table's policy
+    text = report.read_text()
+    assert "| 0 |" in text and expected in text and "| get_wood | 2 | 2 |" in text
+
+
+def test_a_failing_coded_subtask_is_moved_to_rl_by_the_re_plan(tmp_path, monkeypatch) -> None:
+    plans: list[str] = []
+
+    def reply(body: dict) -> Reply:
+        name = schema_of(body)
+        if name == "Plan":
+            plans.append(prompt_of(body))
+            decision = "code" if len(plans) == 1 else "rl"
+            return Reply.json({"rationale": f"plan {len(plans)}",
+                               "subtasks": [subtask("get_wood", decision, achievement="collect_wood")]})
+        if name == "SkillAnswer":
+            return Reply.json({"name": "get_wood", "description": "waits", "code": NOOP_SKILL})
+        return Reply.json({**RL, "primitive_actions": ["noop", "do", "move_left", "move_right", "move_up",
+                                                       "move_down"]})
+
+    report, state = run(tmp_path, monkeypatch, reply, agents="slow-fast", outer=2, frames_per_training=1500)
+    assert len(plans) == 2 and "get_wood (rl): failed, success 0%" in plans[1]  # the slow agent saw the failure
+    assert [p["subtasks"][0].get("decision", "DECISION_CODE") for p in state["plans"]] == [
+        "DECISION_CODE", "DECISION_RL"]
+    wood = state["subtasks"]["get_wood"]
+    assert wood["decision"] == "rl" and wood["job_id"] and [t["kind"] for t in wood["tests"]] == ["code", "rl"]
+    first, second = state["iterations"]
+    assert first["controller"] == "chain of coded skills" and first["success_rate"] == 0.0  # it only waits
+    assert second["controller"] == f"chain: get_wood (policy {wood['job_id']})"
+    assert 0.0 <= second["success_rate"] <= 1.0
+    text = report.read_text()
+    assert "| 0 |" in text and "| 0% | chain of coded skills |" in text and "| 1 |" in text
+
+
+def test_the_one_agent_plans_codes_and_configures_in_one_answer(tmp_path, monkeypatch) -> None:
+    calls: list[str] = []
+
+    def reply(body: dict) -> Reply:
+        calls.append(schema_of(body))
+        return Reply.json({"rationale": "wood by code", "subtasks": [
+            {**subtask("get_wood", "code", achievement="collect_wood"), "code": COLLECT_WOOD}]})
+
+    report, state = run(tmp_path, monkeypatch, reply, agents="one", outer=2)
+    assert calls == ["Plan"]  # one answer did it all: no fast agent, no critic, no second plan (it passed)
+    assert state["subtasks"]["get_wood"]["status"] == "done" and state["final"]["success_rate"] == 1.0
+    assert state["iterations"][0]["success_rate"] == 1.0
+    records = [json.loads(p.read_text())["agent"] for p in sorted((report.parent / "llm").glob("*.json"))]
+    assert records == ["one"]
