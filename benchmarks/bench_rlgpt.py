@@ -107,9 +107,9 @@ def fresh_skill_library(work: Path) -> None:
 
 
 def run_modes(tasks: list[str], modes: list[str], agents: list[str], frames: int, eval_episodes: int,
-              work: Path) -> dict[str, Any]:
+              work: Path, llm_name: str = "") -> dict[str, Any]:
     """Every (task, mode, agent setup) run on one set of local services; the numbers of each from the services'
-    APIs."""
+    APIs. ``llm_name``: how the section names the LLM (default: from the LLM settings)."""
     llm = LLMSettings.load()
     fresh_skill_library(work)
     base = RunOptions(task="", success="", mode="rl-gpt", agents="slow-fast-critic", resume=None, runs_dir=work,
@@ -117,8 +117,8 @@ def run_modes(tasks: list[str], modes: list[str], agents: list[str], frames: int
                       eval_episodes=eval_episodes, candidates=1, seed=0)
     results: dict[str, Any] = {
         "date_utc": utc_now(), "machine": machine_description(),
-        "llm": (f"embedded {llm.local_model} (llama.cpp server)" if needs_local_server(llm)
-                else f"{llm.model or 'gpt-4o-mini'} at {llm.base_url or 'api.openai.com'}"),
+        "llm": llm_name or (f"embedded {llm.local_model} (llama.cpp server)" if needs_local_server(llm)
+                            else f"{llm.model or 'gpt-4o-mini'} at {llm.base_url or 'api.openai.com'}"),
         "settings": {"frames": frames, "eval_episodes": eval_episodes, "outer": base.outer, "inner": base.inner,
                      "agents": agents, "default_frames": DEFAULT_FRAMES, "default_runs": default_run_count()},
         "reference_skills": list(REFERENCE_SKILLS), "runs": []}
@@ -164,6 +164,10 @@ def main(
     work: Annotated[Path, typer.Option(help="Runs directory (the raw results go here too).")] = RAW_DIR / "rlgpt",
     report_only: Annotated[bool, typer.Option(help="Rebuild the section from the saved results; run "
                                                    "nothing.")] = False,
+    title: Annotated[str, typer.Option(help="Heading of the section to write (another heading keeps the default "
+                                            "section, e.g. for a second LLM).")] = TITLE,
+    llm_name: Annotated[str, typer.Option(help="How the section names the LLM (default: from the LLM "
+                                               "settings).")] = "",
 ) -> None:
     logging.basicConfig(level=logging.WARNING)
     setups = [a.strip() for a in agents.split(",") if a.strip()]
@@ -177,11 +181,12 @@ def main(
         results = load_results(results_path)
     else:
         work.mkdir(parents=True, exist_ok=True)
-        results = run_modes(tasks.split(","), modes.split(","), setups, frames, eval_episodes, work)
+        results = run_modes(tasks.split(","), modes.split(","), setups, frames, eval_episodes, work, llm_name)
         save_results(results_path, results)
         (work / "results.partial.json").unlink(missing_ok=True)
-    section = render_section(results, output.parent / "figures" / FIGURE)
-    write_section(output, TITLE, section)
+    figure = output.parent / "figures" / (FIGURE if title == TITLE else f"{work.name}_{FIGURE}")
+    section = render_section(results, figure, title=title)
+    write_section(output, title, section)
     console.print(section)
 
 

@@ -292,7 +292,7 @@ def per_mode_minutes(runs: list[dict[str, Any]]) -> str:
 
 
 def render_section(results: dict[str, Any], figure: Path | None = None,
-                   iterations_figure: Path | None = None) -> str:
+                   iterations_figure: Path | None = None, title: str = TITLE) -> str:
     """The section; with ``figure`` (a path next to the markdown file's figures/) the plots are drawn and linked
     (the per-iteration plot at ``iterations_figure``, by default next to ``figure``)."""
     runs = results["runs"]
@@ -302,7 +302,7 @@ def render_section(results: dict[str, Any], figure: Path | None = None,
              f"error: {r['error'][:60]}" if r["error"] else r["plan"] or "-", r.get("controller") or "-",
              f"{r['seconds'] / 60:.1f}" if "seconds" in r else "-")
             for r in runs]
-    lines = [TITLE, "",
+    lines = [title, "",
              f"Measured {results['date_utc']} on {results['machine']}; LLM: {results['llm']}; "
              f"{budget_text(results)}.", "",
              *markdown_table(("task", "mode", "agents", "final success", "training frames to first success",
@@ -356,7 +356,7 @@ def render_section(results: dict[str, Any], figure: Path | None = None,
         plot(results, figure)
         lines += [f"![success by mode](figures/{figure.name})", ""]
         if iteration_runs(runs):
-            iterations_figure = iterations_figure or figure.with_name(ITERATIONS_FIGURE)
+            iterations_figure = iterations_figure or figure.with_name(figure.name.replace(FIGURE, ITERATIONS_FIGURE))
             plot_iterations(results, iterations_figure)
             lines += [f"![success per iteration](figures/{iterations_figure.name})", ""]
     return "\n".join(lines)
