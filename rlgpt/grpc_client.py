@@ -47,6 +47,11 @@ def _service_config() -> str:
     }]})
 
 
+KEEPALIVE_MS = 30000
+"""Clients ping an idle connection this often (a long quiet stream such as WatchRun stays open); servers accept
+pings at that rate (rlgpt.grpc_server), else they answer GOAWAY "too_many_pings"."""
+
+
 def create_channel(target: str, *, default_timeout: float = 30.0, max_message_mb: int = 64,
                    wait_ready_seconds: float | None = None) -> grpc.Channel:
     """An insecure channel to ``target`` ("host:port").
@@ -59,7 +64,7 @@ def create_channel(target: str, *, default_timeout: float = 30.0, max_message_mb
     channel = grpc.insecure_channel(target, options=[
         ("grpc.max_send_message_length", limit),
         ("grpc.max_receive_message_length", limit),
-        ("grpc.keepalive_time_ms", 30000),
+        ("grpc.keepalive_time_ms", KEEPALIVE_MS),
         ("grpc.keepalive_timeout_ms", 10000),
         ("grpc.enable_retries", 1),
         ("grpc.service_config", _service_config()),

@@ -17,6 +17,7 @@ from grpc_reflection.v1alpha import reflection
 
 from rlgpt import metrics
 from rlgpt.errors import InvalidArgument
+from rlgpt.grpc_client import KEEPALIVE_MS
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +133,10 @@ def create_server(addr: str, services: Sequence[ServiceBinding], *, max_workers:
             ("grpc.max_send_message_length", limit),
             ("grpc.max_receive_message_length", limit),
             ("grpc.so_reuseport", 0),
+            # The clients' keepalive pings during a quiet stream (WatchRun, WatchJob) are welcome: by default a
+            # server takes pings more often than every 5 min as abuse and closes the connection.
+            ("grpc.http2.min_recv_ping_interval_without_data_ms", KEEPALIVE_MS // 2),
+            ("grpc.http2.max_ping_strikes", 0),
         ],
     )
     health_servicer = health.HealthServicer(experimental_non_blocking=True)

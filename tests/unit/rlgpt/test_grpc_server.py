@@ -248,3 +248,21 @@ def test_an_address_that_cannot_be_bound_is_an_error() -> None:
         port = taken.getsockname()[1]
         with pytest.raises(OSError, match=rf"could not bind the gRPC server to 127.0.0.1:{port}: the port is taken"):
             create_server(f"127.0.0.1:{port}", [])
+
+
+def test_a_quiet_stream_survives_the_clients_keepalive_pings(served) -> None:
+    """A client pinging a quiet stream (health Watch sends nothing after its first answer) is not sent away with
+    GOAWAY "too_many_pings": the server accepts pings as often as the clients send them."""
+    port, _channel = served
+    # Pings every 500 ms: far more often than rlgpt's clients; by default the third one got GOAWAY.
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=[
+        ("grpc.keepalive_time_ms", 500), ("grpc.keepalive_timeout_ms", 2000),
+        ("grpc.http2.max_pings_without_data", 0)])  # as a stream that gets data now and then: pings go on
+    stream = health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest(service=""), timeout=6)
+    try:
+        assert next(stream).status == health_pb2.HealthCheckResponse.SERVING
+        with pytest.raises(grpc.RpcError) as info:
+            next(stream)  # nothing more comes: the stream stays open until its deadline
+        assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED, info.value.details()
+    finally:
+        channel.close()
