@@ -5,7 +5,10 @@ critic's, or without a critic one from the measured success rate). Each attempt 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import threading
+import time
 from typing import Any
 
 import grpc
@@ -13,10 +16,9 @@ from google.protobuf import json_format
 
 from rlgpt.errors import FailedPrecondition
 from rlgpt.llm.client import StructuredOutputError, record_from_json
-from rlgpt.v1 import common_pb2, critic_pb2, env_pb2, learner_pb2, planner_pb2
+from rlgpt.v1 import common_pb2, critic_pb2, env_pb2, learner_pb2, learner_pb2_grpc, planner_pb2
 from services.planner.agents import FastAgent, MacroActions
 from services.planner.context import AgentSetup, RunContext, StopRequested
-from services.planner.plans import later_subtasks
 from services.planner.state import Decision, Status, SubTaskState, TestRecord
 
 log = logging.getLogger(__name__)
@@ -27,15 +29,18 @@ JUDGE_FRAMES_PER_EPISODE = 4
 RLGPT_CRITIC_ATTACH_FRAMES is on): the first observation, two between, the last."""
 JUDGE_MAX_FRAMES = 8
 """Most frames one Judge request carries: the critic's default max_frames (RLGPT_CRITIC_MAX_FRAMES)."""
+LEARNER_BUSY_SECONDS = 2.0
+"""How long a training waits before asking again a learner that runs as many jobs as it may."""
 
 
-def training_frames(per_training: int, left: int | None, later_rl_subtasks: int) -> int:
-    """Frames for one training: the per-training budget, but never more than this sub-task's share of what is
-    left, so that the RL sub-tasks after it (the task's own goal is the last) still get trained when a weak plan
-    starts with a side quest that never succeeds."""
+def training_frames(per_training: int, left: int | None, sharing: int = 1) -> int:
+    """Frames for one training: the per-training budget, but never more than its equal share of what is left
+    among the ``sharing`` trainings of its round (all the RL sub-tasks of the outer iteration still training,
+    this one included), so that concurrent trainings together never overspend the run's budget and a weak plan's
+    side quest that never succeeds leaves frames for the task's own goal."""
     if left is None:
         return per_training
-    return min(per_training, left // (1 + later_rl_subtasks))
+    return min(per_training, left // max(1, sharing))
 
 
 def increasing(points: list[critic_pb2.CurvePoint]) -> list[critic_pb2.CurvePoint]:
@@ -97,6 +102,34 @@ def joined_skills(config: learner_pb2.RLConfig, subtask: planner_pb2.SubTask, pl
         config.skill_max_steps = 0  # one frame per skill is no macro action: K is the learner's default
 
 
+@dataclasses.dataclass
+class Trained:
+    """What step 2 of an RL attempt produced: the job, its curve (frames of that training) and its evaluation."""
+
+    job_id: str
+    curve: list[dict[str, float]]
+    evaluation: learner_pb2.EvaluateResponse
+
+
+@dataclasses.dataclass
+class RLAttempt:
+    """One RL attempt of a sub-task, carried through its three steps (:meth:`Attempts.configure`,
+    :meth:`Attempts.train_and_evaluate`, :meth:`Attempts.verdict`)."""
+
+    st: planner_pb2.SubTask
+    state: SubTaskState
+    start: list[common_pb2.ItemCount]
+    config: learner_pb2.RLConfig | None = None
+    """What to train; None: nothing (an unusable answer, no learner)."""
+    details: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """More for the attempt's file (its macro actions, accepted and refused)."""
+    refused: str = ""
+    """Why macro actions of the answer were refused (with their lines), for the verdict's diagnosis."""
+    verdict: critic_pb2.Verdict | None = None
+    """A verdict known without training (no learner: back to the slow agent)."""
+    trained: Trained | None = None
+
+
 class Attempts:
     """Runs coded and RL attempts of sub-tasks and judges them."""
 
@@ -134,22 +167,37 @@ class Attempts:
                           errors=[best.error] if best.error else [], start=start,
                           frames=judge_frames(best.episodes, best.frames))
 
+    # --- RL attempts: configure (fast agent), train and evaluate (learner; thread-safe), verdict ---------------
     def rl(self, st: planner_pb2.SubTask, state: SubTaskState, start: list[common_pb2.ItemCount],
            plan: planner_pb2.Plan) -> critic_pb2.Verdict | None:
-        """The fast agent's RL config, with the working skills joined, trained and judged.
+        """One RL attempt of one sub-task, its three steps in a row (the loops run each step for a round of RL
+        sub-tasks: :meth:`configure` in plan order, :meth:`train_and_evaluate` in threads, :meth:`verdict` in plan
+        order)."""
+        attempt = self.configure(st, state, start, plan)
+        self.train_and_evaluate(attempt)
+        return self.verdict(attempt)
 
-        The macro actions the answer wrote are registered first (RegisterSkill test-runs them) under names of this
-        sub-task; the accepted ones join the config's skills after the joined ones and are kept in
-        ``state.macro_actions``; a refused one is left out and its error (with its line) is added to the
-        verdict's diagnosis, which the loop keeps as the feedback of the next revision."""
+    def configure(self, st: planner_pb2.SubTask, state: SubTaskState, start: list[common_pb2.ItemCount],
+                  plan: planner_pb2.Plan, *, env_frames: int | None = None) -> RLAttempt:
+        """Step 1: the fast agent's RL config (an LLM call), with the working skills joined.
+
+        ``env_frames``: the offer of frames, the most it trains for (a round's share, :func:`training_frames`);
+        None: the per-training budget within what is left of the run's frames. The macro actions the answer wrote
+        are registered (RegisterSkill test-runs them) under names of this sub-task; the accepted ones join the
+        config's skills after the joined ones and are kept in ``state.macro_actions``; a refused one is left out
+        and its error (with its line) goes into the verdict's diagnosis, which the loop keeps as the feedback of
+        the next revision. Without a learner the attempt has its verdict at once (back to the slow agent); an
+        unusable answer is an attempt with nothing to train and no verdict."""
         ctx = self.ctx
+        attempt = RLAttempt(st, state, list(start))
         if ctx.stubs.learner is None:
             state.feedback = "no learner is configured: RL sub-tasks cannot be trained"
-            return critic_pb2.Verdict(success=False, diagnosis=state.feedback, target=critic_pb2.TARGET_SLOW)
+            attempt.verdict = critic_pb2.Verdict(success=False, diagnosis=state.feedback,
+                                                 target=critic_pb2.TARGET_SLOW)
+            return attempt
         fast = self._fast()
-        frames = training_frames(ctx.budgets.env_frames_per_training, ctx.frames_left(), sum(
-            1 for name in later_subtasks(plan, st) if ctx.state.subtasks[name].decision == Decision.RL
-            and ctx.state.subtasks[name].status != Status.DONE))
+        frames = env_frames if env_frames is not None else \
+            training_frames(ctx.budgets.env_frames_per_training, ctx.frames_left())
         previous = json_format.ParseDict(state.rl_config, learner_pb2.RLConfig()) if state.rl_config else None
         try:
             answer = fast.write_rl(st, env_frames=frames, iteration=ctx.state.outer_iteration, previous=previous,
@@ -162,7 +210,7 @@ class Attempts:
                 ctx.run.llm_call(exc.record, st.name)
             state.record(TestRecord(iteration=ctx.state.outer_iteration, kind=Decision.RL, error=str(exc)[:500],
                                     frames=state.frames))
-            return None
+            return attempt
         if answer.record is not None:  # None: no LLM call of its own (an answer written earlier)
             ctx.run.llm_call(answer.record, st.name)
         config = answer.config
@@ -174,17 +222,12 @@ class Attempts:
         config.task.start_inventory.extend(start)
         state.macro_actions = dict(macros.accepted)
         state.rl_config = json_format.MessageToDict(config, preserving_proto_field_name=True)
-        verdict = self.train(st, state, config, start, details={
+        attempt.config, attempt.refused = config, macros.feedback()
+        attempt.details = {
             "macro_actions": [{"name": name, "code": code} for name, code in macros.accepted.items()],
             "refused_macro_actions": [{"name": name, "code": macro.code, "error": f"{error.type}: {error.message}"}
-                                      for name, macro, error in macros.refused]})
-        refused = macros.feedback()
-        if refused:  # the next revision must see why its macro action is missing
-            if verdict is not None:
-                verdict.diagnosis = f"{verdict.diagnosis} {refused}".strip()
-            else:
-                state.feedback = f"{state.feedback} {refused}".strip()
-        return verdict
+                                      for name, macro, error in macros.refused]}
+        return attempt
 
     def _emit_macros(self, st: planner_pb2.SubTask, macros: MacroActions) -> None:
         """Each macro action the fast agent wrote, emitted as coded skills are: its registered name, code, index in
@@ -198,36 +241,76 @@ class Attempts:
     def train(self, st: planner_pb2.SubTask, state: SubTaskState, config: learner_pb2.RLConfig,
               start: list[common_pb2.ItemCount] | None = None, *,
               details: dict[str, Any] | None = None) -> critic_pb2.Verdict | None:
-        """One training (the learner defaults what the config leaves at 0), its evaluation and the verdict.
-        ``details``: more for the attempt's file (the macro actions of the config)."""
-        ctx, learner = self.ctx, self.ctx.stubs.learner
-        if learner is None:
-            raise FailedPrecondition(f"{st.name} needs training and this planner has no learner")
-        ctx.run.emit(st.name, config=config)
-        try:
-            job_id = learner.StartTraining(learner_pb2.StartTrainingRequest(config=config)).job_id
-        except grpc.RpcError as exc:
-            if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
+        """One training of ``config`` (the learner defaults what it leaves at 0), its evaluation and the verdict:
+        steps 2 and 3 (pure RL's one attempt). ``details``: more for the attempt's file."""
+        attempt = RLAttempt(st, state, list(start or []), config=config, details=dict(details or {}))
+        self.train_and_evaluate(attempt)
+        return self.verdict(attempt)
+
+    def train_and_evaluate(self, attempt: RLAttempt, halt: threading.Event | None = None) -> None:
+        """Step 2: the attempt's training watched to its end, then its evaluation (``attempt.trained``); nothing
+        when it has no config. Runs in a thread of its own next to other sub-tasks' (it only emits, records on its
+        own sub-task, spends and saves, all thread-safe). Once the run is stopped or ``halt`` is set (another
+        training of the round failed), a job not started yet does not start and a running one is stopped
+        (StopJob checkpoints it): StopRequested."""
+        if attempt.config is None:
+            return
+        job_id = self._start_training(attempt, halt)
+        if not job_id:
+            return
+        curve = self._watch(attempt, job_id, halt)
+        attempt.trained = Trained(job_id, curve, self._evaluate(attempt, job_id, curve))
+
+    def _halted(self, halt: threading.Event | None) -> bool:
+        return self.ctx.run.stop_requested.is_set() or (halt is not None and halt.is_set())
+
+    def _start_training(self, attempt: RLAttempt, halt: threading.Event | None = None) -> str:
+        """StartTraining; its job id, kept in the sub-task's state. While the learner runs as many jobs as it
+        may (RESOURCE_EXHAUSTED: its max_concurrent_jobs, other runs' jobs included) it is asked again every
+        :data:`LEARNER_BUSY_SECONDS`. A config the learner refuses is a failed attempt with that feedback and
+        trains nothing ("")."""
+        ctx, st, state, learner = self.ctx, attempt.st, attempt.state, self._learner(attempt.st)
+        if self._halted(halt):
+            raise StopRequested()
+        ctx.run.emit(st.name, config=attempt.config)
+        while True:
+            try:
+                job_id = learner.StartTraining(learner_pb2.StartTrainingRequest(config=attempt.config)).job_id
+                break
+            except grpc.RpcError as exc:
+                if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                    log.info("%s waits for a learner slot: %s", st.name, exc.details())
+                    time.sleep(LEARNER_BUSY_SECONDS)
+                    if self._halted(halt):
+                        raise StopRequested() from None
+                    continue
+                if exc.code() != grpc.StatusCode.INVALID_ARGUMENT:
+                    raise
                 state.feedback = f"the learner refused the config: {exc.details()}"
                 state.record(TestRecord(iteration=ctx.state.outer_iteration, kind=Decision.RL,
                                         error=state.feedback, frames=state.frames))
-                ctx.attempt_file(f"{st.name}_rl{state.inner_iterations}", {**(details or {}),
-                                                                           "error": state.feedback})
-                return None
-            raise
+                ctx.attempt_file(f"{st.name}_rl{state.inner_iterations}",
+                                 {**attempt.details, "error": state.feedback})
+                return ""
         state.job_id = job_id
         ctx.save()
+        return job_id
+
+    def _watch(self, attempt: RLAttempt, job_id: str, halt: threading.Event | None) -> list[dict[str, float]]:
+        """The job's progress to its end: emitted, on the sub-task's curve (on the frames the sub-task had spent
+        by then), its frames spent. A stop (or ``halt``) stops the job; a job that did not succeed is a
+        FailedPrecondition (the run pauses)."""
+        ctx, st, state, learner = self.ctx, attempt.st, attempt.state, self._learner(attempt.st)
         curve: list[dict[str, float]] = []
         final = None
         for progress in learner.WatchJob(learner_pb2.WatchJobRequest(job_id=job_id), timeout=24 * 3600):
-            if ctx.run.stop_requested.is_set():
+            if self._halted(halt):
                 learner.StopJob(learner_pb2.StopJobRequest(job_id=job_id))
                 raise StopRequested()
             curve.append({"env_frames": progress.env_frames, "success_rate": progress.success_rate,
                           "mean_return": progress.mean_return})
             ctx.run.emit(st.name, training=progress)
             final = progress
-        # Every training of the sub-task stays on its curve, on the frames the sub-task had spent by then.
         state.curve.extend({**point, "env_frames": state.frames + point["env_frames"],
                             "training_frames": point["env_frames"], "job_id": job_id,
                             "iteration": ctx.state.outer_iteration} for point in curve)
@@ -238,19 +321,47 @@ class Attempts:
                                     frames=state.frames, job_id=job_id))
             raise FailedPrecondition(f"training of {st.name} (job {job_id}) did not finish: {message}; resume with "
                                      "--resume once the failed service is back")
-        evaluation = learner.Evaluate(learner_pb2.EvaluateRequest(
+        return curve
+
+    def _evaluate(self, attempt: RLAttempt, job_id: str, curve: list[dict[str, float]]
+                  ) -> learner_pb2.EvaluateResponse:
+        """The trained policy's evaluation, recorded (a TestRecord, the attempt's file)."""
+        ctx, st, state = self.ctx, attempt.st, attempt.state
+        evaluation = self._learner(st).Evaluate(learner_pb2.EvaluateRequest(
             job_id=job_id, episodes=ctx.budgets.eval_episodes, seed=ctx.seed,
             frames_per_episode=self._frames_per_episode()), timeout=3600)
         state.record(TestRecord(iteration=ctx.state.outer_iteration, kind=Decision.RL, job_id=job_id,
                                 success_rate=evaluation.success_rate, frames=state.frames))
         ctx.attempt_file(f"{st.name}_rl{state.inner_iterations}", {
-            **(details or {}), "job_id": job_id, "env_frames": config.env_frames, "curve": curve,
+            **attempt.details, "job_id": job_id, "env_frames": attempt.config.env_frames, "curve": curve,
             "evaluation_success_rate": evaluation.success_rate})
-        points = [critic_pb2.CurvePoint(env_frames=int(p["env_frames"]), success_rate=p["success_rate"],
-                                        mean_return=p["mean_return"]) for p in curve]
-        return self.judge(st, Decision.RL, list(evaluation.episodes), curve=increasing(points), start=start,
-                          env_frames=config.env_frames,
-                          frames=judge_frames(list(evaluation.episodes), list(evaluation.frames)))
+        return evaluation
+
+    def verdict(self, attempt: RLAttempt) -> critic_pb2.Verdict | None:
+        """Step 3: the verdict on a trained attempt (the critic's, an LLM call: one after another in plan order),
+        the one it had without training, or None (nothing was trained). The refused macro actions' errors join
+        the diagnosis, or the feedback where there is no verdict: the next revision must see why one is
+        missing."""
+        verdict = attempt.verdict
+        if attempt.trained is not None:
+            trained, config = attempt.trained, attempt.config
+            points = [critic_pb2.CurvePoint(env_frames=int(p["env_frames"]), success_rate=p["success_rate"],
+                                            mean_return=p["mean_return"]) for p in trained.curve]
+            episodes = list(trained.evaluation.episodes)
+            verdict = self.judge(attempt.st, Decision.RL, episodes, curve=increasing(points), start=attempt.start,
+                                 env_frames=config.env_frames if config else None,
+                                 frames=judge_frames(episodes, list(trained.evaluation.frames)))
+        if attempt.refused:
+            if verdict is not None:
+                verdict.diagnosis = f"{verdict.diagnosis} {attempt.refused}".strip()
+            else:
+                attempt.state.feedback = f"{attempt.state.feedback} {attempt.refused}".strip()
+        return verdict
+
+    def _learner(self, st: planner_pb2.SubTask) -> learner_pb2_grpc.LearnerServiceStub:
+        if self.ctx.stubs.learner is None:
+            raise FailedPrecondition(f"{st.name} needs training and this planner has no learner")
+        return self.ctx.stubs.learner
 
     def _critic_judges(self) -> bool:
         return self.ctx.stubs.critic is not None and self.ctx.agents == AgentSetup.SLOW_FAST_CRITIC

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+import threading
 from typing import Any
 
 from rlgpt.errors import FailedPrecondition
@@ -67,6 +68,8 @@ class RunContext:
     mode: Mode
     agents: AgentSetup
     protocol: EvalProtocol
+    _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False, compare=False)
+    """Held by :meth:`spend` and :meth:`save`: the RL sub-tasks of a round train in threads of their own."""
 
     @classmethod
     def create(cls, run: Run, state: RunState, describe: env_pb2.DescribeResponse, stubs: Stubs,
@@ -103,12 +106,16 @@ class RunContext:
         return None if not total else max(0, total - self.state.frames_used)
 
     def spend(self, subtask: SubTaskState, frames: int) -> None:
-        self.state.frames_used += frames
-        subtask.frames += frames
+        """Counts frames against the run's budget and the sub-task's; thread-safe."""
+        with self._lock:
+            self.state.frames_used += frames
+            subtask.frames += frames
 
     def save(self) -> None:
-        self.state.save(self.run.dir)
-        self.run.save_status()
+        """Writes state.json (tmp then rename, one tmp path) and status.json; thread-safe."""
+        with self._lock:
+            self.state.save(self.run.dir)
+            self.run.save_status()
 
     def attempt_file(self, name: str, payload: dict[str, Any]) -> None:
         """An attempt's details (candidates, curve) in ``attempts/iter<outer>_<name>.json``."""

@@ -2,11 +2,13 @@
 
 Inner loop, per sub-task, at most I iterations: an attempt (:mod:`services.planner.attempts`: the fast agent's
 code tested through RunSkill, or its RL config trained by the learner and evaluated), the verdict, the fast agent
-revises with it. Outer loop, at most O iterations: the critic's summaries go back to the slow agent, which may move
-sub-tasks between code and RL, split or reorder them; a sub-task whose code fails every inner iteration moves to
-RL on its own. Then the task-level controller (:mod:`services.planner.controller`) evaluates the whole task.
-Every decision, record, code version, config, curve and verdict lands in the run directory (``state.json``,
-``events.jsonl``, ``attempts/``), and a resumed run skips what is done.
+revises with it. The coded sub-tasks go first, one after another in plan order; then the RL sub-tasks train
+together in rounds (configs and verdicts one after another in plan order, the trainings at once, at most
+``parallel_trainings``). Outer loop, at most O iterations: the critic's summaries go back to the slow agent,
+which may move sub-tasks between code and RL, split or reorder them; a sub-task whose code fails every inner
+iteration moves to RL on its own. Then the task-level controller (:mod:`services.planner.controller`) evaluates
+the whole task. Every decision, record, code version, config, curve and verdict lands in the run directory
+(``state.json``, ``events.jsonl``, ``attempts/``), and a resumed run skips what is done.
 
 Modes (the paper's ablations, :class:`~services.planner.context.Mode`): ``rl-gpt`` (both), ``pure-code`` (every
 sub-task coded), ``pure-rl`` (one RL training on the whole task, primitives only, no LLM). Agent setups
@@ -16,8 +18,11 @@ critic), ``slow-fast`` (no critic), and ``slow-fast-critic``.
 
 from __future__ import annotations
 
+import enum
 import logging
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
@@ -27,7 +32,7 @@ from rlgpt.llm.client import StructuredOutputError
 from rlgpt.prompts import CompletesJSON, shorten
 from rlgpt.v1 import common_pb2, critic_pb2, env_pb2, learner_pb2, planner_pb2
 from services.planner.agents import FastAgent, SlowAgent
-from services.planner.attempts import Attempts
+from services.planner.attempts import Attempts, RLAttempt, training_frames
 from services.planner.context import AgentSetup, Mode, RunContext, StopRequested, Stubs
 from services.planner.controller import NO_CONTROLLER, final_evaluation, iteration_evaluation
 from services.planner.one_agent import AnsweredPlan, OneAgent, recorded_answer
@@ -35,9 +40,21 @@ from services.planner.plans import ending_in_goal, start_inventory, summary, tas
 from services.planner.runs import Run
 from services.planner.settings import PlannerSettings
 from services.planner.skill_library import SkillLibrary
-from services.planner.state import Decision, IterationRecord, RunState, Status
+from services.planner.state import Decision, IterationRecord, RunState, Status, SubTaskState
 
 log = logging.getLogger(__name__)
+FRAMES_SPENT = "the run's frame budget is spent"
+"""The feedback of a sub-task left unattempted because the run's frames are spent."""
+
+
+class Step(enum.Enum):
+    """What the inner loop does after a verdict."""
+
+    AGAIN = "again"
+    """Another attempt (the fast agent revises), while the inner budget lasts."""
+    DONE = "done"
+    TO_SLOW = "to slow"
+    """Back to the slow agent: the sub-task fails for this outer iteration."""
 
 
 class TwoLoops:
@@ -138,9 +155,15 @@ class TwoLoops:
             if plan is None or self.state.slow_feedback:
                 plan = self._new_plan(plan)
                 self._adopt_plan(plan)
+            # Coded sub-tasks first, in plan order; then the RL ones together (decided as the iteration began: a
+            # sub-task moved to RL now is trained in the next iteration, once the slow agent saw why).
+            rl = {st.name for st in plan.subtasks if self.state.subtasks[st.name].decision == Decision.RL}
             for st in plan.subtasks:
-                ctx.check_stop()
-                self._solve(st, plan)
+                if st.name not in rl:
+                    ctx.check_stop()
+                    self._solve(st, plan)
+            ctx.check_stop()
+            self._train_rl([st for st in plan.subtasks if st.name in rl], plan)
             ctx.check_stop()
             record = IterationRecord(iteration=self.state.outer_iteration, tokens=ctx.run.tokens - tokens_before,
                                      seconds=0.0, frames=self.state.frames_used - frames_before)
@@ -198,38 +221,118 @@ class TwoLoops:
         return ending_in_goal(plan, goal)
 
     # --- inner loop ---------------------------------------------------------------------------------
+    def _inner_budget(self) -> int:
+        """Attempts per sub-task and outer iteration; the one agent revises in its next outer answer: one."""
+        return 1 if self.one is not None else self.ctx.budgets.max_inner_iterations
+
     def _solve(self, st: planner_pb2.SubTask, plan: planner_pb2.Plan) -> None:
+        """The inner loop of a coded sub-task: attempts until it is done, its budget is spent or the verdict sends
+        it back to the slow agent."""
         ctx = self.ctx
         state = self.state.subtasks[st.name]
         if state.status == Status.DONE:
             return
         start = start_inventory(plan, st, ctx.describe.rules, ctx.items)
-        # The one agent revises in its next outer answer: one attempt per sub-task and outer iteration.
-        inner_budget = 1 if self.one is not None else ctx.budgets.max_inner_iterations
+        inner_budget = self._inner_budget()
         while state.inner_iterations < inner_budget:
             ctx.check_stop()
             if ctx.frames_left() == 0:
-                state.feedback = "the run's frame budget is spent"
+                state.feedback = FRAMES_SPENT
                 return
-            verdict = self.attempts.code(st, state, start) if state.decision == Decision.CODE else \
-                self.attempts.rl(st, state, start, plan)
-            state.inner_iterations += 1  # counted once the attempt ran: a paused attempt is redone on resume
-            if verdict is None:
-                continue
-            state.success_rate = verdict.success_rate
-            state.feedback = f"{verdict.diagnosis} {verdict.suggestion}".strip()
-            ctx.run.emit(st.name, verdict=verdict)
-            ctx.save()
-            if verdict.success or verdict.target == critic_pb2.TARGET_KEEP:
-                state.status = Status.DONE  # a passed sub-task is kept
-                ctx.save()
+            step = self._apply_verdict(st, state, self.attempts.code(st, state, start))
+            if step is Step.DONE:
                 return
-            if verdict.target == critic_pb2.TARGET_SLOW:
+            if step is Step.TO_SLOW:
                 break
+        self._give_up(state, inner_budget)
+
+    def _train_rl(self, subtasks: list[planner_pb2.SubTask], plan: planner_pb2.Plan) -> None:
+        """The inner loop of the iteration's RL sub-tasks, together, in rounds. Each round: every sub-task still
+        in gets its config from the fast agent, one after another in plan order (a replay answers each agent's
+        calls in recorded order), each offered an equal share of the frames left (:func:`training_frames`: together
+        they never overspend); their trainings run at once (:meth:`_run_trainings`); the verdicts come and are
+        applied one after another in plan order, as :meth:`_solve` applies them. A sub-task leaves when done, when
+        its inner budget is spent or when the verdict sends it back to the slow agent; the rounds end once the
+        shares of what is left are 0 frames."""
+        ctx = self.ctx
+        inner_budget = self._inner_budget()
+        starts = {st.name: start_inventory(plan, st, ctx.describe.rules, ctx.items) for st in subtasks}
+        active = [st for st in subtasks if self.state.subtasks[st.name].status != Status.DONE]
+        while True:
+            spent = [st.name for st in active if self.state.subtasks[st.name].inner_iterations >= inner_budget]
+            for name in spent:
+                self._give_up(self.state.subtasks[name], inner_budget)
+            active = [st for st in active if st.name not in spent]
+            if not active:
+                return
+            ctx.check_stop()
+            share = training_frames(ctx.budgets.env_frames_per_training, ctx.frames_left(), len(active))
+            if share == 0:  # what is left, shared out, trains nothing
+                for st in active:
+                    self.state.subtasks[st.name].feedback = FRAMES_SPENT
+                return
+            attempts = []
+            for st in active:
+                ctx.check_stop()
+                attempts.append(self.attempts.configure(st, self.state.subtasks[st.name], starts[st.name], plan,
+                                                        env_frames=share))
+            self._run_trainings(attempts)
+            active = []
+            for attempt in attempts:
+                step = self._apply_verdict(attempt.st, attempt.state, self.attempts.verdict(attempt))
+                if step is Step.TO_SLOW:
+                    self._give_up(attempt.state, inner_budget)
+                elif step is Step.AGAIN:
+                    active.append(attempt.st)
+
+    def _run_trainings(self, attempts: list[RLAttempt]) -> None:
+        """Step 2 of a round: the trainings and evaluations in threads, at most ``parallel_trainings`` at once
+        (1: one after another). After StopRun every thread stops its job (StopJob) and the round ends in
+        StopRequested; a training that fails halts the others (their jobs are stopped, the ones not started do not
+        start) and its error is raised once every thread has ended, so no job is left running unwatched."""
+        halt = threading.Event()
+
+        def train(attempt: RLAttempt) -> None:
+            try:
+                self.attempts.train_and_evaluate(attempt, halt)
+            except BaseException:
+                halt.set()
+                raise
+
+        workers = max(1, min(self.ctx.settings.parallel_trainings, len(attempts)))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="training") as pool:
+            futures = [pool.submit(train, attempt) for attempt in attempts]
+            errors = [e for e in (f.exception() for f in futures) if e is not None]
+        if errors:  # the failure that halted the round, rather than the stops it caused
+            raise next((e for e in errors if not isinstance(e, StopRequested)), errors[0])
+
+    def _apply_verdict(self, st: planner_pb2.SubTask, state: SubTaskState,
+                       verdict: critic_pb2.Verdict | None) -> Step:
+        """An attempt's verdict applied to its sub-task (coded and RL alike): the attempt counts (once it ran: a
+        paused attempt is redone on resume), the verdict becomes the sub-task's feedback, a passed or kept
+        sub-task is done; what the inner loop does next."""
+        ctx = self.ctx
+        state.inner_iterations += 1
+        if verdict is None:
+            return Step.AGAIN
+        state.success_rate = verdict.success_rate
+        state.feedback = f"{verdict.diagnosis} {verdict.suggestion}".strip()
+        ctx.run.emit(st.name, verdict=verdict)
+        ctx.save()
+        if verdict.success or verdict.target == critic_pb2.TARGET_KEEP:
+            state.status = Status.DONE  # a passed sub-task is kept
+            ctx.save()
+            return Step.DONE
+        return Step.TO_SLOW if verdict.target == critic_pb2.TARGET_SLOW else Step.AGAIN
+
+    def _give_up(self, state: SubTaskState, inner_budget: int) -> None:
+        """A sub-task that leaves the inner loop unsolved: failed for this outer iteration (the slow agent sees
+        it), its inner count reset; code that kept failing moves to RL (with the skills that work as macro
+        actions)."""
+        ctx = self.ctx
         state.status = Status.FAILED
         if state.decision == Decision.CODE and state.code_failures >= inner_budget \
                 and ctx.mode == Mode.RL_GPT and ctx.stubs.learner is not None:
-            # Code that keeps failing moves to RL (with the skills that work as macro actions).
             state.decision = Decision.RL
             state.feedback += " (coding failed repeatedly: moved to RL)"
         state.inner_iterations = 0

@@ -37,3 +37,5 @@ class PlannerSettings(Settings):
     final_episode_frames: int = setting(1000, "Frames of one whole-task episode: the final evaluation's, and "
                                               "pure RL's training episodes.", ge=1)
     max_active_runs: int = setting(2, "Runs that may be active at once.", ge=1)
+    parallel_trainings: int = setting(2, "RL sub-tasks of one outer iteration that train at once (a learner job "
+                                         "each); 1: one after another.", ge=1)

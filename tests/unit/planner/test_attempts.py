@@ -1,20 +1,25 @@
-"""What the planner passes to the critic from an attempt's episodes, and an RL attempt's macro actions (written
-by the fast agent, registered on the real env server, joined to the config's skills, refused with their line)."""
+"""What the planner passes to the critic from an attempt's episodes, an RL attempt's training and verdict steps,
+and its macro actions (written by the fast agent, registered on the real env server, joined to the config's
+skills, refused with their line)."""
 
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
+import grpc
+import pytest
 from fakes.fake_openai import FakeOpenAIServer, Reply
 
 from rlgpt.config import LLMSettings
 from rlgpt.llm import LLMClient
 from rlgpt.v1 import common_pb2, critic_pb2, env_pb2, learner_pb2, planner_pb2
 from services.env_server.skills.reference import COLLECT_WOOD
+from services.planner import attempts as attempts_module
 from services.planner.agents import FastAgent
-from services.planner.attempts import JUDGE_FRAMES_PER_EPISODE, JUDGE_MAX_FRAMES, Attempts, judge_frames
-from services.planner.context import RunContext, Stubs
+from services.planner.attempts import JUDGE_FRAMES_PER_EPISODE, JUDGE_MAX_FRAMES, Attempts, RLAttempt, judge_frames
+from services.planner.context import RunContext, StopRequested, Stubs
 from services.planner.runs import Run
 from services.planner.settings import PlannerSettings
 from services.planner.skill_library import LibrarySkill, SkillLibrary
@@ -85,6 +90,104 @@ def rl_attempt(tmp_path: Path, agents: str, env_frame_limit: int = 8) -> tuple[F
     Attempts(ctx, None).train(subtask, SubTaskState(name="eat_cow", decision="rl"),
                               learner_pb2.RLConfig(task=spec, env_frames=500))
     return learner, critic
+
+
+def rl_context(tmp_path: Path, learner: object, agents: str = "slow-fast") -> RunContext:
+    spec = common_pb2.TaskSpec(name="eat_cow", success=[common_pb2.Condition(achievement="eat_cow")])
+    run = Run(tmp_path / "run", planner_pb2.StartRunRequest(task=spec, agents=agents))
+    return RunContext.create(run, RunState(), env_pb2.DescribeResponse(backend="crafter"),
+                             Stubs(env=None, learner=learner, critic=None), SkillLibrary(tmp_path / "lib.json"),
+                             PlannerSettings())
+
+
+def test_an_rl_attempts_training_step_then_its_verdict_step(tmp_path: Path) -> None:
+    learner = FakeLearner()
+    ctx = rl_context(tmp_path, learner)
+    state = SubTaskState(name="eat_cow", decision="rl")
+    attempt = RLAttempt(planner_pb2.SubTask(name="eat_cow"), state, [],
+                        config=learner_pb2.RLConfig(name="eat_cow", env_frames=500), refused="Macro x was refused.")
+    attempts = Attempts(ctx, None)
+    attempts.train_and_evaluate(attempt)
+    assert attempt.trained.job_id == "j1" == state.job_id and len(attempt.trained.curve) == 10
+    assert state.frames == ctx.state.frames_used == 500 and state.tests[-1]["success_rate"] == 0.5
+    assert not any(e.HasField("verdict") for e in ctx.run.events)  # judging is the third step
+    verdict = attempts.verdict(attempt)
+    assert verdict.success and verdict.diagnosis == "success rate 50% Macro x was refused."
+    # An attempt with nothing to train (an unusable answer) has no verdict; the refusal goes to the feedback.
+    empty = RLAttempt(planner_pb2.SubTask(name="eat_cow"), state, [], refused="Macro y was refused.")
+    attempts.train_and_evaluate(empty)
+    assert attempts.verdict(empty) is None and state.feedback.endswith("Macro y was refused.")
+
+
+def test_a_halted_or_stopped_training_does_not_start(tmp_path: Path) -> None:
+    learner = FakeLearner()
+    ctx = rl_context(tmp_path, learner)
+    attempt = RLAttempt(planner_pb2.SubTask(name="eat_cow"), SubTaskState(name="eat_cow", decision="rl"), [],
+                        config=learner_pb2.RLConfig(name="eat_cow", env_frames=500))
+    halt = threading.Event()
+    halt.set()
+    with pytest.raises(StopRequested):
+        Attempts(ctx, None).train_and_evaluate(attempt, halt)
+    ctx.run.stop_requested.set()
+    with pytest.raises(StopRequested):
+        Attempts(ctx, None).train_and_evaluate(attempt)
+    assert learner.configs == [] and attempt.trained is None
+
+
+def rpc_error(code: grpc.StatusCode, details: str) -> grpc.RpcError:
+    error = grpc.RpcError()
+    error.code, error.details = (lambda: code), (lambda: details)
+    return error
+
+
+class RefusingLearner(FakeLearner):
+    def StartTraining(self, request: learner_pb2.StartTrainingRequest) -> learner_pb2.StartTrainingResponse:
+        raise rpc_error(grpc.StatusCode.INVALID_ARGUMENT, "env_frames=0: the frame budget must be > 0")
+
+
+class BusyLearner(FakeLearner):
+    """Runs as many jobs as it may for its first two StartTraining calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused = 0
+
+    def StartTraining(self, request: learner_pb2.StartTrainingRequest) -> learner_pb2.StartTrainingResponse:
+        if self.refused < 2:
+            self.refused += 1
+            raise rpc_error(grpc.StatusCode.RESOURCE_EXHAUSTED, "4 jobs are running, the learner's limit (4)")
+        return super().StartTraining(request)
+
+
+def test_a_training_waits_for_a_slot_of_a_busy_learner(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(attempts_module, "LEARNER_BUSY_SECONDS", 0.01)
+    learner = BusyLearner()
+    ctx = rl_context(tmp_path, learner)
+    state = SubTaskState(name="eat_cow", decision="rl")
+    verdict = Attempts(ctx, None).train(planner_pb2.SubTask(name="eat_cow"), state,
+                                        learner_pb2.RLConfig(name="eat_cow", env_frames=500))
+    assert learner.refused == 2 and state.job_id == "j1" and verdict.success_rate == 0.5
+    assert sum(e.HasField("config") for e in ctx.run.events) == 1
+    # A halt (a stop, another training's failure) while it waits ends the wait: nothing started.
+    busy = BusyLearner()
+    ctx = rl_context(tmp_path / "b", busy)
+    halt = threading.Event()
+    attempt = RLAttempt(planner_pb2.SubTask(name="eat_cow"), SubTaskState(name="eat_cow"), [],
+                        config=learner_pb2.RLConfig(name="eat_cow", env_frames=500))
+    monkeypatch.setattr(attempts_module.time, "sleep", lambda seconds: halt.set())
+    with pytest.raises(StopRequested):
+        Attempts(ctx, None).train_and_evaluate(attempt, halt)
+    assert busy.refused == 1 and busy.configs == []
+
+
+def test_a_config_the_learner_refuses_trains_nothing_and_has_no_verdict(tmp_path: Path) -> None:
+    ctx = rl_context(tmp_path, RefusingLearner())
+    state = SubTaskState(name="eat_cow", decision="rl")
+    verdict = Attempts(ctx, None).train(planner_pb2.SubTask(name="eat_cow"), state,
+                                        learner_pb2.RLConfig(name="eat_cow"))
+    assert verdict is None and state.feedback == "the learner refused the config: env_frames=0: the frame " \
+                                                 "budget must be > 0"
+    assert state.tests[-1]["error"] == state.feedback and not state.job_id
 
 
 def test_an_rl_attempt_asks_for_frames_and_passes_the_failed_episode_first_to_the_critic(tmp_path: Path) -> None:

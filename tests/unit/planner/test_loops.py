@@ -1,18 +1,24 @@
-"""The loops' pieces: plan rules, attempts' helpers, the controller's chain, the modes and the state's records
-(the loops themselves run against real services in tests/integration)."""
+"""The loops' pieces: plan rules, attempts' helpers, the controller's chain, the modes and the state's records;
+the RL sub-tasks of an iteration training together in rounds, against test doubles of the fast agent, learner and
+critic (the whole loops run against real services in tests/integration)."""
 
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from rlgpt.errors import FailedPrecondition
+from rlgpt.llm.client import CallRecord
 from rlgpt.prompts import shorten
-from rlgpt.v1 import common_pb2, critic_pb2, env_pb2, planner_pb2
+from rlgpt.v1 import common_pb2, critic_pb2, env_pb2, learner_pb2, planner_pb2
+from services.planner.agents import MacroActions, RLAnswer
 from services.planner.attempts import Attempts, increasing, measured_verdict, training_frames
-from services.planner.context import AgentSetup, Mode, Stubs
+from services.planner.context import AgentSetup, Mode, StopRequested, Stubs
 from services.planner.controller import chain_links, chain_skill, coded_skills, rl_jobs
 from services.planner.loops import TwoLoops
 from services.planner.one_agent import OneAgent, PreWrittenFastAgent
@@ -26,13 +32,17 @@ WOOD = common_pb2.Condition(inventory=common_pb2.ItemCount(item="wood", count=2)
 TABLE = common_pb2.Condition(achievement="place_table")
 
 
-def test_training_frames_leave_a_share_for_later_rl_subtasks() -> None:
+def test_training_frames_are_an_equal_share_of_what_is_left_among_the_rounds_trainings() -> None:
     assert training_frames(15000, None, 3) == 15000  # no run budget: the per-training budget
-    assert training_frames(15000, 60000, 0) == 15000
-    assert training_frames(15000, 30000, 1) == 15000  # half of what is left
-    assert training_frames(15000, 20000, 1) == 10000
-    assert training_frames(15000, 30000, 2) == 10000
-    assert training_frames(15000, 9000, 0) == 9000  # the last sub-task takes what is left
+    assert training_frames(15000, 60000) == 15000
+    assert training_frames(15000, 30000, 2) == 15000  # half of what is left
+    assert training_frames(15000, 20000, 2) == 10000
+    assert training_frames(15000, 30000, 3) == 10000
+    assert training_frames(15000, 9000) == 9000  # alone, a training takes what is left
+    assert training_frames(15000, 9000, 0) == 9000
+    for left in range(0, 1000, 7):
+        for sharing in range(1, 6):
+            assert sharing * training_frames(15000, left, sharing) <= left  # together never more than is left
 
 
 def test_implied_items_come_from_the_rules(env_server) -> None:
@@ -186,14 +196,16 @@ def test_records_keep_the_state_json_shape_of_earlier_runs(tmp_path: Path) -> No
         RunState.load(tmp_path)
 
 
-def loops(tmp_path: Path, mode: str = "", agents: str = "", task: str = "place_table", llm=None) -> TwoLoops:
+def loops(tmp_path: Path, mode: str = "", agents: str = "", task: str = "place_table", llm=None, *,
+          learner=None, critic=None, **settings: Any) -> TwoLoops:
     # The task as the planner keeps it: spelled out by the env server's ResolveTask when the run started.
     spec = common_pb2.TaskSpec(name=task, success=[common_pb2.Condition(achievement=task)])
     request = planner_pb2.StartRunRequest(task=spec, mode=mode, agents=agents)
     run = Run(tmp_path / "run", request)
     describe = env_pb2.DescribeResponse(backend="crafter", items=["wood"])
     return TwoLoops(run, RunState(), describe, llm, SkillLibrary(tmp_path / "library.json"),
-                    Stubs(env=None, learner=None, critic=None), PlannerSettings(env_frames_per_training=900))
+                    Stubs(env=None, learner=learner, critic=critic),
+                    PlannerSettings(**{"env_frames_per_training": 900, **settings}))
 
 
 def test_the_run_context_resolves_budgets_mode_and_agents(tmp_path: Path) -> None:
@@ -203,6 +215,31 @@ def test_the_run_context_resolves_budgets_mode_and_agents(tmp_path: Path) -> Non
     assert ctx.frames_left() == ctx.budgets.total_env_frames
     ctx.spend(SubTaskState(name="x"), ctx.budgets.total_env_frames + 5)
     assert ctx.frames_left() == 0
+
+
+def test_spending_and_saving_from_many_threads_keeps_the_count_and_a_whole_state(tmp_path: Path) -> None:
+    ctx = loops(tmp_path).ctx
+    subs = [SubTaskState(name=f"s{i}") for i in range(6)]
+    ctx.state.subtasks = {s.name: s for s in subs}
+
+    errors: list[BaseException] = []
+
+    def work(sub: SubTaskState) -> None:
+        try:
+            for _ in range(40):
+                ctx.spend(sub, 3)
+                ctx.save()  # one tmp path for every thread: without the lock one moves what another writes
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(sub,)) for sub in subs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert ctx.state.frames_used == 6 * 40 * 3 and all(s.frames == 120 for s in subs)
+    assert RunState.load(ctx.run.dir).frames_used == 720
 
 
 def test_pure_code_codes_every_subtask_of_the_plan(tmp_path: Path) -> None:
@@ -229,3 +266,275 @@ def test_rl_attempts_without_a_learner_go_back_to_the_slow_agent(tmp_path: Path)
     subtask = planner_pb2.SubTask(name="table", success=[TABLE])
     verdict = Attempts(two.ctx, None).rl(subtask, state, [], planner_pb2.Plan(subtasks=[subtask]))
     assert verdict.target == critic_pb2.TARGET_SLOW and "no learner" in state.feedback
+
+
+# --- the RL sub-tasks of an iteration train together -------------------------------------------------------------
+class Log:
+    """What the test doubles saw, in order, with times (thread-safe)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.entries: list[tuple[str, str, float]] = []
+
+    def add(self, what: str, name: str) -> None:
+        with self.lock:
+            self.entries.append((what, name, time.monotonic()))
+
+    def names(self, what: str) -> list[str]:
+        return [name for kind, name, _ in self.entries if kind == what]
+
+    def at(self, what: str, name: str) -> float:
+        return next(t for kind, n, t in self.entries if kind == what and n == name)
+
+    def kinds(self) -> list[str]:
+        return [kind for kind, _, _ in self.entries]
+
+
+class FakeFast:
+    """A test double of the fast agent: an RL config per sub-task (a recorded LLM call) and no macro action."""
+
+    def __init__(self, log: Log) -> None:
+        self.log = log
+        self.offers: list[tuple[str, int]] = []
+
+    def write_rl(self, st: planner_pb2.SubTask, *, env_frames: int, iteration: int, **_: Any) -> RLAnswer:
+        self.log.add("config", st.name)
+        self.offers.append((st.name, env_frames))
+        record = CallRecord(seq=0, agent="fast", iteration=iteration, model="fake", messages=[], response="{}",
+                            parsed={}, prompt_tokens=1, completion_tokens=1, latency_seconds=0.0, attempts=1)
+        config = learner_pb2.RLConfig(name=st.name, task=common_pb2.TaskSpec(name=st.name), env_frames=env_frames)
+        return RLAnswer(config=config, macro_actions=[], record=record)
+
+    def register_macro_actions(self, st: planner_pb2.SubTask, macros: list[Any]) -> MacroActions:
+        return MacroActions()
+
+
+class ThreadedLearner:
+    """A test double of the learner, called from the training threads: each job reports ``points`` progress points
+    ``seconds`` apart (``slower`` jobs take three times as long) up to its config's frames. ``meet``: a job waits
+    (at most a second) for a second job to run beside it. ``stop_when_running``: StopRun is called once that many
+    jobs run. ``fails``: jobs of these sub-tasks end FAILED."""
+
+    def __init__(self, log: Log, run: Run | None = None, *, points: int = 4, seconds: float = 0.05,
+                 slower: tuple[str, ...] = (), meet: bool = False, stop_when_running: int = 0,
+                 fails: tuple[str, ...] = (), success: float = 0.0) -> None:
+        self.log, self.run, self.points, self.seconds = log, run, points, seconds
+        self.slower, self.meet, self.stop_when_running, self.fails, self.success = \
+            slower, meet, stop_when_running, fails, success
+        self.lock = threading.Lock()
+        self.running = 0
+        self.most_running = 0
+        self.together = threading.Event()
+        self.configs: dict[str, learner_pb2.RLConfig] = {}
+        self.stopped: list[str] = []
+
+    def StartTraining(self, request: learner_pb2.StartTrainingRequest) -> learner_pb2.StartTrainingResponse:
+        job_id = f"job-{request.config.name}"
+        self.configs[job_id] = request.config
+        self.log.add("start", request.config.name)
+        return learner_pb2.StartTrainingResponse(job_id=job_id)
+
+    def WatchJob(self, request: learner_pb2.WatchJobRequest, timeout: float):
+        name = self.configs[request.job_id].name
+        frames = self.configs[request.job_id].env_frames
+        with self.lock:
+            self.running += 1
+            self.most_running = max(self.most_running, self.running)
+            if self.running >= 2:
+                self.together.set()
+            if self.stop_when_running and self.running >= self.stop_when_running:
+                self.run.stop_requested.set()  # StopRun while the trainings run
+        try:
+            if self.meet:
+                self.together.wait(timeout=1.0)
+            pause = self.seconds * (3 if name in self.slower else 1)
+            for i in range(1, self.points + 1):
+                time.sleep(pause)
+                last = i == self.points
+                state = learner_pb2.JOB_STATE_RUNNING if not last else (
+                    learner_pb2.JOB_STATE_FAILED if name in self.fails else learner_pb2.JOB_STATE_SUCCEEDED)
+                yield learner_pb2.JobProgress(job_id=request.job_id, env_frames=frames * i // self.points,
+                                              success_rate=0.1 * i, mean_return=float(i), state=state,
+                                              message="worker died" if last and name in self.fails else "")
+        finally:
+            self.log.add("end", name)
+            with self.lock:
+                self.running -= 1
+
+    def StopJob(self, request: learner_pb2.StopJobRequest) -> learner_pb2.StopJobResponse:
+        self.stopped.append(request.job_id)
+        return learner_pb2.JobProgress(job_id=request.job_id)
+
+    def Evaluate(self, request: learner_pb2.EvaluateRequest, timeout: float) -> learner_pb2.EvaluateResponse:
+        self.log.add("evaluate", self.configs[request.job_id].name)
+        won = int(self.success * 4)
+        return learner_pb2.EvaluateResponse(success_rate=self.success, episodes=[
+            common_pb2.EpisodeSummary(success=i < won) for i in range(4)])
+
+
+class OrderedCritic:
+    """A test double of the critic: each verdict sends the sub-task back to the fast agent."""
+
+    def __init__(self, log: Log) -> None:
+        self.log = log
+
+    def Judge(self, request: critic_pb2.JudgeRequest, timeout: float) -> critic_pb2.JudgeResponse:
+        self.log.add("judge", request.subtask)
+        return critic_pb2.JudgeResponse(verdict=critic_pb2.Verdict(
+            target=critic_pb2.TARGET_FAST, diagnosis=f"verdict on {request.subtask}"))
+
+
+RL_PLAN = planner_pb2.Plan(subtasks=[
+    planner_pb2.SubTask(name=name, decision=planner_pb2.DECISION_RL,
+                        success=[common_pb2.Condition(achievement=name)])
+    for name in ("table", "pickaxe", "sword")])
+
+
+def rl_loops(tmp_path: Path, subtasks: int = 2, *, agents: str = "", **learner: Any) -> tuple[TwoLoops, Log]:
+    """TwoLoops on a plan of RL sub-tasks with the test doubles above; ``learner`` has the learner's options and
+    the planner's settings (parallel_trainings, max_inner_iterations, total_env_frames)."""
+    log = Log()
+    settings = {k: learner.pop(k) for k in ("parallel_trainings", "max_inner_iterations", "total_env_frames")
+                if k in learner}
+    two = loops(tmp_path, agents=agents, learner=None, critic=OrderedCritic(log), **settings)
+    two.ctx.stubs.learner = ThreadedLearner(log, two.ctx.run, **learner)
+    two.attempts.fast = FakeFast(log)
+    two._adopt_plan(planner_pb2.Plan(subtasks=RL_PLAN.subtasks[:subtasks]))
+    return two, log
+
+
+def train_rl(two: TwoLoops) -> None:
+    plan = two.state.plan_proto()
+    two._train_rl(list(plan.subtasks), plan)
+
+
+def test_two_rl_subtasks_train_at_once_with_two_parallel_trainings(tmp_path: Path) -> None:
+    two, log = rl_loops(tmp_path, parallel_trainings=2, max_inner_iterations=1, meet=True, slower=("table",))
+    train_rl(two)
+    learner = two.ctx.stubs.learner
+    assert learner.most_running == 2
+    assert max(log.at("start", "table"), log.at("start", "pickaxe")) < min(log.at("end", "table"),
+                                                                            log.at("end", "pickaxe"))
+    assert log.names("end") == ["pickaxe", "table"]  # the slower table finishes last ...
+    assert log.names("judge") == ["table", "pickaxe"]  # ... and is still judged first: plan order
+    verdicts = [(e.subtask, e.verdict.diagnosis) for e in two.ctx.run.events if e.HasField("verdict")]
+    assert verdicts == [("table", "verdict on table"), ("pickaxe", "verdict on pickaxe")]
+    for name in ("table", "pickaxe"):  # the inner budget is spent: failed for this iteration, count reset
+        sub = two.state.subtasks[name]
+        assert sub.status is Status.FAILED and sub.inner_iterations == 0 and sub.job_id == f"job-{name}"
+        assert sub.feedback == f"verdict on {name}" and [t["kind"] for t in sub.tests] == ["rl"]
+
+
+def test_with_one_parallel_training_the_trainings_run_one_after_another(tmp_path: Path) -> None:
+    two, log = rl_loops(tmp_path, parallel_trainings=1, max_inner_iterations=1, meet=True)
+    train_rl(two)
+    assert two.ctx.stubs.learner.most_running == 1
+    assert log.at("end", "table") <= log.at("start", "pickaxe")  # each evaluated before the next starts
+    assert log.kinds() == ["config", "config", "start", "end", "evaluate", "start", "end", "evaluate",
+                           "judge", "judge"]
+
+
+def test_the_configs_come_in_plan_order_before_any_training_and_the_llm_files_keep_that_order(
+        tmp_path: Path) -> None:
+    two, log = rl_loops(tmp_path, 3, parallel_trainings=2, max_inner_iterations=2)
+    train_rl(two)
+    kinds = log.kinds()
+    first_round, second_round = kinds[:kinds.index("judge") + 3], kinds[kinds.index("judge") + 3:]
+    for round_ in (first_round, second_round):  # 3 configs, 3 trainings, 3 verdicts, in that order
+        assert round_[:3] == ["config"] * 3 and round_[-3:] == ["judge"] * 3
+        assert set(round_[3:-3]) == {"start", "end", "evaluate"}
+    assert log.names("config") == ["table", "pickaxe", "sword"] * 2
+    assert log.names("judge") == ["table", "pickaxe", "sword"] * 2
+    files = sorted(p.name for p in (two.ctx.run.dir / "llm").glob("*.json"))
+    assert [f.split("-")[2] for f in files] == ["table", "pickaxe", "sword"] * 2
+    assert all(two.state.subtasks[n].status is Status.FAILED for n in ("table", "pickaxe", "sword"))
+    assert all(len(two.state.subtasks[n].tests) == 2 for n in ("table", "pickaxe", "sword"))
+
+
+def test_each_training_of_a_round_gets_its_share_of_the_frames_left(tmp_path: Path) -> None:
+    two, _ = rl_loops(tmp_path, 3, parallel_trainings=3, max_inner_iterations=3, total_env_frames=2000)
+    train_rl(two)
+    offers = two.attempts.fast.offers
+    # Round 1: 2000 left among 3 (each under the 900 per training); then 2 left, 0 frames each: no round 2.
+    assert offers == [("table", 666), ("pickaxe", 666), ("sword", 666)]
+    assert two.state.frames_used == 1998 <= two.ctx.budgets.total_env_frames
+    assert {n: s.feedback for n, s in two.state.subtasks.items()} == {
+        n: "the run's frame budget is spent" for n in ("table", "pickaxe", "sword")}
+
+
+def test_a_share_never_exceeds_the_per_training_budget_and_a_later_round_shares_what_is_left(
+        tmp_path: Path) -> None:
+    two, _ = rl_loops(tmp_path, 2, parallel_trainings=2, max_inner_iterations=3, total_env_frames=2400)
+    train_rl(two)
+    assert two.attempts.fast.offers == [("table", 900), ("pickaxe", 900), ("table", 300), ("pickaxe", 300)]
+    assert two.state.frames_used == 2400 == two.ctx.budgets.total_env_frames
+
+
+def test_a_stop_during_the_trainings_stops_every_job_and_the_round_is_redone_on_resume(tmp_path: Path) -> None:
+    two, log = rl_loops(tmp_path, 3, parallel_trainings=2, max_inner_iterations=2, stop_when_running=2,
+                        points=20)
+    with pytest.raises(StopRequested):
+        train_rl(two)
+    learner = two.ctx.stubs.learner
+    assert sorted(learner.stopped) == ["job-pickaxe", "job-table"]  # each thread stopped its own job
+    assert log.names("start") == ["table", "pickaxe"]  # the third waited for a thread and never started
+    assert not log.names("evaluate") and not log.names("judge")
+    assert not any(e.HasField("verdict") for e in two.ctx.run.events)
+    saved = RunState.load(two.ctx.run.dir)
+    assert {n: (s.status, s.inner_iterations) for n, s in saved.subtasks.items()} == {
+        n: (Status.PENDING, 0) for n in ("table", "pickaxe", "sword")}  # resumable: nothing counted
+
+
+def test_a_training_that_fails_stops_the_others_and_its_error_is_raised(tmp_path: Path) -> None:
+    two, log = rl_loops(tmp_path, 2, parallel_trainings=2, max_inner_iterations=1, fails=("pickaxe",),
+                        slower=("table",), points=30, meet=True)
+    with pytest.raises(FailedPrecondition, match=r"training of pickaxe .* did not finish: worker died"):
+        train_rl(two)
+    learner = two.ctx.stubs.learner
+    assert learner.stopped == ["job-table"] and learner.running == 0  # no job left running unwatched
+    assert log.names("end") == ["pickaxe", "table"] and not log.names("judge")
+
+
+def test_a_passed_subtask_leaves_the_rounds_and_the_others_go_on(tmp_path: Path) -> None:
+    two, log = rl_loops(tmp_path, 2, agents="slow-fast", parallel_trainings=2, max_inner_iterations=2,
+                        success=0.5)  # no critic: the measured rate passes both
+    train_rl(two)
+    assert log.names("config") == ["table", "pickaxe"] and not log.names("judge")
+    assert all(two.state.subtasks[n].status is Status.DONE for n in ("table", "pickaxe"))
+
+
+def test_the_one_agent_gets_one_rl_attempt_per_subtask_and_outer_iteration(tmp_path: Path) -> None:
+    two, log = rl_loops(tmp_path, 2, agents="one", parallel_trainings=2, max_inner_iterations=3)
+    two.one = object()  # the one agent's answers: one attempt each (its revision is its next outer answer)
+    train_rl(two)
+    assert log.names("config") == ["table", "pickaxe"]
+    assert all(two.state.subtasks[n].status is Status.FAILED for n in ("table", "pickaxe"))
+
+
+def test_coded_subtasks_go_first_then_the_rl_ones_together(tmp_path: Path) -> None:
+    two, log = rl_loops(tmp_path, 2, parallel_trainings=2, max_inner_iterations=1)
+    wood = planner_pb2.SubTask(name="wood", decision=planner_pb2.DECISION_CODE, success=[WOOD])
+    two._adopt_plan(planner_pb2.Plan(subtasks=[two.state.plan_proto().subtasks[0], wood,
+                                               two.state.plan_proto().subtasks[1]]))
+    two.ctx.budgets.max_outer_iterations = 1
+
+    def code(st: planner_pb2.SubTask, state: SubTaskState, start: list[common_pb2.ItemCount]):
+        log.add("code", st.name)
+        return critic_pb2.Verdict(success=True, target=critic_pb2.TARGET_KEEP)
+
+    two.attempts.code = code
+    two._evaluate_iteration = lambda record: None  # the chain's evaluation is the controller's (tested apart)
+    two._iterate()
+    assert log.kinds()[:3] == ["code", "config", "config"] and log.names("config") == ["table", "pickaxe"]
+    assert two.state.subtasks["wood"].status is Status.DONE
+    assert len(two.state.iterations) == 1
+
+
+def test_pure_rl_still_trains_its_one_config(tmp_path: Path) -> None:
+    two = loops(tmp_path, mode="pure-rl")
+    log = Log()
+    two.ctx.stubs.learner = ThreadedLearner(log, success=0.5)
+    two._pure_rl()
+    sub = two.state.subtasks["place_table"]
+    assert log.names("start") == ["place_table"] and sub.job_id == "job-place_table"
+    assert sub.tests[-1]["success_rate"] == 0.5 and sub.frames == two.state.frames_used > 0
