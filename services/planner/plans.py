@@ -68,12 +68,6 @@ def start_inventory(plan: planner_pb2.Plan, subtask: planner_pb2.SubTask, rules:
     return [common_pb2.ItemCount(item=k, count=v) for k, v in sorted(given.items())]
 
 
-def later_subtasks(plan: planner_pb2.Plan, subtask: planner_pb2.SubTask) -> list[str]:
-    """The names of the sub-tasks after ``subtask`` in the plan."""
-    names = [s.name for s in plan.subtasks]
-    return names[names.index(subtask.name) + 1:]
-
-
 def summary(plan: planner_pb2.Plan, state: RunState) -> str:
     """One line per sub-task for the slow agent: decision, status, success and the critic's feedback."""
     lines = []

@@ -52,7 +52,9 @@ def test_rlgpt_run_with_all_services(tmp_path, monkeypatch) -> None:
     assert state["subtasks"]["get_wood"]["status"] == "done"
     table = state["subtasks"]["table"]
     assert table["decision"] == "rl" and table["job_id"] and table["curve"]
-    assert state["final"]["controller"].startswith("policy of table")
+    # The long-horizon controller chains the coded skill and the trained policy.
+    assert state["final"]["controller"] == f"chain: get_wood (code) -> table (policy {table['job_id']})"
+    assert [link["name"] for link in state["final"]["links"]] == ["get_wood", "table"]
     assert 0.0 <= state["final"]["success_rate"] <= 1.0
     assert state["frames_used"] >= 1500
     config = json.loads((tmp_path / "runs" / "learner" / "jobs" / table["job_id"] / "config.json").read_text())
@@ -136,6 +138,6 @@ def test_service_killed_mid_run_then_resume_continues(killed: str, tmp_path, mon
         (run_dir / "request.json").write_text(json.dumps(data))
         report = run_rlgpt(options(tmp_path, resume=run_dir))
     state = json.loads((run_dir / "state.json").read_text())
-    assert state["finished"] and state["final"]["controller"].startswith("policy of table")
+    assert state["finished"] and state["final"]["controller"].startswith("chain: get_wood (code) -> table (policy")
     assert len([t for t in state["subtasks"]["get_wood"]["tests"] if t["kind"] == "code"]) == 1  # not redone
     assert report.exists()
