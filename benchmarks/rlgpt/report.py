@@ -318,7 +318,8 @@ def render_section(results: dict[str, Any], figure: Path | None = None,
              "decides code or RL, coded skills join the RL action space); "
              f"`{REFERENCE_MODE}` is pure RL's training with the hand-written reference skills "
              f"({', '.join(results['reference_skills'])}) as macro actions. Agent setups (the planner's "
-             "`StartRunRequest.agents`): `one` (no slow agent: the whole task is one sub-task; no critic), "
+             "`StartRunRequest.agents`): `one` (one LLM plans, codes and configures in one answer per outer iteration; "
+             "no critic), "
              "`slow-fast` (no critic), `slow-fast-critic`. The runs of one bench share the planner's skill "
              "library, in the table's order: a skill that passed its tests in an earlier run is offered to later "
              "ones.", ""]

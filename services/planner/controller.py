@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 FINAL_SEED_OFFSET = 1000
 """The final evaluation's worlds are seeded apart from the sub-tasks' tests and evaluations."""
 CHAIN_CONTROLLER = "chain of coded skills"
-NO_CONTROLLER = "none: no sub-policy finished"
+NO_CONTROLLER = "none: no sub-task has a skill or a trained policy yet"
 
 
 class _Rename(ast.NodeTransformer):

@@ -12,8 +12,9 @@ the whole task. Every decision, record, code version, config, curve and verdict 
 
 Modes (the paper's ablations, :class:`~services.planner.context.Mode`): ``rl-gpt`` (both), ``pure-code`` (every
 sub-task coded), ``pure-rl`` (one RL training on the whole task, primitives only, no LLM). Agent setups
-(:class:`~services.planner.context.AgentSetup`): ``one`` (no slow agent: the whole task is one sub-task; no
-critic), ``slow-fast`` (no critic), and ``slow-fast-critic``.
+(:class:`~services.planner.context.AgentSetup`): ``one`` (one LLM plans, codes and configures in one answer per
+outer iteration, :mod:`services.planner.one_agent`; no critic), ``slow-fast`` (no critic), and
+``slow-fast-critic``.
 """
 
 from __future__ import annotations
