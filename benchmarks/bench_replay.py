@@ -130,7 +130,8 @@ def summary_sentences(pairs: list[tuple[dict[str, Any], dict[str, Any] | None]])
     solved = [rec["task"] for rec, _ in pairs if (rec["success_rate"] or 0) > 0]
     unsolved = [rec for rec, _ in pairs if not (rec["success_rate"] or 0) > 0]
     if solved:
-        out.append(f"The recorded runs solved {', '.join(solved)} ({len(solved)} of {len(pairs)} tasks).")
+        out.append(f"{len(solved)} of {len(pairs)} recorded runs solved their task "
+                   f"({', '.join(dict.fromkeys(solved))}).")
     for rec in unsolved:
         best = rec.get("subtask_best", {})
         passed = [n for n, r in best.items() if r >= 0.8]
@@ -142,7 +143,7 @@ def summary_sentences(pairs: list[tuple[dict[str, Any], dict[str, Any] | None]])
             and rep["frames_used"] == rec["frames_used"]]
     if replayed:
         out.append(f"Replayed with no model, {len(same)} of {len(replayed)} runs reproduced the recorded final success "
-                   "and frame count exactly" + (f" ({', '.join(same)})" if same else "") + ".")
+                   "and frame count exactly" + (f" ({', '.join(dict.fromkeys(same))})" if same else "") + ".")
     return out
 
 
