@@ -82,7 +82,7 @@ class AnswerFiles:
         self.model = "answer-files"
 
     def complete(self, agent: str, messages: list[dict[str, str]], schema: type[Any], *, iteration: int = 0,
-                 validate: Any = None) -> tuple[Any, CallRecord]:
+                 validate: Any = None, seed: int | None = None) -> tuple[Any, CallRecord]:
         prompt = messages[-1]["content"]
         stem = f"{self.subtask}.a{self.attempt}"
         answer_path = self.directory / f"{stem}.json"

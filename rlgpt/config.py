@@ -23,12 +23,15 @@ from rlgpt.errors import ConfigError
 S = TypeVar("S", bound="Settings")
 
 
-def setting(default: Any, help: str, choices: tuple[str, ...] = (), **checks: float) -> Any:
+def setting(default: Any, help: str, choices: tuple[str, ...] = (), env: str = "", **checks: float) -> Any:
     """Declares a documented settings field. ``ge``/``gt``/``le`` bound numeric values; ``choices`` lists the
-    values a text field may take."""
-    metadata = {"help": help, **checks}
+    values a text field may take; ``env`` names a shorter environment variable also read for it (the prefixed
+    name wins when both are set)."""
+    metadata: dict[str, Any] = {"help": help, **checks}
     if choices:
         metadata["choices"] = choices
+    if env:
+        metadata["env"] = env
     return dataclasses.field(default=default, metadata=metadata)
 
 
@@ -56,6 +59,8 @@ class Settings:
                 raw, source = overrides[f.name], f"--{f.name.replace('_', '-')}"
             elif env_name in environ:
                 raw, source = environ[env_name], env_name
+            elif f.metadata.get("env") and f.metadata["env"] in environ:
+                raw, source = environ[f.metadata["env"]], f.metadata["env"]
             else:
                 continue
             try:

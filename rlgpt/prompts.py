@@ -46,7 +46,7 @@ class CompletesJSON(Protocol):
     """What planner and critic need from an LLM client (LLMClient, ReplayClient, or a scripted double)."""
 
     def complete(self, agent: str, messages: list[dict[str, Any]], schema: type[Any], *, iteration: int = 0,
-                 validate: Any = None) -> tuple[Any, CallRecord]: ...
+                 validate: Any = None, seed: int | None = None) -> tuple[Any, CallRecord]: ...
 
 
 def conditions_text(conditions: list[common_pb2.Condition], none: str = "none") -> str:

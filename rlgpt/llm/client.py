@@ -166,7 +166,8 @@ class LLMClient:
             return {"type": "json_object", "schema": server_schema(schema, keep_limits=False)}
         return {"type": "json_schema", "json_schema": {"name": schema.__name__, "schema": server_schema(schema)}}
 
-    def _create(self, messages: list[dict[str, str]], schema: type[BaseModel], headers: dict[str, str]) -> Any:
+    def _create(self, messages: list[dict[str, str]], schema: type[BaseModel], headers: dict[str, str],
+                seed: int | None = None) -> Any:
         delay = self.settings.backoff_seconds
         attempts = self.settings.max_retries + 1
         for attempt in range(1, attempts + 1):
@@ -174,7 +175,7 @@ class LLMClient:
                 return self._client.chat.completions.create(
                     model=self.model, messages=messages, max_tokens=self.settings.max_tokens,
                     temperature=self.settings.temperature, response_format=self._response_format(schema),
-                    extra_headers=headers)
+                    extra_headers=headers, **({"seed": seed} if seed is not None else {}))
             except openai.NotFoundError as exc:
                 raise LLMError(f"model {self.model!r} is not served at {self._where()} (HTTP 404: "
                                f"{_short(exc)}); set RLGPT_LLM_MODEL to a model the server lists") from None
@@ -202,8 +203,9 @@ class LLMClient:
         return self.base_url or "api.openai.com"
 
     def complete(self, agent: str, messages: list[dict[str, str]], schema: type[T], *, iteration: int = 0,
-                 validate: Any = None) -> tuple[T, CallRecord]:
-        """Asks for an answer of type ``schema``; ``validate(answer)`` may raise ValueError for extra checks."""
+                 validate: Any = None, seed: int | None = None) -> tuple[T, CallRecord]:
+        """Asks for an answer of type ``schema``; ``validate(answer)`` may raise ValueError for extra checks.
+        ``seed``: the sampling seed sent to the server (distinct candidates of one prompt get distinct seeds)."""
         start = time.perf_counter()
         conversation = list(messages)
         prompt_tokens = completion_tokens = 0
@@ -212,7 +214,7 @@ class LLMClient:
         for attempt in (1, 2):
             # Who asks, and which call a retry belongs to: a relay or a replay server answers by these.
             headers = {AGENT_HEADER: agent, CALL_HEADER: call_id, ATTEMPT_HEADER: str(attempt)}
-            response = self._create(conversation, schema, headers)
+            response = self._create(conversation, schema, headers, seed)
             usage = getattr(response, "usage", None)
             prompt_tokens += int(getattr(usage, "prompt_tokens", 0) or 0)
             completion_tokens += int(getattr(usage, "completion_tokens", 0) or 0)

@@ -101,7 +101,7 @@ class ReplayClient:
         self._seq = 0
 
     def complete(self, agent: str, messages: list[dict[str, str]], schema: type[T], *, iteration: int = 0,
-                 validate: Any = None) -> tuple[T, CallRecord]:
+                 validate: Any = None, seed: int | None = None) -> tuple[T, CallRecord]:
         doc = self.calls.take(agent, messages, iteration)
         self._seq += 1
         record = CallRecord(seq=self._seq, agent=agent, iteration=iteration, model=self.model, messages=messages,

@@ -17,6 +17,7 @@ from rlgpt.llm.client import CallRecord, StructuredOutputError
 from rlgpt.prompts import CompletesJSON, conditions_text
 from rlgpt.reward_kinds import REWARD_KINDS
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2, planner_pb2
+from services.planner.program_writer import draw_program, program_prompt
 from services.planner.prompts import EvalProtocol, render
 from services.planner.schemas import (
     MAX_SUBTASKS,
@@ -50,11 +51,16 @@ class MeteredLLM:
             for kind in ("prompt", "completion"):
                 metrics.PLANNER_LLM_TOKENS.labels(agent, kind)
 
+    @property
+    def model(self) -> str:
+        """The wrapped client's model name ("" when it has none)."""
+        return str(getattr(self.llm, "model", "") or "")
+
     def complete(self, agent: str, messages: list[dict[str, str]], schema: type[Any], *, iteration: int = 0,
-                 validate: Any = None) -> tuple[Any, CallRecord]:
+                 validate: Any = None, seed: int | None = None) -> tuple[Any, CallRecord]:
         start = time.perf_counter()
         try:
-            return self.llm.complete(agent, messages, schema, iteration=iteration, validate=validate)
+            return self.llm.complete(agent, messages, schema, iteration=iteration, validate=validate, seed=seed)
         except Exception as exc:
             metrics.PLANNER_LLM_ERRORS.labels(agent, type(exc).__name__).inc()
             raise
@@ -260,9 +266,13 @@ class FastAgent:
 
     def __init__(self, llm: CompletesJSON, env: env_pb2_grpc.EnvServiceStub, describe: env_pb2.DescribeResponse,
                  library: SkillLibrary, *, test_episodes: int | None = None, test_steps: int | None = None,
-                 seed: int = 0, protocol: EvalProtocol | None = None):
+                 seed: int = 0, protocol: EvalProtocol | None = None, skill_format: str = "python"):
         """``protocol``: the run's budgets (the loops pass theirs); without it, the planner's defaults with
-        ``test_episodes``/``test_steps`` where given."""
+        ``test_episodes``/``test_steps`` where given. ``skill_format``: ``python`` (skills as Python code) or
+        ``program`` (skill programs, compiled to Python: :mod:`services.planner.program_writer`)."""
+        if skill_format not in ("python", "program"):
+            raise ValueError(f"skill_format must be python or program, not {skill_format!r}")
+        self.skill_format = skill_format
         self.llm = llm
         self.env = env
         self.describe = describe
@@ -324,13 +334,23 @@ class FastAgent:
         ``start_inventory``: what earlier sub-tasks of the chain produce, given at the start of each test.
         ``frames_per_episode``: PNG frames RunSkill samples from each test episode (for a critic that looks).
         """
-        prompt = self.skill_prompt(subtask, previous_code=previous_code, error=error, feedback=feedback,
-                                   start_inventory=start_inventory)
+        programs = self.skill_format == "program"
+        if programs:
+            prompt = program_prompt(self.describe, self.protocol, subtask, previous_code=previous_code, error=error,
+                                    feedback=feedback, start_inventory=start_inventory)
+        else:
+            prompt = self.skill_prompt(subtask, previous_code=previous_code, error=error, feedback=feedback,
+                                       start_inventory=start_inventory)
         results = []
         for index in range(candidates):
+            # Candidates of one prompt differ by their sampling seed (one draw: the server's own sampling).
+            seed = self.seed * 1000 + index if candidates > 1 else None
             try:
-                answer, record = self.llm.complete("fast", [{"role": "user", "content": prompt}], SkillAnswer,
-                                                   iteration=iteration)
+                if programs:
+                    answer, record, _ = draw_program(self.llm, self.describe, prompt, iteration=iteration, seed=seed)
+                else:
+                    answer, record = self.llm.complete("fast", [{"role": "user", "content": prompt}], SkillAnswer,
+                                                       iteration=iteration, seed=seed)
             except StructuredOutputError as exc:
                 # An unusable answer is a failed candidate; an unreachable LLM propagates and pauses the run.
                 results.append(SkillCandidate(index, None, error=common_pb2.SkillError(

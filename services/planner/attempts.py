@@ -17,8 +17,9 @@ from google.protobuf import json_format
 from rlgpt.errors import FailedPrecondition
 from rlgpt.llm.client import StructuredOutputError, record_from_json
 from rlgpt.v1 import common_pb2, critic_pb2, env_pb2, learner_pb2, learner_pb2_grpc, planner_pb2
-from services.planner.agents import FastAgent, MacroActions
+from services.planner.agents import FastAgent, MacroActions, SkillCandidate
 from services.planner.context import AgentSetup, RunContext, StopRequested
+from services.planner.program_code import program_of
 from services.planner.state import Decision, Status, SubTaskState, TestRecord
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,26 @@ def judge_frames(episodes: list[common_pb2.EpisodeSummary], frames: list[env_pb2
             break
         chosen.extend(frames[i].png)
     return chosen
+
+
+MAX_ERRORS_SHOWN = 3
+"""Distinct candidate errors the next attempt sees."""
+
+
+def error_line(error: common_pb2.SkillError) -> str:
+    return f"{error.type} line {error.line}: {error.message}"
+
+
+def candidate_errors(candidates: list[SkillCandidate]) -> str:
+    """The errors the next attempt sees: the best candidate's, then the other candidates' distinct ones (so the
+    failures of N verified candidates all feed the revision), at most :data:`MAX_ERRORS_SHOWN`."""
+    seen: list[str] = []
+    for c in candidates:
+        if c.error is not None and (text := error_line(c.error)) not in seen:
+            seen.append(text)
+    if len(seen) <= 1:
+        return seen[0] if seen else ""
+    return " | ".join(f"candidate error: {text}" for text in seen[:MAX_ERRORS_SHOWN])
 
 
 def last_training_curve(state: SubTaskState) -> list[dict[str, Any]]:
@@ -152,11 +173,13 @@ class Attempts:
                 skill=st.name, code=c.answer.code if c.answer else "", candidate=c.index,
                 success_rate=c.success_rate, error=c.error, frames=sum(e.steps for e in c.episodes)))
         best = candidates[0]
-        error_text = f"{best.error.type} line {best.error.line}: {best.error.message}" if best.error else ""
+        error_text = candidate_errors(candidates)
         state.record(TestRecord(iteration=ctx.state.outer_iteration, kind=Decision.CODE, frames=state.frames,
                                 success_rate=max(0.0, best.success_rate), error=error_text))
         ctx.attempt_file(f"{st.name}_code{state.inner_iterations}", {
             "candidates": [{"index": c.index, "code": c.answer.code if c.answer else None,
+                            **({"program": program_of(c.answer.code)} if c.answer and program_of(c.answer.code)
+                               else {}),
                             "success_rate": c.success_rate, "error": str(c.error) if c.error else ""}
                            for c in candidates]})
         if best.answer is not None:

@@ -285,7 +285,7 @@ class _Served:
         self.take = take  # taken when the fast agent asks, so a write that delegates to another asks once
 
     def complete(self, agent: str, messages: list[dict[str, Any]], schema: type[Any], *, iteration: int = 0,
-                 validate: Any = None) -> tuple[Any, None]:
+                 validate: Any = None, seed: int | None = None) -> tuple[Any, None]:
         written = self.take()
         if isinstance(written, StructuredOutputError):
             raise written

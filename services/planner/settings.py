@@ -37,5 +37,10 @@ class PlannerSettings(Settings):
     final_episode_frames: int = setting(1000, "Frames of one whole-task episode: the final evaluation's, and "
                                               "pure RL's training episodes.", ge=1)
     max_active_runs: int = setting(2, "Runs that may be active at once.", ge=1)
+    skill_format: str = setting("auto", "How the fast agent writes a skill: python (Python code), program (a short "
+                                        "JSON skill program over generic steps, compiled to Python; for small "
+                                        "models) or auto (program for the embedded models, python otherwise). "
+                                        "Also read from RLGPT_SKILL_FORMAT.", choices=("auto", "python", "program"),
+                                env="RLGPT_SKILL_FORMAT")
     parallel_trainings: int = setting(2, "RL sub-tasks of one outer iteration that train at once (a learner job "
                                          "each); 1: one after another.", ge=1)

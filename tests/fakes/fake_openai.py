@@ -36,7 +36,8 @@ class Reply:
 class FakeOpenAIServer:
     """The double itself; use as a context manager."""
 
-    def __init__(self, script: list[Reply | Callable[[dict[str, Any]], Reply]], models: tuple[str, ...] = ("local",)):
+    def __init__(self, script: list[Reply | Callable[[dict[str, Any]], Reply]],
+                 models: tuple[str, ...] = ("scripted",)):
         self.script = list(script)
         self.models = models
         self.requests: list[dict[str, Any]] = []

@@ -39,7 +39,7 @@ def good(**fields) -> critic_pb2.JudgeRequest:
 @pytest.fixture(scope="module")
 def critic(tmp_path_factory):
     fake = FakeOpenAIServer([Reply.json(ANSWER)]).__enter__()
-    llm = LLMClient(LLMSettings(max_retries=0, timeout_seconds=5, model="local"), base_url=fake.base_url,
+    llm = LLMClient(LLMSettings(max_retries=0, timeout_seconds=5, model="scripted"), base_url=fake.base_url,
                     record_dir=tmp_path_factory.mktemp("llm"))
     server, port = create_server("127.0.0.1:0", [
         ServiceBinding(SERVICE_NAME, critic_pb2_grpc.add_CriticServiceServicer_to_server,

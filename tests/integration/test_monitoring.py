@@ -156,7 +156,7 @@ def missing_data(prometheus: Prometheus) -> list[str]:
 def test_dashboard_rules_and_alerts_have_data_from_the_running_services(tmp_path: Path, monkeypatch) -> None:
     require_tool("prometheus")
     with FakeOpenAIServer([scripted_llm]) as llm:
-        for name, value in {"RLGPT_LLM_BASE_URL": llm.base_url, "RLGPT_LLM_MODEL": "local",
+        for name, value in {"RLGPT_LLM_BASE_URL": llm.base_url, "RLGPT_LLM_MODEL": "scripted",
                             "RLGPT_LLM_MAX_RETRIES": "0", "RLGPT_LLM_TIMEOUT_SECONDS": "30",
                             "RLGPT_PLANNER_TEST_EPISODES": "1", "RLGPT_PLANNER_TEST_STEPS": "150",
                             "RLGPT_LEARNER_PROGRESS_INTERVAL_SECONDS": "1"}.items():

@@ -47,7 +47,7 @@ def asked_subtask(body: dict) -> str:
 def run(tmp_path: Path, monkeypatch, reply, **overrides: Any) -> tuple[Path, dict[str, Any]]:
     with FakeOpenAIServer([reply]) as llm:
         monkeypatch.setenv("RLGPT_LLM_BASE_URL", llm.base_url)
-        monkeypatch.setenv("RLGPT_LLM_MODEL", "local")
+        monkeypatch.setenv("RLGPT_LLM_MODEL", "scripted")
         report = run_rlgpt(options(tmp_path / "runs", **overrides))
     return report, json.loads((report.parent / "state.json").read_text())
 

@@ -27,7 +27,7 @@ def recorded(tmp_path_factory) -> Path:
     runs = tmp_path_factory.mktemp("recorded")
     with FakeOpenAIServer([scripted]) as llm, pytest.MonkeyPatch.context() as mp:
         mp.setenv("RLGPT_LLM_BASE_URL", llm.base_url)
-        mp.setenv("RLGPT_LLM_MODEL", "local")
+        mp.setenv("RLGPT_LLM_MODEL", "scripted")
         report = run_rlgpt(options(runs))
     return report.parent
 

@@ -45,7 +45,7 @@ def options(tmp_path: Path, **overrides) -> RunOptions:
 def test_rlgpt_run_with_all_services(tmp_path, monkeypatch) -> None:
     with FakeOpenAIServer([scripted]) as llm:
         monkeypatch.setenv("RLGPT_LLM_BASE_URL", llm.base_url)
-        monkeypatch.setenv("RLGPT_LLM_MODEL", "local")
+        monkeypatch.setenv("RLGPT_LLM_MODEL", "scripted")
         report = run_rlgpt(options(tmp_path))
     run_dir = report.parent
     state = json.loads((run_dir / "state.json").read_text())
@@ -76,7 +76,7 @@ def test_rlgpt_run_with_all_services(tmp_path, monkeypatch) -> None:
 def test_unknown_task_and_zero_budget_are_refused(tmp_path, monkeypatch) -> None:
     with FakeOpenAIServer([scripted]) as llm:
         monkeypatch.setenv("RLGPT_LLM_BASE_URL", llm.base_url)
-        monkeypatch.setenv("RLGPT_LLM_MODEL", "local")
+        monkeypatch.setenv("RLGPT_LLM_MODEL", "scripted")
         with pytest.raises(InvalidArgument, match="task 'fly_to_the_moon' is not an achievement of crafter"):
             run_rlgpt(options(tmp_path, task="fly_to_the_moon"))
         with pytest.raises(InvalidArgument, match="frames"):
@@ -106,7 +106,7 @@ def test_service_killed_mid_run_then_resume_continues(killed: str, tmp_path, mon
 
     with FakeOpenAIServer([scripted]) as llm:
         monkeypatch.setenv("RLGPT_LLM_BASE_URL", llm.base_url)
-        monkeypatch.setenv("RLGPT_LLM_MODEL", "local")
+        monkeypatch.setenv("RLGPT_LLM_MODEL", "scripted")
         opts = options(tmp_path, frames_per_training=200_000, total_frames=0)
         opts.runs_dir.mkdir(parents=True)
         with local_services(opts, opts.runs_dir / "logs") as services:

@@ -42,7 +42,7 @@ def cluster(tmp_path_factory) -> Iterator[tuple[str, Path, Script]]:
     planner_side = tmp_path_factory.mktemp("planner-volume")
     with FakeOpenAIServer([script]) as llm, pytest.MonkeyPatch.context() as mp:
         mp.setenv("RLGPT_LLM_BASE_URL", llm.base_url)
-        mp.setenv("RLGPT_LLM_MODEL", "local")
+        mp.setenv("RLGPT_LLM_MODEL", "scripted")
         mp.setenv("RLGPT_LLM_MAX_RETRIES", "1")
         mp.setenv("RLGPT_LLM_BACKOFF_SECONDS", "0.01")
         with local_services(options(planner_side / "runs"), planner_side / "logs") as services:

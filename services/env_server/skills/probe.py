@@ -4,8 +4,10 @@ A skill whose first step works can still crash in a branch it only reaches later
 steps, once it holds wood, ...). So the candidate runs, in a sandbox worker of its own, for up to
 ``skill_probe_frames`` frames on each of ``skill_probe_worlds`` test worlds (seeds 0, 1, ...) of its
 backend, driving a real env, and the first code error is refused at once with its type, line and
-source line. Game outcomes are not judged: a skill that dies, finishes (returns) after yielding, or
-does nothing useful passes; one that returns without yielding on the first world (NoYield) does not.
+source line. Game outcomes are not judged: a skill that dies, finishes (returns) after yielding, gives up
+on purpose (its own ``raise`` statement, e.g. ``raise ValueError("needs a pickaxe")`` when the test world's
+empty inventory lacks what it needs) or does nothing useful passes; one that returns without yielding on the
+first world (NoYield) does not.
 
 Cost, bounded: at most worlds x frames env frames (900 by default, well under a second for
 Crafter), and at most ``skill_probe_seconds`` of wall clock plus one ``skill_call_seconds`` (the
@@ -57,6 +59,16 @@ def _refuse(name: str, error: dict[str, Any], code: str, world: int, steps: int)
     raise InvalidArgument(message)
 
 
+def gave_up(error: dict[str, Any], code: str) -> bool:
+    """Whether the skill's error is its own ``raise`` statement (it judged the world and gave up, a game outcome)
+    rather than a code error (NameError, TypeError, an API misuse, ...), which the interpreter raises elsewhere."""
+    if error.get("type") in ("Timeout", "SandboxBusy", "NoYield"):
+        return False
+    line = int(error.get("line") or 0)
+    lines = code.splitlines()
+    return 0 < line <= len(lines) and lines[line - 1].lstrip().startswith("raise ")
+
+
 def probe_skill(settings: EnvServerSettings, name: str, code: str, backend: Backend,
                 envs: dict[str, Any]) -> ProbeReport:
     """Runs the candidate on the test worlds; raises InvalidArgument (code error, NoYield), DeadlineExceeded
@@ -86,6 +98,8 @@ def probe_skill(settings: EnvServerSettings, name: str, code: str, backend: Back
                     break
                 result = executor.advance({_SLOT: env.perception()})[_SLOT]
                 if "error" in result:
+                    if gave_up(result["error"], code):
+                        break  # the skill's own raise: a game outcome, like dying
                     _refuse(name, result["error"], code, world, steps)
                 if "done" in result:
                     if world == 0 and steps == 0:

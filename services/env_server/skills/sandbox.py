@@ -56,6 +56,8 @@ SANDBOX_RULES = textwrap.dedent(f"""\
       {_LISTED_CALLS};
       attributes that reach frames or code ({_LISTED_ATTRS});
       code nested more than {MAX_NESTING} levels deep (use intermediate variables).
+    - Giving up on purpose: `raise ValueError("what is missing and what to do first")` ends the skill;
+      its tests report that message with the line (registration accepts it: not a code error).
     - Limits between two yields: a loop-iteration budget and a wall-clock limit; also memory, and a
       recursion depth of about 400 frames (chains of map/filter/zip/generators count as frames).
     """)

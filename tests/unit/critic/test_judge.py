@@ -19,7 +19,7 @@ from services.critic.prompt import PROMPT_DIR
 from services.critic.settings import CriticSettings
 
 SETTINGS = CriticSettings()
-LLM_SETTINGS = LLMSettings(max_retries=0, backoff_seconds=0.01, timeout_seconds=5, model="local")
+LLM_SETTINGS = LLMSettings(max_retries=0, backoff_seconds=0.01, timeout_seconds=5, model="scripted")
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
 
 

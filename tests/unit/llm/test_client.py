@@ -18,7 +18,7 @@ class Answer(BaseModel):
     count: int = Field(ge=0, le=10)
 
 
-SETTINGS = LLMSettings(max_retries=2, backoff_seconds=0.01, timeout_seconds=2.0, model="local")
+SETTINGS = LLMSettings(max_retries=2, backoff_seconds=0.01, timeout_seconds=2.0, model="scripted")
 GOOD = Reply.json({"name": "wood", "count": 3})
 
 

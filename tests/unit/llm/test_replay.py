@@ -17,7 +17,7 @@ from rlgpt.llm.chat_server import ChatServer
 from rlgpt.llm.replay import ReplayAnswerer
 
 pytestmark = pytest.mark.timeout(60)
-SETTINGS = LLMSettings(max_retries=0, backoff_seconds=0.01, timeout_seconds=10.0, model="local")
+SETTINGS = LLMSettings(max_retries=0, backoff_seconds=0.01, timeout_seconds=10.0, model="scripted")
 
 
 class Answer(BaseModel):

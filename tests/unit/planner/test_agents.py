@@ -16,7 +16,7 @@ from services.planner.prompts import PROMPT_DIR, render
 from services.planner.schemas import actions_for, complete_action_space
 from services.planner.skill_library import LibrarySkill, SkillLibrary
 
-SETTINGS = LLMSettings(max_retries=1, backoff_seconds=0.01, timeout_seconds=5, model="local")
+SETTINGS = LLMSettings(max_retries=1, backoff_seconds=0.01, timeout_seconds=5, model="scripted")
 PLAN = {"rationale": "wood first", "subtasks": [
     {"name": "get_wood", "description": "collect two wood", "success": [{"item": "wood", "count": 2}],
      "decision": "code", "skills": []},

@@ -238,7 +238,7 @@ def test_an_rl_attempts_macro_actions_join_its_skills_and_a_refused_one_comes_ba
     sub = state.subtasks["eat_cow"]
     # A test double of the hosted LLM: the first answer writes two macro actions, the revision none.
     with FakeOpenAIServer([Reply.json(RL_ANSWER), Reply.json({**RL_ANSWER, "macro_actions": []})]) as server:
-        llm = LLMClient(LLMSettings(max_retries=1, backoff_seconds=0.01, timeout_seconds=5, model="local"),
+        llm = LLMClient(LLMSettings(max_retries=1, backoff_seconds=0.01, timeout_seconds=5, model="scripted"),
                         base_url=server.base_url, record_dir=tmp_path / "llm")
         attempts = Attempts(ctx, FastAgent(llm, env_server.stub, describe, library, seed=1, protocol=ctx.protocol))
         verdict = attempts.rl(plan.subtasks[1], sub, [], plan)

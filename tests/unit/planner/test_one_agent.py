@@ -24,7 +24,7 @@ from services.planner.schemas import rl_schema
 from services.planner.skill_library import LibrarySkill, SkillLibrary
 from services.planner.state import RunState, Status
 
-SETTINGS = LLMSettings(max_retries=1, backoff_seconds=0.01, timeout_seconds=5, model="local")
+SETTINGS = LLMSettings(max_retries=1, backoff_seconds=0.01, timeout_seconds=5, model="scripted")
 PROTOCOL = EvalProtocol(test_episodes=2, test_steps=150, env_frames=20000, eval_episodes=8, final_frames=1000)
 TASK = common_pb2.TaskSpec(name="eat_cow", success=[common_pb2.Condition(achievement="eat_cow")])
 RL = {"primitive_actions": ["noop", "do"], "skills": [], "skill_max_steps": 1,

@@ -1,0 +1,192 @@
+"""Skill programs: the fast agent's second answer format, for small models.
+
+A program is a short JSON list of steps over a few generic ops (collect an item, place an item, make an item, go
+to a material, repeat an action until a condition holds, repeat earlier steps). Every argument is a name from
+the env's ``Describe`` (its rules, items, materials, actions, achievements), typed as an enum in the answer's
+JSON schema, so a server with constrained decoding can only write real names. No op solves a task of its own:
+``collect`` works for any item the rules let the player collect, ``make`` for any item they let it make.
+
+The planner checks a program here (:func:`check_program`: what the schema cannot say, each problem naming its
+step and what to change) and compiles it into an ordinary Python generator skill
+(:mod:`services.planner.program_code`), which is registered, sandboxed, tested and kept like any other skill.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import lru_cache
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from rlgpt.v1 import common_pb2, env_pb2
+from services.planner.schemas import SnakeName, _enum, actions_for
+
+MAX_PROGRAM_STEPS = 20
+"""Most steps a program may have (a longer answer is refused by the schema)."""
+MAX_TIMES = 200
+"""Most times an ``act`` step repeats its action, and most times a ``repeat`` step repeats."""
+MAX_EXPANDED_STEPS = 200
+"""Most steps a program runs once its ``repeat`` steps are unrolled."""
+FORBID_EXTRA = ConfigDict(extra="forbid")
+
+
+@dataclasses.dataclass(frozen=True)
+class Vocabulary:
+    """The names a program's arguments may take, read from ``Describe`` (each list sorted, for a stable schema)."""
+
+    collect: tuple[str, ...]
+    """Inventory items a collect rule gives."""
+    place: tuple[str, ...]
+    """Items a place rule places."""
+    make: tuple[str, ...]
+    """Items a make rule makes."""
+    materials: tuple[str, ...]
+    actions: tuple[str, ...]
+    achievements: tuple[str, ...]
+    items: tuple[str, ...]
+
+    @classmethod
+    def of(cls, describe: env_pb2.DescribeResponse) -> Vocabulary:
+        rules, items = describe.rules, set(describe.items)
+        received = {c.item for rule in rules.collect for c in rule.receives}
+        return cls(collect=tuple(sorted(received & items)), place=tuple(sorted({r.item for r in rules.place})),
+                   make=tuple(sorted({r.item for r in rules.make} & items)),
+                   materials=tuple(sorted(set(rules.materials))), actions=tuple(describe.actions),
+                   achievements=tuple(sorted(describe.achievements)), items=tuple(sorted(items)))
+
+
+PROGRAM_API_METHODS = ("step_to", "nearest", "facing_cell", "look", "face", "needs", "can", "missing",
+                       "inventory", "achievements", "view", "position")
+"""The agent attributes compiled programs use; a backend whose skill API documents them all can run programs."""
+
+
+def programs_supported(describe: env_pb2.DescribeResponse) -> bool:
+    """Whether programs compile for this env: its rules say how items are got, and the skill API it documents
+    has every attribute the compiled code uses (MineDojo's does not: it has no map memory or routes)."""
+    vocabulary = Vocabulary.of(describe)
+    documented = all(f"agent.{name}" in describe.skill_api for name in PROGRAM_API_METHODS)
+    return documented and bool(vocabulary.collect) and bool(vocabulary.materials)
+
+
+@lru_cache(maxsize=16)
+def program_schema(vocabulary: Vocabulary) -> type[BaseModel]:
+    """The answer's pydantic model: ``{name, description, steps: [step]}``, each step one op (its ``op`` picks
+    which), every name an enum of ``vocabulary``. An op with nothing to name (no make rules) is left out."""
+    ops: list[Any] = []
+
+    def op(name: str, doc: str, **fields: Any) -> None:
+        # An argument the op does not have is refused (named in the error), not silently dropped.
+        model = create_model(f"{name.title().replace('_', '')}Step", __doc__=doc, __config__=FORBID_EXTRA,
+                             op=(Literal[name], ...), **fields)  # type: ignore[call-overload]
+        ops.append(model)
+
+    if vocabulary.collect:
+        op("collect", "Walk to the nearest material that gives the item and use the rules' action on it until the "
+                      "inventory holds at least `count` of it.",
+           item=(_enum("CollectItem", vocabulary.collect), ...), count=(int, Field(1, ge=1, le=9)))
+    if vocabulary.place:
+        op("place", "Place the item into a faced cell the rules allow.",
+           item=(_enum("PlaceItem", vocabulary.place), ...))
+    if vocabulary.make:
+        op("make", "Make the item once, next to what the rules need nearby.",
+           item=(_enum("MakeItem", vocabulary.make), ...))
+    op("go_to", "Walk next to the nearest cell of the material and face it.",
+       target=(_enum("Material", vocabulary.materials), ...))
+    condition = create_model(
+        "Until", achievement=(_enum("Achievement", vocabulary.achievements) | None, None),
+        item=(_enum("Item", vocabulary.items) | None, None), count=(int | None, Field(None, ge=1, le=9)))
+    op("act", "Do the action until `until` holds, at most `times` times (exactly `times` times without `until`).",
+       action=(_enum("Action", vocabulary.actions), ...), times=(int, Field(1, ge=1, le=MAX_TIMES)),
+       until=(condition | None, None))
+    op("repeat", "Run the `last` steps before this one `times` more times.",
+       last=(int, Field(1, ge=1, le=MAX_PROGRAM_STEPS)), times=(int, Field(1, ge=1, le=9)))
+    step = Annotated[Union[tuple(ops)], Field(discriminator="op")]  # noqa: UP007 (a runtime tuple of models)
+    return create_model(
+        "SkillProgram", __doc__="A skill as a program: steps run in order; the skill ends after the last.",
+        name=(SnakeName, Field(description="snake_case skill name")),
+        description=(str, Field("", max_length=400, description="what the skill does, one sentence")),
+        steps=(list[step], Field(min_length=1, max_length=MAX_PROGRAM_STEPS)))
+
+
+def program_steps(answer: BaseModel) -> list[dict[str, Any]]:
+    """The answer's steps as plain dicts (``until`` left out when unset)."""
+    steps = []
+    for step in answer.steps:  # type: ignore[attr-defined]
+        data = step.model_dump()
+        if data.get("until") is None:
+            data.pop("until", None)
+        else:
+            data["until"] = {k: v for k, v in data["until"].items() if v is not None}
+        steps.append(data)
+    return steps
+
+
+def step_text(step: dict[str, Any]) -> str:
+    """A step in words, as errors and comments name it ("collect wood 2", "act do until collect_drink")."""
+    op = step["op"]
+    if op == "collect":
+        return f"collect {step['item']} {step.get('count', 1)}"
+    if op in ("place", "make"):
+        return f"{op} {step['item']}"
+    if op == "go_to":
+        return f"go_to {step['target']}"
+    if op == "repeat":
+        return f"repeat the last {step['last']} steps {step['times']} more times"
+    until = step.get("until")
+    return f"act {step['action']} " + (f"until {condition_text(until)}" if until else f"{step['times']} times")
+
+
+def condition_text(until: dict[str, Any]) -> str:
+    if until.get("achievement"):
+        return until["achievement"]
+    return f"{until.get('count') or 1} {until.get('item')}"
+
+
+class ProgramError(ValueError):
+    """A program that cannot work whatever the world; the message names the step and what to change."""
+
+
+def check_program(steps: list[dict[str, Any]], rules: common_pb2.WorldRules, actions: list[str]) -> None:
+    """What the schema cannot check: raises :class:`ProgramError` naming the first bad step."""
+    if not steps:
+        raise ProgramError("the program has no steps: write at least one step")
+    limits = {i.item: i.max for i in rules.items}
+    expanded = 0
+    sizes: list[int] = []
+    for n, step in enumerate(steps, 1):
+        where = f"step {n} ({step_text(step)})"
+        op = step["op"]
+        if op == "collect" and step.get("count", 1) > limits.get(step["item"], 9):
+            raise ProgramError(f"{where}: the inventory holds at most {limits[step['item']]} {step['item']}; "
+                               f"ask for at most that many")
+        if op == "act":
+            until = step.get("until")
+            if until:
+                _check_until(where, step["action"], until, rules, actions)
+        if op == "repeat":
+            if step["last"] > n - 1:
+                raise ProgramError(f"{where}: only {n - 1} steps come before it; repeat at most that many")
+            size = sum(sizes[n - 1 - step["last"]:]) * step["times"]
+        else:
+            size = 1
+        sizes.append(size)
+        expanded += size
+        if expanded > MAX_EXPANDED_STEPS:
+            raise ProgramError(f"{where}: with its repeats the program runs more than {MAX_EXPANDED_STEPS} steps; "
+                               "repeat fewer steps or fewer times")
+
+
+def _check_until(where: str, action: str, until: dict[str, Any], rules: common_pb2.WorldRules,
+                 actions: list[str]) -> None:
+    if bool(until.get("achievement")) == bool(until.get("item")):
+        raise ProgramError(f"{where}: `until` names exactly one of `achievement` or `item` (with `count`)")
+    if until.get("achievement"):
+        condition = common_pb2.Condition(achievement=until["achievement"])
+    else:
+        condition = common_pb2.Condition(inventory=common_pb2.ItemCount(item=until["item"],
+                                                                        count=until.get("count") or 1))
+    ways = actions_for(condition, rules, actions)
+    if ways and action not in ways:
+        raise ProgramError(f"{where}: doing {action} never gets {condition_text(until)}; by the rules it comes from "
+                           f"{' or '.join(ways)}: use that action (after a go_to step where it needs a material)")

@@ -1,0 +1,187 @@
+"""Skill programs: the schema built from a real env server's Describe, the checks that name a step, the compiled
+code run by real Crafter through RunSkill, and the fast agent writing programs through the LLM client."""
+
+from __future__ import annotations
+
+import json
+
+import grpc
+import pytest
+from fakes.fake_openai import FakeOpenAIServer, Reply
+from pydantic import ValidationError
+
+from rlgpt.config import LLMSettings
+from rlgpt.llm.client import LLMClient
+from rlgpt.llm.local_server import MODEL_ALIAS
+from rlgpt.v1 import common_pb2, env_pb2, planner_pb2
+from services.planner.agents import FastAgent
+from services.planner.program_code import PROGRAM_HEADER, compile_program, program_of
+from services.planner.program_writer import resolve_skill_format
+from services.planner.programs import (
+    MAX_PROGRAM_STEPS,
+    ProgramError,
+    Vocabulary,
+    check_program,
+    program_schema,
+    program_steps,
+    programs_supported,
+)
+from services.planner.skill_library import SkillLibrary
+
+SETTINGS = LLMSettings(max_retries=1, backoff_seconds=0.01, timeout_seconds=5, model="scripted")
+PICKAXE = [{"op": "collect", "item": "wood", "count": 3}, {"op": "place", "item": "table"},
+           {"op": "make", "item": "wood_pickaxe"}]
+ACHIEVED = [common_pb2.Condition(achievement="make_wood_pickaxe")]
+
+
+@pytest.fixture(scope="module")
+def describe(env_server) -> env_pb2.DescribeResponse:
+    return env_server.stub.Describe(env_pb2.DescribeRequest())
+
+
+def parse(describe: env_pb2.DescribeResponse, steps: list[dict]) -> list[dict]:
+    schema = program_schema(Vocabulary.of(describe))
+    return program_steps(schema.model_validate({"name": "p", "description": "", "steps": steps}))
+
+
+def run(env_server, code: str, success: list[common_pb2.Condition], start: tuple = (), episodes: int = 4):
+    env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="program_test", code=code, replace=True))
+    return env_server.stub.RunSkill(env_pb2.RunSkillRequest(
+        skill="program_test", episodes=episodes, max_steps=300, seed=5,
+        task=common_pb2.TaskSpec(name="t", success=success,
+                                 start_inventory=[common_pb2.ItemCount(item=i, count=n) for i, n in start])))
+
+
+def test_every_name_is_an_enum_of_the_served_rules(describe) -> None:
+    vocabulary = Vocabulary.of(describe)
+    rules = describe.rules
+    assert set(vocabulary.collect) == {c.item for r in rules.collect for c in r.receives} & set(describe.items)
+    assert set(vocabulary.make) == {r.item for r in rules.make}
+    assert set(vocabulary.place) == {r.item for r in rules.place}
+    text = json.dumps(program_schema(vocabulary).model_json_schema())
+    for name in (*vocabulary.collect, *vocabulary.materials, *describe.actions, *describe.achievements):
+        assert f'"{name}"' in text
+    # A make step can only name what a make rule makes (the schema, so constrained decoding, knows it).
+    with pytest.raises(ValidationError, match="wood_pickaxe"):
+        parse(describe, [{"op": "make", "item": "wood"}])
+
+
+@pytest.mark.parametrize(("steps", "says"), [
+    ([{"op": "fly", "to": "moon"}], "does not match any of the expected tags"),  # unknown op
+    ([{"op": "collect", "item": "gold", "count": 1}], "collect.item"),  # unknown argument value
+    ([{"op": "go_to", "target": "tree", "speed": 3}], "go_to.speed"),  # unknown argument
+    ([], "at least 1 item"),  # empty program
+    ([{"op": "act", "action": "noop", "times": 1}] * 1000, f"at most {MAX_PROGRAM_STEPS} items"),
+])
+def test_bad_programs_are_refused_by_the_schema_with_what_is_wrong(describe, steps, says) -> None:
+    schema = program_schema(Vocabulary.of(describe))
+    with pytest.raises(ValidationError, match=says):
+        schema.model_validate({"name": "p", "steps": steps})
+
+
+@pytest.mark.parametrize(("steps", "says"), [
+    ([{"op": "act", "action": "noop", "times": 50, "until": {"achievement": "collect_wood"}}],
+     r"step 1 \(act noop until collect_wood\): doing noop never gets collect_wood; by the rules it comes from do"),
+    ([{"op": "collect", "item": "wood", "count": 1}, {"op": "repeat", "last": 3, "times": 2}],
+     r"step 2 .*only 1 steps come before it"),
+    ([{"op": "act", "action": "noop", "times": 1}, {"op": "repeat", "last": 1, "times": 9},
+      {"op": "repeat", "last": 2, "times": 9}, {"op": "repeat", "last": 3, "times": 9}],
+     "more than 200 steps"),
+    ([{"op": "act", "action": "do", "times": 5, "until": {"achievement": "collect_wood", "item": "wood"}}],
+     "exactly one of"),
+])
+def test_programs_that_cannot_work_name_the_step_and_what_to_change(describe, steps, says) -> None:
+    with pytest.raises(ProgramError, match=says):
+        check_program(parse(describe, steps), describe.rules, list(describe.actions))
+
+
+def test_a_compiled_program_is_ordinary_skill_code_that_real_crafter_runs(env_server, describe) -> None:
+    steps = parse(describe, PICKAXE)
+    check_program(steps, describe.rules, list(describe.actions))
+    code = compile_program(steps, describe.rules)
+    assert code.startswith(PROGRAM_HEADER) and program_of(code) == steps and "def skill(agent):" in code
+    assert program_of("def skill(agent):\n    yield 'noop'\n") is None
+    result = run(env_server, code, ACHIEVED)
+    assert result.success_rate == 1.0, [e.error.message for e in result.episodes]
+
+
+def test_a_step_that_cannot_go_on_names_the_step_and_passes_registration(env_server, describe) -> None:
+    # Stone needs a pickaxe held: the program gives up at step 1 on purpose; RegisterSkill accepts that (it is
+    # a game outcome, like dying) and RunSkill reports the message with what to change.
+    code = compile_program(parse(describe, [{"op": "collect", "item": "stone", "count": 1}]), describe.rules)
+    result = run(env_server, code, [common_pb2.Condition(achievement="collect_stone")], episodes=2)
+    assert result.success_rate == 0.0
+    for episode in result.episodes:
+        assert "step 1 (collect stone 1): collecting stone needs 1 wood_pickaxe held" in episode.error.message
+        assert "add a step that makes or collects it before step 1" in episode.error.message
+    # With the pickaxe at the start the same program succeeds.
+    assert run(env_server, code, [common_pb2.Condition(achievement="collect_stone")], start=(("wood_pickaxe", 1),),
+               episodes=2).success_rate == 1.0
+    # Making with no table ever placed: the step says to place one first.
+    code = compile_program(parse(describe, [{"op": "make", "item": "wood_pickaxe"}]), describe.rules)
+    result = run(env_server, code, ACHIEVED, start=(("wood", 3),), episodes=1)
+    assert "add a place table step before step 1" in result.episodes[0].error.message
+
+
+def test_drinking_and_repeats_run(env_server, describe) -> None:
+    drink = parse(describe, [{"op": "go_to", "target": "water"},
+                             {"op": "act", "action": "do", "times": 5, "until": {"achievement": "collect_drink"}}])
+    check_program(drink, describe.rules, list(describe.actions))
+    assert run(env_server, compile_program(drink, describe.rules),
+               [common_pb2.Condition(achievement="collect_drink")]).success_rate >= 0.75
+    repeated = parse(describe, [{"op": "collect", "item": "wood", "count": 1}, {"op": "act", "action": "noop",
+                                                                                 "times": 1},
+                                {"op": "repeat", "last": 2, "times": 2}])
+    code = compile_program(repeated, describe.rules)
+    assert code.count("for again in range(2):") == 1
+    result = run(env_server, code, [common_pb2.Condition(inventory=common_pb2.ItemCount(item="wood", count=1))])
+    assert result.success_rate == 1.0
+
+
+def test_registration_still_refuses_a_real_code_error(env_server) -> None:
+    broken = "def skill(agent):\n    yield 'noop'\n    x = undefined_name + 1\n    yield 'noop'\n"
+    with pytest.raises(grpc.RpcError) as err:
+        env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="program_broken", code=broken, replace=True))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "NameError" in err.value.details()
+
+
+def test_auto_writes_programs_for_the_embedded_models_only(describe) -> None:
+    assert resolve_skill_format("auto", MODEL_ALIAS, describe) == "program"
+    assert resolve_skill_format("auto", "gemma3-270m", describe) == "program"
+    assert resolve_skill_format("auto", "gpt-4o-mini", describe) == "python"
+    assert resolve_skill_format("program", "gpt-4o-mini", describe) == "program"
+    assert resolve_skill_format("python", MODEL_ALIAS, describe) == "python"
+    # A backend whose skill API has no map memory or routes (MineDojo's) cannot run programs: Python.
+    no_map = env_pb2.DescribeResponse()
+    no_map.CopyFrom(describe)
+    no_map.skill_api = "agent.actions -> tuple\nagent.steps -> int"
+    assert not programs_supported(no_map) and programs_supported(describe)
+    assert resolve_skill_format("program", MODEL_ALIAS, no_map) == "python"
+
+
+def test_the_fast_agent_writes_verified_program_candidates(env_server, describe, tmp_path) -> None:
+    """Two candidates with distinct seeds: a program that cannot work (sent back once with the step named, the
+    model repairs it) and a good one; the best by measured success is kept, registered and stored."""
+    library = SkillLibrary(tmp_path / "lib.json")
+    never = {"name": "wait", "description": "", "steps": [
+        {"op": "act", "action": "noop", "times": 9, "until": {"achievement": "make_wood_pickaxe"}}]}
+    idle = {"name": "idle", "description": "stand", "steps": [{"op": "act", "action": "noop", "times": 3}]}
+    good = {"name": "pickaxe", "description": "wood, table, pickaxe", "steps": PICKAXE}
+    script = [Reply.json(never), Reply.json(idle), Reply.json(good)]
+    subtask = planner_pb2.SubTask(name="make_wood_pickaxe", description="make a wood pickaxe", success=ACHIEVED)
+    with FakeOpenAIServer(script) as server:
+        llm = LLMClient(SETTINGS, base_url=server.base_url, record_dir=tmp_path / "llm")
+        fast = FastAgent(llm, env_server.stub, describe, library, test_episodes=2, test_steps=300, seed=4,
+                         skill_format="program")
+        candidates = fast.write_skill(subtask, candidates=2)
+        requests = server.requests
+    assert [r.get("seed") for r in requests] == [4000, 4000, 4001]  # the repair turn keeps its candidate's seed
+    assert "step 1 (act noop until make_wood_pickaxe): doing noop never gets make_wood_pickaxe" in \
+        requests[1]["messages"][-1]["content"]
+    prompt = requests[0]["messages"][0]["content"]
+    assert '"op": "collect"' in prompt and describe.rules.text.strip()[:200] in prompt
+    best, worst = candidates
+    assert best.success_rate == 1.0 and program_of(best.answer.code) == PICKAXE
+    assert worst.success_rate == 0.0
+    assert {s.name: s.code for s in library.all()}["make_wood_pickaxe"] == best.answer.code
+    assert "make_wood_pickaxe" in {s.name for s in env_server.stub.ListSkills(env_pb2.ListSkillsRequest()).skills}
