@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +38,7 @@ from services.planner.attempts import Attempts, RLAttempt, training_frames
 from services.planner.context import AgentSetup, Mode, RunContext, StopRequested, Stubs
 from services.planner.controller import NO_CONTROLLER, final_evaluation, iteration_evaluation
 from services.planner.one_agent import AnsweredPlan, OneAgent, recorded_answer
+from services.planner.plan_rules import plan_violations, repair_plan
 from services.planner.plans import ending_in_goal, start_inventory, summary, task_subtask
 from services.planner.runs import Run
 from services.planner.settings import PlannerSettings
@@ -219,7 +221,40 @@ class TwoLoops:
         # The task itself ends the chain: learned with RL over the earlier skills where a learner exists.
         goal = task_subtask(ctx.run.request.task, Decision.RL if ctx.mode != Mode.PURE_CODE
                             and ctx.stubs.learner is not None else Decision.CODE)
-        return ending_in_goal(plan, goal)
+        plan = ending_in_goal(plan, goal)
+        return plan if self.one is not None else self._within_rules(plan, goal)
+
+    def _within_rules(self, plan: planner_pb2.Plan, goal: planner_pb2.SubTask) -> planner_pb2.Plan:
+        """The slow agent's plan checked against the world's rules (:mod:`services.planner.plan_rules`): one
+        that breaks them goes back to the slow agent once, with the violations; a second that still breaks them,
+        or no usable second answer, is repaired from the rules. Survival needs the critic's summary names are no
+        side quests."""
+        ctx, task = self.ctx, self.ctx.run.request.task
+        said = set(re.findall(r"[A-Za-z0-9_]+", self.state.slow_feedback))
+        allowed = {name for name in [*ctx.describe.achievements, *ctx.describe.items] if name in said}
+        violations = plan_violations(plan, task, ctx.describe.rules, ctx.items, allowed)
+        if not violations or self.slow is None:
+            return plan
+        log.info("slow agent: the plan breaks the game's rules (%s); asking once more", "; ".join(violations))
+        feedback = "\n".join(filter(None, [self.state.slow_feedback,
+                                            "Your plan breaks the game's rules: " + "; ".join(violations)]))
+        try:
+            second, record = self.slow.plan(task, iteration=self.state.outer_iteration, previous=plan,
+                                            feedback=feedback)
+        except StructuredOutputError as exc:
+            log.info("slow agent: no usable second plan (%s); the first is repaired from the rules", exc)
+            if exc.record is not None:
+                ctx.run.llm_call(exc.record)
+            return repair_plan(plan, task, ctx.describe.rules, ctx.items, allowed)
+        ctx.run.llm_call(record)
+        second = ending_in_goal(second, goal)
+        left = plan_violations(second, task, ctx.describe.rules, ctx.items, allowed)
+        if not left:
+            log.info("slow agent: the second plan keeps the game's rules")
+            return second
+        log.info("slow agent: the second plan still breaks the game's rules (%s); repaired from the rules",
+                 "; ".join(left))
+        return repair_plan(second, task, ctx.describe.rules, ctx.items, allowed)
 
     # --- inner loop ---------------------------------------------------------------------------------
     def _inner_budget(self) -> int:

@@ -81,6 +81,11 @@ def _report(stub: planner_pb2_grpc.PlannerServiceStub, run_id: str) -> dict[str,
     return files
 
 
+def _stop(stub: planner_pb2_grpc.PlannerServiceStub, run_id: str) -> None:
+    """Stops a run and waits for its end: no call of its thread is under way when the test's servers go."""
+    stub.StopRun(planner_pb2.StopRunRequest(run_id=run_id))
+    list(stub.WatchRun(planner_pb2.WatchRunRequest(run_id=run_id), timeout=120))
+
 def test_code_run_iterates_judges_and_evaluates_the_chain(planner, tmp_path) -> None:
     stub = planner([code_only])
     run = stub.StartRun(planner_pb2.StartRunRequest(task=common_pb2.TaskSpec(name="collect_wood"), seed=2,
@@ -108,24 +113,61 @@ def test_code_run_iterates_judges_and_evaluates_the_chain(planner, tmp_path) -> 
 
 
 def test_a_plan_that_misses_the_goal_gets_the_task_as_its_last_subtask(planner) -> None:
-    side_quest = {"rationale": "a sapling first", "subtasks": [
-        {"name": "sapling", "description": "collect a sapling", "success": [{"achievement": "collect_sapling"}],
-         "decision": "code", "skills": []}]}
+    wood_only = {"rationale": "the wood a table uses", "subtasks": [
+        {"name": "wood", "description": "collect wood", "success": [{"item": "wood", "count": 2}],
+         "decision": "code", "skills": []}]}  # within the rules, but it stops short of the table
 
     def reply(body: dict) -> Reply:
         name = body["response_format"]["json_schema"]["name"]
-        return Reply.json({"Plan": side_quest, "SkillAnswer": SKILL}[name])
+        return Reply.json({"Plan": wood_only, "SkillAnswer": SKILL}[name])
 
     stub = planner([reply])
-    run = stub.StartRun(planner_pb2.StartRunRequest(task=common_pb2.TaskSpec(name="collect_wood")))
+    run = stub.StartRun(planner_pb2.StartRunRequest(task=common_pb2.TaskSpec(name="place_table")))
     plan = next(e.plan for e in stub.WatchRun(planner_pb2.WatchRunRequest(run_id=run.run_id), timeout=120)
                 if e.WhichOneof("payload") == "plan")
-    stub.StopRun(planner_pb2.StopRunRequest(run_id=run.run_id))
-    assert [st.name for st in plan.subtasks] == ["sapling", "collect_wood"]
-    assert [c.achievement for c in plan.subtasks[-1].success] == ["collect_wood"]
+    _stop(stub, run.run_id)
+    assert [st.name for st in plan.subtasks] == ["wood", "place_table"]
+    assert [c.achievement for c in plan.subtasks[-1].success] == ["place_table"]
     assert plan.subtasks[-1].decision == planner_pb2.DECISION_CODE  # no learner here: the goal is coded
     assert "appended" in plan.rationale
 
+
+def test_a_rule_breaking_plan_is_sent_back_once_then_repaired_from_the_rules(planner, tmp_path) -> None:
+    table_first = {"rationale": "table, wood, pickaxe", "subtasks": [
+        {"name": "table", "description": "place a table", "success": [{"achievement": "place_table"}],
+         "decision": "code", "skills": []},
+        {"name": "wood", "description": "collect wood", "success": [{"item": "wood", "count": 3}],
+         "decision": "code", "skills": []},
+        {"name": "cow", "description": "eat a cow", "success": [{"achievement": "eat_cow"}], "decision": "rl",
+         "skills": []},
+        {"name": "pickaxe", "description": "make a pickaxe", "success": [{"achievement": "make_wood_pickaxe"}],
+         "decision": "code", "skills": []}]}
+    prompts: list[str] = []
+
+    def reply(body: dict) -> Reply:
+        name = body["response_format"]["json_schema"]["name"]
+        if name == "Plan":
+            prompts.append(body["messages"][-1]["content"])
+        return Reply.json({"Plan": table_first, "SkillAnswer": SKILL}[name])  # the same mistakes twice
+
+    stub = planner([reply])
+    run = stub.StartRun(planner_pb2.StartRunRequest(task=common_pb2.TaskSpec(name="make_wood_pickaxe")))
+    events = []
+    for event in stub.WatchRun(planner_pb2.WatchRunRequest(run_id=run.run_id), timeout=120):
+        events.append(event)
+        if event.WhichOneof("payload") == "plan":
+            break
+    _stop(stub, run.run_id)
+    assert [e.WhichOneof("payload") for e in events] == ["llm", "llm", "plan"]  # asked once more, both recorded
+    assert len(prompts) == 2 and "Your plan breaks the game's rules:" not in prompts[0]
+    assert ("Your plan breaks the game's rules: sub-task 1 (table) needs 2 wood, which is got by sub-task 2 (wood), "
+            "which comes after it: move it before sub-task 1; sub-task 3 (cow) does not help reach the task's goal "
+            "(achievement make_wood_pickaxe) by the game's rules: remove it") in prompts[1]
+    assert '"name": "cow"' in prompts[1]  # the plan it broke the rules with came back as the previous plan
+    plan = events[-1].plan  # the second answer broke them again: repaired, the model's sub-tasks kept
+    assert [st.name for st in plan.subtasks] == ["wood", "table", "pickaxe"]
+    assert plan.subtasks[0].description == "collect wood" and "repaired from the rules: removed cow" in plan.rationale
+    assert len(list((tmp_path / "runs" / run.run_id / "llm").glob("*-plan-slow.json"))) == 2
 
 def test_llm_failing_mid_run_pauses_and_resume_continues(planner, tmp_path) -> None:
     calls = {"n": 0, "healthy": False}

@@ -58,7 +58,7 @@ def job_config(tmp_path: Path, job_id: str) -> dict[str, Any]:
 
 def test_a_coded_and_two_rl_subtasks_one_with_its_macro_action_run_as_one_chain(tmp_path, monkeypatch) -> None:
     plan = {"rationale": "wood by code, table and pickaxe by RL", "subtasks": [
-        subtask("get_wood", "code", item="wood", count=1), subtask("table", "rl", achievement="place_table"),
+        subtask("get_wood", "code", item="wood", count=3), subtask("table", "rl", achievement="place_table"),
         subtask("pickaxe", "rl", achievement="make_wood_pickaxe")]}
 
     def reply(body: dict) -> Reply:
