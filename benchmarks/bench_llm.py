@@ -30,6 +30,10 @@ from rlgpt.llm import LLMClient
 from rlgpt.llm.local_server import MODEL_ALIAS, MODEL_PACKAGES, LocalLLMServer
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, planner_pb2
 from services.planner.agents import FastAgent, SlowAgent
+from services.planner.plan_rules import plan_violations
+from services.planner.program_code import program_of
+from services.planner.program_writer import resolve_skill_format
+from services.planner.prompts import PROMPT_DIR
 from services.planner.skill_library import SkillLibrary
 
 log = logging.getLogger("bench_llm")
@@ -55,9 +59,32 @@ SUBTASKS: list[tuple[str, str, str]] = [
 ]
 
 
+SLOW_TEMPLATE = PROMPT_DIR / "slow_agent.txt"
+FAST_TEMPLATES = {"python": PROMPT_DIR / "fast_agent_code.txt", "program": PROMPT_DIR / "fast_agent_program.txt"}
+
+
+def copies_example(answer: Any, template: Path, shortest: int = 12) -> bool:
+    """Whether an answer copies its prompt's example: one of its texts (a name, a description, a rationale, code;
+    at least ``shortest`` characters) appears word for word in the prompt template, examples and answer form
+    included (its comment lines, which the model never sees, left out)."""
+    text = "\n".join(line for line in template.read_text().splitlines() if not line.startswith("#"))
+    escaped = text.replace('\\n', "\n").replace('\\"', '"')  # code inside a JSON example, as the model reads it
+
+    def leaves(node: Any) -> list[str]:
+        if isinstance(node, dict):
+            return [leaf for value in node.values() for leaf in leaves(value)]
+        if isinstance(node, list):
+            return [leaf for value in node for leaf in leaves(value)]
+        return [node.strip()] if isinstance(node, str) and len(node.strip()) >= shortest else []
+
+    return any(leaf in text or leaf in escaped for leaf in leaves(answer))
+
+
 def measure_model(model: str, env_target: str, work: Path, episodes: int, steps: int,
-                  repeats: int) -> dict[str, Any]:
-    """One model on every sub-task; ``repeats``: the critic's dead-loop length."""
+                  repeats: int, skill_format: str = "auto", candidates: int = 1) -> dict[str, Any]:
+    """One model on every sub-task; ``repeats``: the critic's dead-loop length; ``skill_format`` as
+    RLGPT_SKILL_FORMAT (auto: a skill program, the embedded models' format); ``candidates``: skills drawn per
+    sub-task, the best by its test kept (the planner's verified candidates)."""
     settings = LLMSettings(local_model=model, max_retries=1, timeout_seconds=300, max_tokens=768)
     rows: list[dict[str, Any]] = []
     with LocalLLMServer(settings, log_path=work / f"{model}-server.log") as server:
@@ -67,7 +94,9 @@ def measure_model(model: str, env_target: str, work: Path, episodes: int, steps:
         describe = env.Describe(env_pb2.DescribeRequest())
         library = SkillLibrary(work / model / "library.json")
         slow = SlowAgent(llm, describe, library)
-        fast = FastAgent(llm, env, describe, library, test_episodes=episodes, test_steps=steps, seed=0)
+        skill_format = resolve_skill_format(skill_format, MODEL_ALIAS, describe)
+        fast = FastAgent(llm, env, describe, library, test_episodes=episodes, test_steps=steps, seed=0,
+                         skill_format=skill_format)
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*columns, console=console) as progress:
             bar = progress.add_task(f"{model}", total=len(SUBTASKS))
@@ -75,20 +104,30 @@ def measure_model(model: str, env_target: str, work: Path, episodes: int, steps:
                 start = [common_pb2.ItemCount(item=k, count=v)
                          for k, v in start_items(describe.rules, achievement).items()]
                 row: dict[str, Any] = {"subtask": name}
+                task = common_pb2.TaskSpec(name=achievement, description=description,
+                                           success=[common_pb2.Condition(achievement=achievement)])
                 try:
-                    _plan, record = slow.plan(common_pb2.TaskSpec(name=achievement, description=description))
+                    plan, record = slow.plan(task)
+                    violations = plan_violations(plan, task, describe.rules, set(describe.items))
                     row.update(plan_valid=True, plan_seconds=record.latency_seconds,
-                               plan_tokens=record.completion_tokens, plan_attempts=record.attempts)
+                               plan_tokens=record.completion_tokens, plan_attempts=record.attempts,
+                               plan_copied=copies_example(record.parsed, SLOW_TEMPLATE),
+                               plan_follows_rules=not violations,
+                               plan_violation=violations[0][:300] if violations else "")
                 except Exception as exc:  # an invalid answer is a measurement, not a crash
                     row.update(plan_valid=False, plan_error=f"{type(exc).__name__}: {exc}"[:300])
                 subtask = planner_pb2.SubTask(name=name, description=description,
                                               success=[common_pb2.Condition(achievement=achievement)])
                 started = time.perf_counter()
-                [best] = fast.write_skill(subtask, start_inventory=start)
+                best = fast.write_skill(subtask, start_inventory=start, candidates=candidates)[0]
                 row.update(skill_seconds=time.perf_counter() - started, skill_valid_json=best.answer is not None,
                            skill_compiles=best.success_rate >= 0, skill_passes=best.success_rate > 0,
                            skill_success_rate=max(0.0, best.success_rate),
                            skill_error=(f"{best.error.type}: {best.error.message}"[:300] if best.error else ""),
+                           skill_format=skill_format,
+                           skill_copied=copies_example(best.record.parsed if best.record else None,
+                                                       FAST_TEMPLATES[skill_format]),
+                           skill_program=program_of(best.answer.code) if best.answer else None,
                            skill_tokens=best.record.completion_tokens if best.record else 0,
                            skill_llm_seconds=best.record.latency_seconds if best.record else 0.0,
                            **episode_loops(best.episodes, repeats))
@@ -103,6 +142,10 @@ def measure_model(model: str, env_target: str, work: Path, episodes: int, steps:
     return {
         "model": model, "package": MODEL_PACKAGES[model][1], "rows": rows,
         "valid_plan_rate": sum(r["plan_valid"] for r in rows) / n,
+        "plan_rules_rate": sum(r.get("plan_follows_rules", False) for r in rows) / n,
+        "plan_copy_rate": sum(r.get("plan_copied", False) for r in rows) / n,
+        "skill_copy_rate": sum(r.get("skill_copied", False) for r in rows) / n,
+        "skill_format": skill_format, "candidates": candidates,
         "skill_json_rate": sum(r["skill_valid_json"] for r in rows) / n,
         "skill_compiles_rate": sum(r["skill_compiles"] for r in rows) / n,
         "skill_passes_rate": sum(r["skill_passes"] for r in rows) / n,
@@ -124,6 +167,10 @@ def main(
         Path("docs/bench-raw/llm"),
     report_only: Annotated[bool, typer.Option(help="Rebuild the section from the saved results; run "
                                                    "nothing.")] = False,
+    skill_format: Annotated[str, typer.Option(help="How the fast agent writes skills, as RLGPT_SKILL_FORMAT: "
+                                                   "auto (a program for these embedded models), python, program."
+                                              )] = "auto",
+    candidates: Annotated[int, typer.Option(help="Skills drawn per sub-task; the best by its test is kept.")] = 1,
 ) -> None:
     logging.basicConfig(level=logging.WARNING)
     results_path = work / "results.json"
@@ -137,8 +184,8 @@ def main(
         started = time.perf_counter()
         env = start_service("env", work / "logs")
         try:
-            results["models"] = [measure_model(m.strip(), env.target, work, episodes, steps, repeats)
-                                 for m in models.split(",")]
+            results["models"] = [measure_model(m.strip(), env.target, work, episodes, steps, repeats,
+                                               skill_format, candidates) for m in models.split(",")]
         finally:
             env.stop()
         results["total_seconds"] = time.perf_counter() - started

@@ -347,7 +347,8 @@ class FastAgent:
             seed = self.seed * 1000 + index if candidates > 1 else None
             try:
                 if programs:
-                    answer, record, _ = draw_program(self.llm, self.describe, prompt, iteration=iteration, seed=seed)
+                    answer, record, _ = draw_program(self.llm, self.describe, prompt, subtask, iteration=iteration,
+                                                      seed=seed)
                 else:
                     answer, record = self.llm.complete("fast", [{"role": "user", "content": prompt}], SkillAnswer,
                                                        iteration=iteration, seed=seed)

@@ -331,7 +331,7 @@ class Attempts:
                 learner.StopJob(learner_pb2.StopJobRequest(job_id=job_id))
                 raise StopRequested()
             curve.append({"env_frames": progress.env_frames, "success_rate": progress.success_rate,
-                          "mean_return": progress.mean_return})
+                          "mean_return": progress.mean_return, "skill_frame_fraction": progress.skill_frame_fraction})
             ctx.run.emit(st.name, training=progress)
             final = progress
         state.curve.extend({**point, "env_frames": state.frames + point["env_frames"],

@@ -40,6 +40,7 @@ from services.planner.controller import NO_CONTROLLER, final_evaluation, iterati
 from services.planner.one_agent import AnsweredPlan, OneAgent, recorded_answer
 from services.planner.plan_rules import plan_violations, repair_plan
 from services.planner.plans import ending_in_goal, start_inventory, summary, task_subtask
+from services.planner.program_writer import resolve_skill_format
 from services.planner.runs import Run
 from services.planner.settings import PlannerSettings
 from services.planner.skill_library import SkillLibrary
@@ -74,8 +75,11 @@ class TwoLoops:
                                 allow_rl=ctx.mode != Mode.PURE_CODE and stubs.learner is not None)
             if state.plan and (parsed := recorded_answer(run.dir)):
                 self.one.restore(parsed, state.outer_iteration)  # a resumed run serves the answer it had
+        skill_format = resolve_skill_format(settings.skill_format, str(getattr(llm, "model", "")), describe)
+        self.check_plans = settings.plan_check == "on" or (settings.plan_check == "auto" and skill_format == "program")
         fast = (self.one.fast() if self.one is not None else
-                FastAgent(llm, stubs.env, describe, library, seed=ctx.seed, protocol=ctx.protocol)
+                FastAgent(llm, stubs.env, describe, library, seed=ctx.seed, protocol=ctx.protocol,
+                          skill_format=skill_format)
                 if llm is not None else None)
         self.attempts = Attempts(ctx, fast)
 
@@ -222,7 +226,7 @@ class TwoLoops:
         goal = task_subtask(ctx.run.request.task, Decision.RL if ctx.mode != Mode.PURE_CODE
                             and ctx.stubs.learner is not None else Decision.CODE)
         plan = ending_in_goal(plan, goal)
-        return plan if self.one is not None else self._within_rules(plan, goal)
+        return self._within_rules(plan, goal) if self.check_plans and self.one is None else plan
 
     def _within_rules(self, plan: planner_pb2.Plan, goal: planner_pb2.SubTask) -> planner_pb2.Plan:
         """The slow agent's plan checked against the world's rules (:mod:`services.planner.plan_rules`): one

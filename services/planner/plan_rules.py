@@ -133,13 +133,22 @@ def _sentence(plan: planner_pb2.Plan, rules: common_pb2.WorldRules, i: int, toke
     return f"{where} needs {what} but the sub-tasks before it leave 0: add a sub-task that gets {name} before it"
 
 
+def _place_uses(rules: common_pb2.WorldRules, material: str) -> Counter[str] | None:
+    """What placing ``material`` uses up (None when no rule places it)."""
+    for r in rules.place:
+        if r.item == material:
+            return Counter({c.item: c.count for c in r.uses})
+    return None
+
+
 def plan_violations(plan: planner_pb2.Plan, task: common_pb2.TaskSpec, rules: common_pb2.WorldRules,
                     items: set[str], allowed_needs: set[str] | frozenset[str] = frozenset()) -> list[str]:
     """Where ``plan`` breaks the rules, one sentence each (missing prerequisite, wrong order, side quest).
 
     A side quest (no condition of it in what the goal needs, and not a survival need the critic asked for:
     ``allowed_needs``) is reported alone and left out of the inventory followed, as if removed. Within a sub-task
-    a condition whose needs are met goes first (its conditions may provide for each other).
+    a condition whose needs are met goes first (its conditions may provide for each other), and a sub-task that
+    holds what placing a needed material uses may place it itself (a "place the table and make the pickaxe" step).
     """
     goal, ranking = goal_conditions(task), _Ranking(rules)
     if not (rules.collect or rules.place or rules.make):
@@ -167,8 +176,15 @@ def plan_violations(plan: planner_pb2.Plan, task: common_pb2.TaskSpec, rules: co
                 ((ITEM, k), f"to hold {n} {k} (a tool, not used up)", n) for k, n in holds.items() if k not in uses]
             found += [_sentence(plan, rules, i, token, what, have[token[1]], n, later.get(token))
                       for token, what, n in short if have[token[1]] < n]
-            found += [_sentence(plan, rules, i, (PLACED, m), f"a {m} nearby", 0, 1, later.get((PLACED, m)))
-                      for m in nearby if m not in placed]
+            for m in nearby:
+                if m in placed:
+                    continue
+                place = _place_uses(rules, m)
+                if place is not None and all(have[k] - uses[k] >= n for k, n in place.items()):
+                    uses = uses + place  # it places one itself with what it holds (a merged place-and-make step)
+                    placed.add(m)
+                else:
+                    found.append(_sentence(plan, rules, i, (PLACED, m), f"a {m} nearby", 0, 1, later.get((PLACED, m))))
             have = Counter({k: max(v - uses[k], 0) for k, v in have.items()})  # used up, then what it leaves
             have |= Counter(implied_items([c], rules, items))
             placed |= {t[1] for t in _provides(rules, c) if t[0] == PLACED}

@@ -11,16 +11,16 @@ from pydantic import BaseModel
 
 from rlgpt.llm.client import CallRecord
 from rlgpt.llm.local_server import MODEL_ALIAS
-from rlgpt.prompts import CompletesJSON, conditions_text
+from rlgpt.prompts import CompletesJSON, conditions_text, shorten
 from rlgpt.v1 import common_pb2, env_pb2, planner_pb2
 from services.planner.program_code import compile_program, program_of
 from services.planner.programs import (
-    ProgramError,
     Vocabulary,
     check_program,
     program_schema,
     program_steps,
     programs_supported,
+    step_text,
 )
 from services.planner.prompts import EvalProtocol, render
 from services.planner.schemas import SkillAnswer
@@ -64,12 +64,15 @@ def program_prompt(describe: env_pb2.DescribeResponse, protocol: EvalProtocol, s
                   error=error or "(none)", feedback=feedback or "(none)")
 
 
-def draw_program(llm: CompletesJSON, describe: env_pb2.DescribeResponse, prompt: str, *, iteration: int,
+def draw_program(llm: CompletesJSON, describe: env_pb2.DescribeResponse, prompt: str,
+                 subtask: planner_pb2.SubTask, *, iteration: int,
                  seed: int | None = None) -> tuple[SkillAnswer, CallRecord, list[dict[str, Any]]]:
-    """One program from the model, checked (a problem the schema cannot see goes back to the model once, in the
-    client's repair turn, naming the step) and compiled: a skill answer whose code is the compiled program."""
-    schema: type[BaseModel] = program_schema(Vocabulary.of(describe))
+    """One program from the model for ``subtask``, its names those of the
+    sub-task's prerequisites by the rules (:meth:`Vocabulary.narrowed`); checked (a problem the schema cannot see
+    goes back to the model once, in the client's repair turn, naming the step) and compiled: a skill answer whose
+    code is the compiled program."""
     rules, actions = describe.rules, list(describe.actions)
+    schema: type[BaseModel] = program_schema(Vocabulary.of(describe).narrowed(rules, list(subtask.success), actions))
 
     def validate(answer: BaseModel) -> None:
         check_program(program_steps(answer), rules, actions)
@@ -79,8 +82,7 @@ def draw_program(llm: CompletesJSON, describe: env_pb2.DescribeResponse, prompt:
         kwargs["seed"] = seed
     answer, record = llm.complete("fast", [{"role": "user", "content": prompt}], schema, **kwargs)
     steps = program_steps(answer)
-    try:
-        code = compile_program(steps, rules, name=answer.name)  # type: ignore[attr-defined]
-    except ValueError as exc:  # checked above; a compiler gap is the planner's bug, said as such
-        raise ProgramError(f"the planner could not compile the program: {exc}") from exc
-    return SkillAnswer(name=answer.name, description=answer.description[:400], code=code), record, steps  # type: ignore[attr-defined]
+    description = ", then ".join(step_text(step) for step in steps)
+    code = compile_program(steps, rules, name=subtask.name)
+    return SkillAnswer(name=subtask.name, description=shorten(f"{subtask.description}: {description}", 400),
+                       code=code), record, steps

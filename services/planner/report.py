@@ -18,6 +18,8 @@ import matplotlib.pyplot as plt
 
 from rlgpt.errors import FailedPrecondition
 from rlgpt.v1 import planner_pb2
+from services.planner.program_code import program_of
+from services.planner.programs import step_text
 from services.planner.state import RunState
 
 REPORT_FILES = ("report.md", "curves.png", "iterations.png")
@@ -47,13 +49,17 @@ def plot_subtask_curves(state: RunState, path: Path) -> Path:
             trainings.setdefault(str(point.get("job_id", "")), []).append(point)
         for points in trainings.values():
             label = f"{name} (RL training, iteration {points[0].get('iteration', 0)})"
-            ax.plot([p["env_frames"] for p in points], [p["success_rate"] for p in points], label=label)
+            frames = [p["env_frames"] for p in points]
+            [line] = ax.plot(frames, [p["success_rate"] for p in points], label=label)
+            if any("skill_frame_fraction" in p for p in points):  # how much of the training the skills played
+                ax.plot(frames, [p.get("skill_frame_fraction", 0.0) for p in points], linestyle=":",
+                        color=line.get_color(), label=f"{name}: share of frames inside coded skills")
         if sub.tests:
             coded = sub.decision == "code"
             ax.scatter([t.get("frames", 0) for t in sub.tests], [t.get("success_rate", 0.0) for t in sub.tests],
                        marker="o" if coded else "s", label=f"{name} ({'code tests' if coded else 'evaluations'})")
     ax.set_xlabel("env frames spent on the sub-task")
-    ax.set_ylabel("success rate")
+    ax.set_ylabel("success rate (dotted: share of frames in skills)")
     ax.set_ylim(-0.02, 1.02)
     ax.set_title("Sub-tasks: success rate vs env frames")
     if ax.get_legend_handles_labels()[0]:
@@ -108,6 +114,30 @@ def _request(run_dir: Path) -> planner_pb2.StartRunRequest:
         raise FailedPrecondition(f"run directory is corrupt: {path} cannot be read ({str(exc)[:200]})") from None
 
 
+def skills_section(state: RunState) -> list[str]:
+    """Which skills the LLM wrote (the program's steps where it wrote a program) and how each RL training used
+    the coded skills of its action space (the share of its frames they played, at the end of the training)."""
+    lines = ["## Skills the LLM wrote", ""]
+    written = [(name, sub) for name, sub in state.subtasks.items() if sub.skill_code]
+    for name, sub in written:
+        steps = program_of(sub.skill_code)
+        what = ("program: " + ", then ".join(step_text(step) for step in steps) if steps else
+                f"Python, {len(sub.skill_code.splitlines())} lines")
+        lines.append(f"- {name} ({sub.status}, best test success {sub.success_rate:.0%}): {what}")
+    if not written:
+        lines.append("- none: no sub-task was coded")
+    trained = [(name, sub) for name, sub in state.subtasks.items() if sub.curve]
+    if trained:
+        lines += ["", "## How RL used the skills", ""]
+    for name, sub in trained:
+        last = sub.curve[-1]
+        skills = list((sub.rl_config or {}).get("skills", []))
+        share = last.get("skill_frame_fraction")
+        lines.append(f"- {name}: skills in its action space: {', '.join(skills) or 'none'}; at the end of its last "
+                     f"training {'-' if share is None else f'{share:.0%}'} of the frames were played by them")
+    return [*lines, ""]
+
+
 def write_run_report(run_dir: Path, state: RunState | None = None, ended: str = "") -> Path:
     """Writes report.md, curves.png and iterations.png into ``run_dir``; returns report.md's path.
 
@@ -149,6 +179,7 @@ def write_run_report(run_dir: Path, state: RunState | None = None, ended: str = 
         lines += [f"| {link['name']} | {link['reached']} | {link['succeeded']} | {link['mean_frames']:.0f} |"
                   for link in final["links"]]
         lines.append("")
+    lines += skills_section(state)
     lines += ["## The plan as it evolved", ""]
     for number, plan in enumerate(state.plans):
         steps = ", ".join(f"{s['name']} ({'code' if s.get('decision') == 'DECISION_CODE' else 'rl'})"

@@ -42,13 +42,13 @@ def by_schema(body: dict) -> Reply:
 
 @pytest.fixture
 def planner(env_server, tmp_path):
-    def start(script, critic: str = ""):
+    def start(script, critic: str = "", **extra):
         fake = FakeOpenAIServer(script).__enter__()
-        llm = LLMClient(LLMSettings(max_retries=1, backoff_seconds=0.01, timeout_seconds=5, model="local"),
+        llm = LLMClient(LLMSettings(max_retries=1, backoff_seconds=0.01, timeout_seconds=5, model="scripted"),
                         base_url=fake.base_url, record_dir=tmp_path / "llm")
         settings = PlannerSettings(env_server=env_server.target, run_dir=str(tmp_path / "runs"),
                                    library_path=str(tmp_path / "library.json"), test_episodes=2, test_steps=150,
-                                   critic=critic)
+                                   critic=critic, **extra)
         servicer = PlannerServicer(settings, llm)
         server, port = create_server("127.0.0.1:0", [
             ServiceBinding(SERVICE_NAME, planner_pb2_grpc.add_PlannerServiceServicer_to_server, servicer)])
@@ -150,7 +150,7 @@ def test_a_rule_breaking_plan_is_sent_back_once_then_repaired_from_the_rules(pla
             prompts.append(body["messages"][-1]["content"])
         return Reply.json({"Plan": table_first, "SkillAnswer": SKILL}[name])  # the same mistakes twice
 
-    stub = planner([reply])
+    stub = planner([reply], plan_check="on")
     run = stub.StartRun(planner_pb2.StartRunRequest(task=common_pb2.TaskSpec(name="make_wood_pickaxe")))
     events = []
     for event in stub.WatchRun(planner_pb2.WatchRunRequest(run_id=run.run_id), timeout=120):
@@ -168,6 +168,18 @@ def test_a_rule_breaking_plan_is_sent_back_once_then_repaired_from_the_rules(pla
     assert [st.name for st in plan.subtasks] == ["wood", "table", "pickaxe"]
     assert plan.subtasks[0].description == "collect wood" and "repaired from the rules: removed cow" in plan.rationale
     assert len(list((tmp_path / "runs" / run.run_id / "llm").glob("*-plan-slow.json"))) == 2
+
+    # auto: a model that writes Python (a capable one) keeps its own plan; the critic judges it.
+    stub = planner([reply])
+    run = stub.StartRun(planner_pb2.StartRunRequest(task=common_pb2.TaskSpec(name="make_wood_pickaxe")))
+    events = []
+    for event in stub.WatchRun(planner_pb2.WatchRunRequest(run_id=run.run_id), timeout=120):
+        events.append(event)
+        if event.WhichOneof("payload") == "plan":
+            break
+    _stop(stub, run.run_id)
+    assert [e.WhichOneof("payload") for e in events] == ["llm", "plan"]
+    assert [st.name for st in events[-1].plan.subtasks] == ["table", "wood", "cow", "pickaxe"]
 
 def test_llm_failing_mid_run_pauses_and_resume_continues(planner, tmp_path) -> None:
     calls = {"n": 0, "healthy": False}
@@ -255,7 +267,7 @@ def test_the_critic_gets_the_rules_the_test_protocol_and_frames_and_keeps_a_pass
         return Reply.json({"Plan": CODE_PLAN, "SkillAnswer": SKILL, "CriticAnswer": keep}[name])
 
     fake_critic_llm = FakeOpenAIServer([reply]).__enter__()
-    critic_llm = LLMClient(LLMSettings(max_retries=0, timeout_seconds=5, model="local"),
+    critic_llm = LLMClient(LLMSettings(max_retries=0, timeout_seconds=5, model="scripted"),
                            base_url=fake_critic_llm.base_url, record_dir=tmp_path / "critic-llm")
     server, port = create_server("127.0.0.1:0", [ServiceBinding(
         CRITIC_SERVICE, critic_pb2_grpc.add_CriticServiceServicer_to_server,

@@ -41,7 +41,7 @@ def describe(env_server) -> env_pb2.DescribeResponse:
 
 def parse(describe: env_pb2.DescribeResponse, steps: list[dict]) -> list[dict]:
     schema = program_schema(Vocabulary.of(describe))
-    return program_steps(schema.model_validate({"name": "p", "description": "", "steps": steps}))
+    return program_steps(schema.model_validate({"steps": steps}))
 
 
 def run(env_server, code: str, success: list[common_pb2.Condition], start: tuple = (), episodes: int = 4):
@@ -76,14 +76,30 @@ def test_every_name_is_an_enum_of_the_served_rules(describe) -> None:
 def test_bad_programs_are_refused_by_the_schema_with_what_is_wrong(describe, steps, says) -> None:
     schema = program_schema(Vocabulary.of(describe))
     with pytest.raises(ValidationError, match=says):
-        schema.model_validate({"name": "p", "steps": steps})
+        schema.model_validate({"steps": steps})
+
+
+def test_a_repeat_of_more_steps_than_there_are_is_corrected_or_refused(describe) -> None:
+    steps = parse(describe, [{"op": "repeat", "last": 2, "times": 2}, {"op": "collect", "item": "wood", "count": 1},
+                             {"op": "repeat", "last": 3, "times": 2}])
+    assert steps == [{"op": "collect", "item": "wood", "count": 1}, {"op": "repeat", "last": 1, "times": 2}]
+    raw = [{"op": "collect", "item": "wood", "count": 1}, {"op": "repeat", "last": 3, "times": 2}]
+    with pytest.raises(ProgramError, match=r"step 2 .*only 1 steps come before it"):
+        check_program(raw, describe.rules, list(describe.actions))  # what reaches the check unparsed
+
+
+def test_out_of_range_numbers_are_corrected_not_fatal(describe) -> None:
+    steps = parse(describe, [{"op": "collect", "item": "wood", "count": 0},
+                             {"op": "act", "action": "do", "times": 5000, "until": {"item": "wood", "count": 99}},
+                             {"op": "repeat", "last": 0, "times": -3}])
+    assert [steps[0]["count"], steps[1]["times"], steps[1]["until"]["count"], steps[2]["last"], steps[2]["times"]] \
+        == [1, 200, 9, 1, 1]
 
 
 @pytest.mark.parametrize(("steps", "says"), [
     ([{"op": "act", "action": "noop", "times": 50, "until": {"achievement": "collect_wood"}}],
      r"step 1 \(act noop until collect_wood\): doing noop never gets collect_wood; by the rules it comes from do"),
-    ([{"op": "collect", "item": "wood", "count": 1}, {"op": "repeat", "last": 3, "times": 2}],
-     r"step 2 .*only 1 steps come before it"),
+
     ([{"op": "act", "action": "noop", "times": 1}, {"op": "repeat", "last": 1, "times": 9},
       {"op": "repeat", "last": 2, "times": 9}, {"op": "repeat", "last": 3, "times": 9}],
      "more than 200 steps"),
@@ -160,14 +176,16 @@ def test_auto_writes_programs_for_the_embedded_models_only(describe) -> None:
 
 
 def test_the_fast_agent_writes_verified_program_candidates(env_server, describe, tmp_path) -> None:
-    """Two candidates with distinct seeds: a program that cannot work (sent back once with the step named, the
-    model repairs it) and a good one; the best by measured success is kept, registered and stored."""
+    """Two candidates with distinct seeds. The first names an action outside its sub-task's prerequisites (the
+    narrowed schema refuses it, naming the allowed ones), then writes a step that can never work (refused naming
+    the step): a failed candidate whose error feeds the revision. The second is good: kept, registered, stored."""
     library = SkillLibrary(tmp_path / "lib.json")
-    never = {"name": "wait", "description": "", "steps": [
+    unrelated = {"steps": [
         {"op": "act", "action": "noop", "times": 9, "until": {"achievement": "make_wood_pickaxe"}}]}
-    idle = {"name": "idle", "description": "stand", "steps": [{"op": "act", "action": "noop", "times": 3}]}
-    good = {"name": "pickaxe", "description": "wood, table, pickaxe", "steps": PICKAXE}
-    script = [Reply.json(never), Reply.json(idle), Reply.json(good)]
+    never = {"steps": [
+        {"op": "act", "action": "do", "times": 9, "until": {"achievement": "make_wood_pickaxe"}}]}
+    good = {"steps": PICKAXE}
+    script = [Reply.json(unrelated), Reply.json(never), Reply.json(good)]
     subtask = planner_pb2.SubTask(name="make_wood_pickaxe", description="make a wood pickaxe", success=ACHIEVED)
     with FakeOpenAIServer(script) as server:
         llm = LLMClient(SETTINGS, base_url=server.base_url, record_dir=tmp_path / "llm")
@@ -176,12 +194,28 @@ def test_the_fast_agent_writes_verified_program_candidates(env_server, describe,
         candidates = fast.write_skill(subtask, candidates=2)
         requests = server.requests
     assert [r.get("seed") for r in requests] == [4000, 4000, 4001]  # the repair turn keeps its candidate's seed
-    assert "step 1 (act noop until make_wood_pickaxe): doing noop never gets make_wood_pickaxe" in \
-        requests[1]["messages"][-1]["content"]
+    assert "Input should be 'do', 'place_table' or 'make_wood_pickaxe'" in requests[1]["messages"][-1]["content"]
     prompt = requests[0]["messages"][0]["content"]
     assert '"op": "collect"' in prompt and describe.rules.text.strip()[:200] in prompt
-    best, worst = candidates
+    best, failed = candidates
     assert best.success_rate == 1.0 and program_of(best.answer.code) == PICKAXE
-    assert worst.success_rate == 0.0
+    assert best.answer.name == "make_wood_pickaxe" and best.answer.description == \
+        "make a wood pickaxe: collect wood 3, then place table, then make wood_pickaxe"
+    assert failed.answer is None and "step 1 (act do until make_wood_pickaxe): doing do never gets " \
+        "make_wood_pickaxe; by the rules it comes from make_wood_pickaxe" in failed.error.message
     assert {s.name: s.code for s in library.all()}["make_wood_pickaxe"] == best.answer.code
     assert "make_wood_pickaxe" in {s.name for s in env_server.stub.ListSkills(env_pb2.ListSkillsRequest()).skills}
+
+
+def test_a_programs_names_are_its_subtasks_prerequisites(describe) -> None:
+    vocabulary = Vocabulary.of(describe)
+    wood = vocabulary.narrowed(describe.rules, [common_pb2.Condition(achievement="collect_wood")],
+                               list(describe.actions))
+    assert (wood.collect, wood.place, wood.make, wood.materials, wood.actions) == \
+        (("wood",), (), (), ("tree",), ("do",))
+    stone = vocabulary.narrowed(describe.rules, [common_pb2.Condition(achievement="collect_stone")],
+                                list(describe.actions))
+    assert set(stone.collect) == {"stone", "wood"} and stone.make == ("wood_pickaxe",) and stone.place == ("table",)
+    # No rule covers eating a cow: every name stays.
+    assert vocabulary.narrowed(describe.rules, [common_pb2.Condition(achievement="eat_cow")],
+                               list(describe.actions)) == vocabulary

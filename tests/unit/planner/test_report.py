@@ -11,6 +11,7 @@ import pytest
 
 from rlgpt.errors import FailedPrecondition
 from rlgpt.v1 import planner_pb2
+from services.planner.program_code import PROGRAM_HEADER
 from services.planner.report import (
     outcome,
     plot_iterations,
@@ -137,3 +138,21 @@ def test_the_iterations_plot_marks_every_iteration_and_the_final_rate(tmp_path: 
     (tmp_path / "request.json").write_text(json.dumps({"task": {"name": "place_table"}}))
     text = write_run_report(tmp_path).read_text()
     assert "| table | 4 | 1 | 412 |" in text
+
+
+
+def test_the_report_says_which_skills_the_llm_wrote_and_how_rl_used_them(tmp_path: Path) -> None:
+    steps = [{"op": "collect", "item": "wood", "count": 2}, {"op": "place", "item": "table"}]
+    state = _state()
+    state.subtasks["wood"] = SubTaskState(name="wood", decision="code", status="done", success_rate=1.0,
+                                          skill_code=PROGRAM_HEADER + json.dumps(steps) + "\ndef skill(agent): ...")
+    state.subtasks["python"] = SubTaskState(name="python", decision="code", status="failed",
+                                            skill_code="def skill(agent):\n    yield 'noop'\n")
+    table = state.subtasks["table"]
+    table.rl_config = {"skills": ["wood", "table__dig"]}
+    table.curve[-1]["skill_frame_fraction"] = 0.42
+    text = write_run_report(_run_dir(tmp_path), state).read_text()
+    assert "- wood (done, best test success 100%): program: collect wood 2, then place table" in text
+    assert "- python (failed, best test success 0%): Python, 2 lines" in text
+    assert ("- table: skills in its action space: wood, table__dig; at the end of its last training 42% of the "
+            "frames were played by them") in text
