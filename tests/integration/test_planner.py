@@ -132,6 +132,18 @@ def test_a_plan_that_misses_the_goal_gets_the_task_as_its_last_subtask(planner) 
     assert "appended" in plan.rationale
 
 
+def _until_plan(stub: planner_pb2_grpc.PlannerServiceStub, task: str) -> tuple[planner_pb2.StartRunResponse, list]:
+    """Starts a run, watches it up to its first plan, stops it (and waits for it to end)."""
+    run = stub.StartRun(planner_pb2.StartRunRequest(task=common_pb2.TaskSpec(name=task)))
+    events = []
+    for event in stub.WatchRun(planner_pb2.WatchRunRequest(run_id=run.run_id), timeout=120):
+        events.append(event)
+        if event.WhichOneof("payload") == "plan":
+            break
+    _stop(stub, run.run_id)
+    return run, events
+
+
 def test_a_rule_breaking_plan_is_sent_back_once_then_repaired_from_the_rules(planner, tmp_path) -> None:
     table_first = {"rationale": "table, wood, pickaxe", "subtasks": [
         {"name": "table", "description": "place a table", "success": [{"achievement": "place_table"}],
@@ -151,13 +163,7 @@ def test_a_rule_breaking_plan_is_sent_back_once_then_repaired_from_the_rules(pla
         return Reply.json({"Plan": table_first, "SkillAnswer": SKILL}[name])  # the same mistakes twice
 
     stub = planner([reply], plan_check="on")
-    run = stub.StartRun(planner_pb2.StartRunRequest(task=common_pb2.TaskSpec(name="make_wood_pickaxe")))
-    events = []
-    for event in stub.WatchRun(planner_pb2.WatchRunRequest(run_id=run.run_id), timeout=120):
-        events.append(event)
-        if event.WhichOneof("payload") == "plan":
-            break
-    _stop(stub, run.run_id)
+    run, events = _until_plan(stub, "make_wood_pickaxe")
     assert [e.WhichOneof("payload") for e in events] == ["llm", "llm", "plan"]  # asked once more, both recorded
     assert len(prompts) == 2 and "Your plan breaks the game's rules:" not in prompts[0]
     assert ("Your plan breaks the game's rules: sub-task 1 (table) needs 2 wood, which is got by sub-task 2 (wood), "
@@ -170,14 +176,7 @@ def test_a_rule_breaking_plan_is_sent_back_once_then_repaired_from_the_rules(pla
     assert len(list((tmp_path / "runs" / run.run_id / "llm").glob("*-plan-slow.json"))) == 2
 
     # auto: a model that writes Python (a capable one) keeps its own plan; the critic judges it.
-    stub = planner([reply])
-    run = stub.StartRun(planner_pb2.StartRunRequest(task=common_pb2.TaskSpec(name="make_wood_pickaxe")))
-    events = []
-    for event in stub.WatchRun(planner_pb2.WatchRunRequest(run_id=run.run_id), timeout=120):
-        events.append(event)
-        if event.WhichOneof("payload") == "plan":
-            break
-    _stop(stub, run.run_id)
+    _, events = _until_plan(planner([reply]), "make_wood_pickaxe")
     assert [e.WhichOneof("payload") for e in events] == ["llm", "plan"]
     assert [st.name for st in events[-1].plan.subtasks] == ["table", "wood", "cow", "pickaxe"]
 
