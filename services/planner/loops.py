@@ -204,6 +204,9 @@ class TwoLoops:
         if self.slow is None:
             return planner_pb2.Plan(subtasks=[self._task()], iteration=self.state.outer_iteration,
                                     rationale="no LLM: the whole task is one sub-task")
+        # The task itself ends the chain: learned with RL over the earlier skills where a learner exists.
+        goal = task_subtask(ctx.run.request.task, Decision.RL if ctx.mode != Mode.PURE_CODE
+                            and ctx.stubs.learner is not None else Decision.CODE)
         try:
             if self.one is not None:
                 plan, record = self.one.solve(
@@ -219,14 +222,25 @@ class TwoLoops:
             if exc.record is not None:
                 ctx.run.llm_call(exc.record)  # a replay must meet this call too
             why = shorten(str(exc), 300)
+            if self.check_plans:  # the rules' own chain up to the task, rather than the whole task in one step
+                return self._repaired(planner_pb2.Plan(subtasks=[goal],
+                                                       rationale=f"the slow agent's answer was unusable: {why}"))
             return planner_pb2.Plan(subtasks=[self._task()], iteration=self.state.outer_iteration,
                                     rationale=f"fallback, the slow agent's answer was unusable: {why}")
         ctx.run.llm_call(record)
-        # The task itself ends the chain: learned with RL over the earlier skills where a learner exists.
-        goal = task_subtask(ctx.run.request.task, Decision.RL if ctx.mode != Mode.PURE_CODE
-                            and ctx.stubs.learner is not None else Decision.CODE)
         plan = ending_in_goal(plan, goal)
         return self._within_rules(plan, goal) if self.check_plans and self.one is None else plan
+
+    def _allowed_needs(self) -> set[str]:
+        """Survival needs the critic's summary names: no side quests."""
+        said = set(re.findall(r"[A-Za-z0-9_]+", self.state.slow_feedback))
+        return {name for name in [*self.ctx.describe.achievements, *self.ctx.describe.items] if name in said}
+
+    def _repaired(self, plan: planner_pb2.Plan) -> planner_pb2.Plan:
+        ctx = self.ctx
+        repaired = repair_plan(plan, ctx.run.request.task, ctx.describe.rules, ctx.items, self._allowed_needs())
+        repaired.iteration = self.state.outer_iteration
+        return repaired
 
     def _within_rules(self, plan: planner_pb2.Plan, goal: planner_pb2.SubTask) -> planner_pb2.Plan:
         """The slow agent's plan checked against the world's rules (:mod:`services.planner.plan_rules`): one
@@ -234,8 +248,7 @@ class TwoLoops:
         or no usable second answer, is repaired from the rules. Survival needs the critic's summary names are no
         side quests."""
         ctx, task = self.ctx, self.ctx.run.request.task
-        said = set(re.findall(r"[A-Za-z0-9_]+", self.state.slow_feedback))
-        allowed = {name for name in [*ctx.describe.achievements, *ctx.describe.items] if name in said}
+        allowed = self._allowed_needs()
         violations = plan_violations(plan, task, ctx.describe.rules, ctx.items, allowed)
         if not violations or self.slow is None:
             return plan
@@ -249,7 +262,7 @@ class TwoLoops:
             log.info("slow agent: no usable second plan (%s); the first is repaired from the rules", exc)
             if exc.record is not None:
                 ctx.run.llm_call(exc.record)
-            return repair_plan(plan, task, ctx.describe.rules, ctx.items, allowed)
+            return self._repaired(plan)
         ctx.run.llm_call(record)
         second = ending_in_goal(second, goal)
         left = plan_violations(second, task, ctx.describe.rules, ctx.items, allowed)
@@ -258,7 +271,7 @@ class TwoLoops:
             return second
         log.info("slow agent: the second plan still breaks the game's rules (%s); repaired from the rules",
                  "; ".join(left))
-        return repair_plan(second, task, ctx.describe.rules, ctx.items, allowed)
+        return self._repaired(second)
 
     # --- inner loop ---------------------------------------------------------------------------------
     def _inner_budget(self) -> int:

@@ -37,7 +37,7 @@ LAST = _clamped(int, 1, MAX_PROGRAM_STEPS)
 
 @dataclasses.dataclass(frozen=True)
 class Vocabulary:
-    """The names a program's arguments may take, read from ``Describe`` (each list sorted, for a stable schema)."""
+    """The names a program's arguments may take, read from ``Describe`` (in its order)."""
 
     collect: tuple[str, ...]
     """Inventory items a collect rule gives."""
@@ -52,12 +52,14 @@ class Vocabulary:
 
     @classmethod
     def of(cls, describe: env_pb2.DescribeResponse) -> Vocabulary:
-        rules, items = describe.rules, set(describe.items)
+        rules = describe.rules
         received = {c.item for rule in rules.collect for c in rule.receives}
-        return cls(collect=tuple(sorted(received & items)), place=tuple(sorted({r.item for r in rules.place})),
-                   make=tuple(sorted({r.item for r in rules.make} & items)),
-                   materials=tuple(sorted(set(rules.materials))), actions=tuple(describe.actions),
-                   achievements=tuple(sorted(describe.achievements)), items=tuple(sorted(items)))
+        made = {r.item for r in rules.make}
+        return cls(collect=tuple(i for i in describe.items if i in received),
+                   place=tuple(dict.fromkeys(r.item for r in rules.place)),
+                   make=tuple(i for i in describe.items if i in made), materials=tuple(rules.materials),
+                   actions=tuple(describe.actions), achievements=tuple(describe.achievements),
+                   items=tuple(describe.items))
 
 
     def narrowed(self, rules: common_pb2.WorldRules, conditions: list[common_pb2.Condition],
@@ -80,13 +82,19 @@ class Vocabulary:
         rule_actions |= {a for c in conditions for a in actions_for(c, rules, actions)}
         achievements = {name for kind, name in closure if kind == ACHIEVEMENT}
         achievements |= {a for r in sources for a in r.achievements} | {r.achievement for r in (*makes, *places)}
+        materials = {r.material for r in sources} | placed
+
+        def kept(names: tuple[str, ...], wanted: set[str]) -> tuple[str, ...]:
+            return tuple(n for n in names if n in wanted)
+
+        # Describe's order everywhere: typing.Literal caches by the set of values, so two enums of one set must
+        # not differ in order (a schema would get the other's).
         return Vocabulary(
-            collect=tuple(sorted(items & set(self.collect))), place=tuple(sorted(placed & set(self.place))),
-            make=tuple(sorted(items & set(self.make))),
-            materials=tuple(sorted({r.material for r in sources} | (placed & set(self.materials)))) or self.materials,
-            actions=tuple(a for a in self.actions if a in rule_actions) or self.actions,
-            achievements=tuple(sorted(achievements & set(self.achievements))) or self.achievements,
-            items=tuple(sorted(items & set(self.items))) or self.items)
+            collect=kept(self.collect, items), place=kept(self.place, placed), make=kept(self.make, items),
+            materials=kept(self.materials, materials) or self.materials,
+            actions=kept(self.actions, rule_actions) or self.actions,
+            achievements=kept(self.achievements, achievements) or self.achievements,
+            items=kept(self.items, items) or self.items)
 
 
 PROGRAM_API_METHODS = ("step_to", "nearest", "facing_cell", "look", "face", "needs", "can", "missing",
@@ -143,16 +151,17 @@ def program_schema(vocabulary: Vocabulary) -> type[BaseModel]:
 
 
 def program_steps(answer: BaseModel) -> list[dict[str, Any]]:
-    """The answer's steps as plain dicts (``until`` left out when unset). A ``repeat`` of more steps than come
-    before it repeats those there are, and one with none before it is dropped: a small model's miscount is
-    corrected, not fatal."""
+    """The answer's steps as plain dicts. ``until`` is left out when it names nothing and keeps the item count
+    when it names both an achievement and an item; a ``repeat`` of more steps than come before it repeats those
+    there are, and one with none before it is dropped: a small model's slips are corrected, not fatal."""
     steps: list[dict[str, Any]] = []
     for step in answer.steps:  # type: ignore[attr-defined]
         data = step.model_dump()
-        if data.get("until") is None:
-            data.pop("until", None)
-        else:
-            data["until"] = {k: v for k, v in data["until"].items() if v is not None}
+        until = {k: v for k, v in (data.pop("until", None) or {}).items() if v is not None}
+        if until.get("item"):  # an item count is the more exact of two conditions a small model wrote at once
+            data["until"] = {"item": until["item"], "count": until.get("count") or 1}
+        elif until.get("achievement"):
+            data["until"] = {"achievement": until["achievement"]}
         if data["op"] == "repeat":
             if not steps:
                 continue

@@ -111,7 +111,7 @@ def _plan_models(achievements: tuple[str, ...], items: tuple[str, ...], skills: 
 
         achievement: achievement_enum | None = None  # type: ignore[valid-type]
         item: item_enum | None = None  # type: ignore[valid-type]
-        count: int | None = Field(default=None, ge=1, le=9)
+        count: _clamped(int, 1, 9) | None = Field(default=None, ge=1, le=9)  # type: ignore[valid-type]
 
         @model_validator(mode="after")
         def one_kind(self) -> Condition:

@@ -175,6 +175,16 @@ def test_a_rule_breaking_plan_is_sent_back_once_then_repaired_from_the_rules(pla
     assert plan.subtasks[0].description == "collect wood" and "repaired from the rules: removed cow" in plan.rationale
     assert len(list((tmp_path / "runs" / run.run_id / "llm").glob("*-plan-slow.json"))) == 2
 
+    # No usable answer at all: the rules' chain up to the task (the task's own step last, RL with a learner).
+    def unusable(body: dict) -> Reply:
+        name = body["response_format"]["json_schema"]["name"]
+        return Reply.json({"rationale": "r", "subtasks": []} if name == "Plan" else SKILL)
+
+    _, events = _until_plan(planner([unusable], plan_check="on"), "make_wood_pickaxe")
+    plan = events[-1].plan
+    assert [st.name for st in plan.subtasks] == ["get_3_wood", "place_table", "make_wood_pickaxe"]
+    assert "the slow agent's answer was unusable" in plan.rationale and "repaired from the rules" in plan.rationale
+
     # auto: a model that writes Python (a capable one) keeps its own plan; the critic judges it.
     _, events = _until_plan(planner([reply]), "make_wood_pickaxe")
     assert [e.WhichOneof("payload") for e in events] == ["llm", "plan"]

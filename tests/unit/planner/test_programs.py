@@ -94,6 +94,11 @@ def test_out_of_range_numbers_are_corrected_not_fatal(describe) -> None:
                              {"op": "repeat", "last": 0, "times": -3}])
     assert [steps[0]["count"], steps[1]["times"], steps[1]["until"]["count"], steps[2]["last"], steps[2]["times"]] \
         == [1, 200, 9, 1, 1]
+    # Two conditions at once: the item count is kept; none at all: the action runs `times` times.
+    both, neither = parse(describe, [
+        {"op": "act", "action": "do", "times": 5, "until": {"achievement": "collect_wood", "item": "wood"}},
+        {"op": "act", "action": "do", "times": 5, "until": {}}])
+    assert both["until"] == {"item": "wood", "count": 1} and "until" not in neither
 
 
 @pytest.mark.parametrize(("steps", "says"), [
@@ -103,8 +108,6 @@ def test_out_of_range_numbers_are_corrected_not_fatal(describe) -> None:
     ([{"op": "act", "action": "noop", "times": 1}, {"op": "repeat", "last": 1, "times": 9},
       {"op": "repeat", "last": 2, "times": 9}, {"op": "repeat", "last": 3, "times": 9}],
      "more than 200 steps"),
-    ([{"op": "act", "action": "do", "times": 5, "until": {"achievement": "collect_wood", "item": "wood"}}],
-     "exactly one of"),
 ])
 def test_programs_that_cannot_work_name_the_step_and_what_to_change(describe, steps, says) -> None:
     with pytest.raises(ProgramError, match=says):
