@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -30,16 +29,15 @@ import grpc
 
 from rlgpt import metrics
 from rlgpt.errors import RlgptError
-from rlgpt.llm.client import StructuredOutputError
-from rlgpt.prompts import CompletesJSON, shorten
+from rlgpt.prompts import CompletesJSON
 from rlgpt.v1 import common_pb2, critic_pb2, env_pb2, learner_pb2, planner_pb2
 from services.planner.agents import FastAgent, SlowAgent
 from services.planner.attempts import Attempts, RLAttempt, training_frames
 from services.planner.context import AgentSetup, Mode, RunContext, StopRequested, Stubs
 from services.planner.controller import NO_CONTROLLER, final_evaluation, iteration_evaluation
-from services.planner.one_agent import AnsweredPlan, OneAgent, recorded_answer
-from services.planner.plan_rules import plan_violations, repair_plan
-from services.planner.plans import ending_in_goal, start_inventory, summary, task_subtask
+from services.planner.one_agent import OneAgent, recorded_answer
+from services.planner.planning import PlanMaking
+from services.planner.plans import start_inventory, summary, task_subtask
 from services.planner.program_writer import resolve_skill_format
 from services.planner.runs import Run
 from services.planner.settings import PlannerSettings
@@ -61,7 +59,7 @@ class Step(enum.Enum):
     """Back to the slow agent: the sub-task fails for this outer iteration."""
 
 
-class TwoLoops:
+class TwoLoops(PlanMaking):
     """Runs one RL-GPT run to its end (or until stopped), resumable from its state."""
 
     def __init__(self, run: Run, state: RunState, describe: env_pb2.DescribeResponse, llm: CompletesJSON | None,
@@ -198,80 +196,6 @@ class TwoLoops:
         log.info("iteration %d: whole task %s with %s", record.iteration,
                  "not evaluated" if record.success_rate is None else f"{record.success_rate:.0%}",
                  record.controller)
-
-    def _new_plan(self, previous: planner_pb2.Plan | None) -> planner_pb2.Plan:
-        ctx = self.ctx
-        if self.slow is None:
-            return planner_pb2.Plan(subtasks=[self._task()], iteration=self.state.outer_iteration,
-                                    rationale="no LLM: the whole task is one sub-task")
-        # The task itself ends the chain: learned with RL over the earlier skills where a learner exists.
-        goal = task_subtask(ctx.run.request.task, Decision.RL if ctx.mode != Mode.PURE_CODE
-                            and ctx.stubs.learner is not None else Decision.CODE)
-        try:
-            if self.one is not None:
-                plan, record = self.one.solve(
-                    ctx.run.request.task, iteration=self.state.outer_iteration,
-                    previous=AnsweredPlan.from_state(previous, self.state) if previous is not None else None,
-                    feedback=self.state.slow_feedback)
-            else:
-                plan, record = self.slow.plan(ctx.run.request.task, iteration=self.state.outer_iteration,
-                                              previous=previous, feedback=self.state.slow_feedback)
-        except StructuredOutputError as exc:
-            # No usable plan: fall back to the whole task as one sub-task rather than ending the run.
-            log.warning("slow agent: %s; using the whole task as one sub-task", exc)
-            if exc.record is not None:
-                ctx.run.llm_call(exc.record)  # a replay must meet this call too
-            why = shorten(str(exc), 300)
-            if self.check_plans:  # the rules' own chain up to the task, rather than the whole task in one step
-                return self._repaired(planner_pb2.Plan(subtasks=[goal],
-                                                       rationale=f"the slow agent's answer was unusable: {why}"))
-            return planner_pb2.Plan(subtasks=[self._task()], iteration=self.state.outer_iteration,
-                                    rationale=f"fallback, the slow agent's answer was unusable: {why}")
-        ctx.run.llm_call(record)
-        plan = ending_in_goal(plan, goal)
-        return self._within_rules(plan, goal) if self.check_plans and self.one is None else plan
-
-    def _allowed_needs(self) -> set[str]:
-        """Survival needs the critic's summary names: no side quests."""
-        said = set(re.findall(r"[A-Za-z0-9_]+", self.state.slow_feedback))
-        return {name for name in [*self.ctx.describe.achievements, *self.ctx.describe.items] if name in said}
-
-    def _repaired(self, plan: planner_pb2.Plan) -> planner_pb2.Plan:
-        ctx = self.ctx
-        repaired = repair_plan(plan, ctx.run.request.task, ctx.describe.rules, ctx.items, self._allowed_needs())
-        repaired.iteration = self.state.outer_iteration
-        return repaired
-
-    def _within_rules(self, plan: planner_pb2.Plan, goal: planner_pb2.SubTask) -> planner_pb2.Plan:
-        """The slow agent's plan checked against the world's rules (:mod:`services.planner.plan_rules`): one
-        that breaks them goes back to the slow agent once, with the violations; a second that still breaks them,
-        or no usable second answer, is repaired from the rules. Survival needs the critic's summary names are no
-        side quests."""
-        ctx, task = self.ctx, self.ctx.run.request.task
-        allowed = self._allowed_needs()
-        violations = plan_violations(plan, task, ctx.describe.rules, ctx.items, allowed)
-        if not violations or self.slow is None:
-            return plan
-        log.info("slow agent: the plan breaks the game's rules (%s); asking once more", "; ".join(violations))
-        feedback = "\n".join(filter(None, [self.state.slow_feedback,
-                                            "Your plan breaks the game's rules: " + "; ".join(violations)]))
-        try:
-            second, record = self.slow.plan(task, iteration=self.state.outer_iteration, previous=plan,
-                                            feedback=feedback)
-        except StructuredOutputError as exc:
-            log.info("slow agent: no usable second plan (%s); the first is repaired from the rules", exc)
-            if exc.record is not None:
-                ctx.run.llm_call(exc.record)
-            return self._repaired(plan)
-        ctx.run.llm_call(record)
-        second = ending_in_goal(second, goal)
-        left = plan_violations(second, task, ctx.describe.rules, ctx.items, allowed)
-        if not left:
-            log.info("slow agent: the second plan keeps the game's rules")
-            return second
-        log.info("slow agent: the second plan still breaks the game's rules (%s); repaired from the rules",
-                 "; ".join(left))
-        return self._repaired(second)
 
     # --- inner loop ---------------------------------------------------------------------------------
     def _inner_budget(self) -> int:

@@ -1,0 +1,113 @@
+"""How each outer iteration gets its plan (a mixin of :class:`services.planner.loops.TwoLoops`): the slow agent's
+(or the one agent's) answer, ending in the task's own step, and, where plan checks are on, checked against the
+world's rules (:mod:`services.planner.plan_rules`): sent back once with the violations, then repaired."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from rlgpt.llm.client import StructuredOutputError
+from rlgpt.prompts import shorten
+from rlgpt.v1 import planner_pb2
+from services.planner.context import Mode
+from services.planner.one_agent import AnsweredPlan
+from services.planner.plan_rules import plan_violations, repair_plan
+from services.planner.plans import ending_in_goal, task_subtask
+from services.planner.state import Decision
+
+if TYPE_CHECKING:
+    from services.planner.agents import SlowAgent
+    from services.planner.context import RunContext
+    from services.planner.one_agent import OneAgent
+    from services.planner.state import RunState
+
+log = logging.getLogger("services.planner.loops")
+
+
+class PlanMaking:
+    """The plan of an outer iteration; the loops provide the run's context and agents."""
+
+    ctx: RunContext
+    slow: SlowAgent | None
+    one: OneAgent | None
+    check_plans: bool
+    state: RunState  # the loops' property: the run's state
+    _task: Callable[[], planner_pb2.SubTask]  # the loops' method: the whole task as one sub-task
+
+    def _new_plan(self, previous: planner_pb2.Plan | None) -> planner_pb2.Plan:
+        ctx = self.ctx
+        if self.slow is None:
+            return planner_pb2.Plan(subtasks=[self._task()], iteration=self.state.outer_iteration,
+                                    rationale="no LLM: the whole task is one sub-task")
+        # The task itself ends the chain: learned with RL over the earlier skills where a learner exists.
+        goal = task_subtask(ctx.run.request.task, Decision.RL if ctx.mode != Mode.PURE_CODE
+                            and ctx.stubs.learner is not None else Decision.CODE)
+        try:
+            if self.one is not None:
+                plan, record = self.one.solve(
+                    ctx.run.request.task, iteration=self.state.outer_iteration,
+                    previous=AnsweredPlan.from_state(previous, self.state) if previous is not None else None,
+                    feedback=self.state.slow_feedback)
+            else:
+                plan, record = self.slow.plan(ctx.run.request.task, iteration=self.state.outer_iteration,
+                                              previous=previous, feedback=self.state.slow_feedback)
+        except StructuredOutputError as exc:
+            # No usable plan: fall back to the whole task as one sub-task rather than ending the run.
+            log.warning("slow agent: %s; using the whole task as one sub-task", exc)
+            if exc.record is not None:
+                ctx.run.llm_call(exc.record)  # a replay must meet this call too
+            why = shorten(str(exc), 300)
+            if self.check_plans:  # the rules' own chain up to the task, rather than the whole task in one step
+                return self._repaired(planner_pb2.Plan(subtasks=[goal],
+                                                       rationale=f"the slow agent's answer was unusable: {why}"))
+            return planner_pb2.Plan(subtasks=[self._task()], iteration=self.state.outer_iteration,
+                                    rationale=f"fallback, the slow agent's answer was unusable: {why}")
+        ctx.run.llm_call(record)
+        plan = ending_in_goal(plan, goal)
+        return self._within_rules(plan, goal) if self.check_plans and self.one is None else plan
+
+    def _allowed_needs(self) -> set[str]:
+        """Survival needs the critic's summary names: no side quests."""
+        said = set(re.findall(r"[A-Za-z0-9_]+", self.state.slow_feedback))
+        return {name for name in [*self.ctx.describe.achievements, *self.ctx.describe.items] if name in said}
+
+    def _repaired(self, plan: planner_pb2.Plan) -> planner_pb2.Plan:
+        ctx = self.ctx
+        repaired = repair_plan(plan, ctx.run.request.task, ctx.describe.rules, ctx.items, self._allowed_needs())
+        repaired.iteration = self.state.outer_iteration
+        return repaired
+
+    def _within_rules(self, plan: planner_pb2.Plan, goal: planner_pb2.SubTask) -> planner_pb2.Plan:
+        """The slow agent's plan checked against the world's rules (:mod:`services.planner.plan_rules`): one
+        that breaks them goes back to the slow agent once, with the violations; a second that still breaks them,
+        or no usable second answer, is repaired from the rules. Survival needs the critic's summary names are no
+        side quests."""
+        ctx, task = self.ctx, self.ctx.run.request.task
+        allowed = self._allowed_needs()
+        violations = plan_violations(plan, task, ctx.describe.rules, ctx.items, allowed)
+        if not violations or self.slow is None:
+            return plan
+        log.info("slow agent: the plan breaks the game's rules (%s); asking once more", "; ".join(violations))
+        feedback = "\n".join(filter(None, [self.state.slow_feedback,
+                                            "Your plan breaks the game's rules: " + "; ".join(violations)]))
+        try:
+            second, record = self.slow.plan(task, iteration=self.state.outer_iteration, previous=plan,
+                                            feedback=feedback)
+        except StructuredOutputError as exc:
+            log.info("slow agent: no usable second plan (%s); the first is repaired from the rules", exc)
+            if exc.record is not None:
+                ctx.run.llm_call(exc.record)
+            return self._repaired(plan)
+        ctx.run.llm_call(record)
+        second = ending_in_goal(second, goal)
+        left = plan_violations(second, task, ctx.describe.rules, ctx.items, allowed)
+        if not left:
+            log.info("slow agent: the second plan keeps the game's rules")
+            return second
+        log.info("slow agent: the second plan still breaks the game's rules (%s); repaired from the rules",
+                 "; ".join(left))
+        return self._repaired(second)
+
