@@ -19,6 +19,8 @@ PROGRAM_HEADER = "# skill program: "
 """The first line of a compiled program: this prefix, then the program's steps as JSON."""
 STEP_LIMIT = 400
 """Frames a place or make step may spend getting into position before it gives up with an error."""
+PASSES = 20
+"""Most passes over the steps: they run again until the sub-task's success condition holds."""
 
 # The runtime every compiled program carries (sandboxed skill code: no names starting with "_", no imports).
 RUNTIME = '''
@@ -68,8 +70,9 @@ def go_to(agent, step, target):
 
 
 def collect(agent, step, item, count, sources):
-    """sources: [material, action, tools held] for every rule that gives item."""
-    while agent.inventory.get(item, 0) < count:
+    """count more of item; sources: [material, action, tools held] for every rule that gives it."""
+    target = agent.inventory.get(item, 0) + count
+    while agent.inventory.get(item, 0) < target:
         usable = [source for source in sources if held(agent, source[2])]
         if not usable:
             tools = " or ".join(words(source[2]) for source in sources)
@@ -128,6 +131,10 @@ def make(agent, step, item, action, distance, placeable):
         raise ValueError(f"step {step} (make {item}): {action} did not give {item}")
 
 
+def finished(agent, success):
+    return bool(success) and all(done(agent, condition) for condition in success)
+
+
 def done(agent, until):
     if "achievement" in until:
         return until["achievement"] in agent.achievements
@@ -179,8 +186,17 @@ def _call(step: dict[str, Any], n: int, rules: common_pb2.WorldRules, placeable:
     raise ValueError(f"op {op!r} is not a call")
 
 
-def compile_program(steps: list[dict[str, Any]], rules: common_pb2.WorldRules, *, name: str = "skill") -> str:
-    """The Python source of a checked program (:func:`services.planner.programs.check_program`)."""
+def condition_literal(condition: common_pb2.Condition) -> dict[str, Any]:
+    if condition.WhichOneof("kind") == "inventory":
+        return {"item": condition.inventory.item, "count": condition.inventory.count or 1}
+    return {"achievement": condition.achievement}
+
+
+def compile_program(steps: list[dict[str, Any]], rules: common_pb2.WorldRules, *, name: str = "skill",
+                    success: list[common_pb2.Condition] | None = None) -> str:
+    """The Python source of a checked program (:func:`services.planner.programs.check_program`). With the
+    sub-task's ``success`` conditions the steps run again, pass after pass, until they hold (a pass that plays
+    no frame ends it, as do :data:`PASSES` passes); without them, once."""
     placeable = sorted({rule.item for rule in rules.place})
     blocks: list[list[str]] = []
     for n, step in enumerate(steps, 1):
@@ -191,10 +207,15 @@ def compile_program(steps: list[dict[str, Any]], rules: common_pb2.WorldRules, *
         else:
             block = [f"# step {n}: {step_text(step)}", _call(step, n, rules, placeable)]
         blocks.append(block)
-    body = "\n".join("    " + line for block in blocks for line in block)
+    conditions = [condition_literal(c) for c in success or []]
+    passes = PASSES if conditions else 1
+    body = "\n".join("        " + line for block in blocks for line in block)
     header = PROGRAM_HEADER + json.dumps(steps, separators=(",", ":"))
     return (f"{header}\n# Compiled by the planner from the skill program above ({name}); an error names its step.\n"
-            f"STEP_LIMIT = {STEP_LIMIT}\n{RUNTIME}\n\ndef skill(agent):\n{body}\n")
+            f"STEP_LIMIT = {STEP_LIMIT}\nSUCCESS = {_literal(conditions)}\n{RUNTIME}\n\n"
+            f"def skill(agent):\n    for rerun in range({passes}):  # the steps again until the sub-task's success\n"
+            f"        frames = agent.steps\n{body}\n"
+            f"        if finished(agent, SUCCESS) or agent.steps == frames:\n            return\n")
 
 
 def program_of(code: str) -> list[dict[str, Any]] | None:

@@ -83,6 +83,6 @@ def draw_program(llm: CompletesJSON, describe: env_pb2.DescribeResponse, prompt:
     answer, record = llm.complete("fast", [{"role": "user", "content": prompt}], schema, **kwargs)
     steps = program_steps(answer)
     description = ", then ".join(step_text(step) for step in steps)
-    code = compile_program(steps, rules, name=subtask.name)
+    code = compile_program(steps, rules, name=subtask.name, success=list(subtask.success))
     return SkillAnswer(name=subtask.name, description=shorten(f"{subtask.description}: {description}", 400),
                        code=code), record, steps

@@ -222,3 +222,16 @@ def test_a_programs_names_are_its_subtasks_prerequisites(describe) -> None:
     # No rule covers eating a cow: every name stays.
     assert vocabulary.narrowed(describe.rules, [common_pb2.Condition(achievement="eat_cow")],
                                list(describe.actions)) == vocabulary
+
+
+def test_the_steps_run_again_until_the_subtasks_success_holds(env_server, describe) -> None:
+    three = [common_pb2.Condition(inventory=common_pb2.ItemCount(item="wood", count=3))]
+    once = parse(describe, [{"op": "collect", "item": "wood", "count": 1}])  # "1 more wood", a small model's answer
+    code = compile_program(once, describe.rules, success=three)
+    assert "for rerun in range(20):" in code
+    result = run(env_server, code, three)
+    assert result.success_rate == 1.0 and all(e.final_inventory[0].count == 3 for e in result.episodes)
+    # Without the sub-task's conditions the steps run once: 1 wood, not 3.
+    assert run(env_server, compile_program(once, describe.rules), three).success_rate == 0.0
+    # Collect counts more: with 2 wood at the start, "collect 1" ends with 3.
+    assert run(env_server, compile_program(once, describe.rules), three, start=(("wood", 2),)).success_rate == 1.0
