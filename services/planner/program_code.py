@@ -21,6 +21,8 @@ STEP_LIMIT = 400
 """Frames a place or make step may spend getting into position before it gives up with an error."""
 PASSES = 20
 """Most passes over the steps: they run again until the sub-task's success condition holds."""
+IDLE_LIMIT = 4
+"""Frames in a row an ``act`` step without a condition may change nothing before it ends (a dead loop)."""
 
 # The runtime every compiled program carries (sandboxed skill code: no names starting with "_", no imports).
 RUNTIME = '''
@@ -141,11 +143,24 @@ def done(agent, until):
     return agent.inventory.get(until["item"], 0) >= until.get("count", 1)
 
 
+def state_of(agent):
+    """What counts as progress: the items the sub-task's success names, the achievements, the position."""
+    return ([agent.inventory.get(c["item"], 0) for c in SUCCESS if "item" in c], tuple(agent.achievements),
+            agent.position)
+
+
 def act(agent, step, action, times, until):
+    """action until the condition holds (at most times times); without one, times times, ending early once the
+    action has made no progress (state_of) for IDLE_LIMIT frames in a row."""
+    idle = 0
     for n in range(times):
         if until and done(agent, until):
             return
+        before = state_of(agent)
         yield action
+        idle = idle + 1 if state_of(agent) == before else 0
+        if not until and idle >= IDLE_LIMIT:
+            return
     if until and not done(agent, until):
         raise ValueError(f"step {step} (act {action}): after {times} times the condition {until} still does not "
                          f"hold: go_to the material the action works on first, or allow more times")
@@ -204,15 +219,16 @@ def compile_program(steps: list[dict[str, Any]], rules: common_pb2.WorldRules, *
             body = [line for block in blocks[len(blocks) - step["last"]:] for line in block]
             block = [f"# step {n}: {step_text(step)}", f"for again in range({step['times']}):",
                      *("    " + line for line in body)]
-        else:
-            block = [f"# step {n}: {step_text(step)}", _call(step, n, rules, placeable)]
+        else:  # the sub-task is done as soon as its success holds, mid-pass included
+            block = [f"# step {n}: {step_text(step)}", _call(step, n, rules, placeable),
+                     "if finished(agent, SUCCESS):", "    return"]
         blocks.append(block)
     conditions = [condition_literal(c) for c in success or []]
     passes = PASSES if conditions else 1
     body = "\n".join("        " + line for block in blocks for line in block)
     header = PROGRAM_HEADER + json.dumps(steps, separators=(",", ":"))
     return (f"{header}\n# Compiled by the planner from the skill program above ({name}); an error names its step.\n"
-            f"STEP_LIMIT = {STEP_LIMIT}\nSUCCESS = {_literal(conditions)}\n{RUNTIME}\n\n"
+            f"STEP_LIMIT = {STEP_LIMIT}\nIDLE_LIMIT = {IDLE_LIMIT}\nSUCCESS = {_literal(conditions)}\n{RUNTIME}\n\n"
             f"def skill(agent):\n    for rerun in range({passes}):  # the steps again until the sub-task's success\n"
             f"        frames = agent.steps\n{body}\n"
             f"        if finished(agent, SUCCESS) or agent.steps == frames:\n            return\n")

@@ -235,3 +235,15 @@ def test_the_steps_run_again_until_the_subtasks_success_holds(env_server, descri
     assert run(env_server, compile_program(once, describe.rules), three).success_rate == 0.0
     # Collect counts more: with 2 wood at the start, "collect 1" ends with 3.
     assert run(env_server, compile_program(once, describe.rules), three, start=(("wood", 2),)).success_rate == 1.0
+
+
+def test_an_act_step_that_changes_nothing_ends_early_and_success_ends_the_skill_mid_pass(env_server, describe) -> None:
+    # A small model's answer: collect, then "do" 200 times on the grass the tree left, repeated. The idle act
+    # steps end after 4 frames without progress; the next pass collects again; 3 wood within the test's frames.
+    three = [common_pb2.Condition(inventory=common_pb2.ItemCount(item="wood", count=3))]
+    wasteful = parse(describe, [{"op": "collect", "item": "wood", "count": 1},
+                                {"op": "act", "action": "do", "times": 200}, {"op": "repeat", "last": 1, "times": 9}])
+    code = compile_program(wasteful, describe.rules, success=three)
+    result = run(env_server, code, three)
+    assert result.success_rate == 1.0, [e.text[-300:] for e in result.episodes]
+    assert max(e.steps for e in result.episodes) < 300
