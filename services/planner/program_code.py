@@ -71,9 +71,10 @@ def go_to(agent, step, target):
         yield move
 
 
-def collect(agent, step, item, count, sources):
-    """count more of item; sources: [material, action, tools held] for every rule that gives it."""
-    target = agent.inventory.get(item, 0) + count
+def collect(agent, step, item, count, sources, limit):
+    """count more of item (up to the inventory's limit); sources: [material, action, tools held] for every rule
+    that gives it."""
+    target = min(agent.inventory.get(item, 0) + count, limit)
     while agent.inventory.get(item, 0) < target:
         usable = [source for source in sources if held(agent, source[2])]
         if not usable:
@@ -187,7 +188,8 @@ def _action(rules: common_pb2.WorldRules, op: str, item: str) -> str:
 def _call(step: dict[str, Any], n: int, rules: common_pb2.WorldRules, placeable: list[str]) -> str:
     op = step["op"]
     if op == "collect":
-        args = f"{_literal(step['item'])}, {step.get('count', 1)}, {_literal(_sources(rules, step['item']))}"
+        limit = next((i.max for i in rules.items if i.item == step["item"] and i.max), 9)
+        args = f"{_literal(step['item'])}, {step.get('count', 1)}, {_literal(_sources(rules, step['item']))}, {limit}"
         return f"yield from collect(agent, {n}, {args})"
     if op in ("place", "make"):
         action = _action(rules, op, step["item"])

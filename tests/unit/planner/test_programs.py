@@ -247,3 +247,10 @@ def test_an_act_step_that_changes_nothing_ends_early_and_success_ends_the_skill_
     result = run(env_server, code, three)
     assert result.success_rate == 1.0, [e.text[-300:] for e in result.episodes]
     assert max(e.steps for e in result.episodes) < 300
+
+
+def test_collecting_more_than_the_inventory_holds_stops_at_its_limit(env_server, describe) -> None:
+    nine = [common_pb2.Condition(achievement="place_table")]
+    greedy = parse(describe, [{"op": "collect", "item": "wood", "count": 9}, {"op": "place", "item": "table"}])
+    result = run(env_server, compile_program(greedy, describe.rules, success=nine), nine, start=(("wood", 3),))
+    assert result.success_rate >= 0.75, [e.error.message for e in result.episodes]  # 3 + 9 > 9: it stops at 9
