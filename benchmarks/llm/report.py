@@ -86,6 +86,29 @@ def dead_loop_text(results: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def rate_cell(model: dict[str, Any], key: str) -> str:
+    """A rate the model's results hold; '-' for results saved before it was measured."""
+    return fmt_pct(model[key]) if key in model else "-"
+
+
+def passes_cell(model: dict[str, Any]) -> str:
+    """'9/12 (75%)': sub-tasks whose skill passed its test."""
+    rows = [row for row in model.get("rows", []) if "skill_passes" in row]
+    if not rows:
+        return fmt_pct(model["skill_passes_rate"])
+    return f"{sum(bool(row['skill_passes']) for row in rows)}/{len(rows)} ({fmt_pct(model['skill_passes_rate'])})"
+
+
+def copy_text(models: list[dict[str, Any]]) -> list[str]:
+    """What "copies the prompt" means, said once when it was measured."""
+    if not any("plan_copy_rate" in m for m in models):
+        return []
+    return ["An answer copies the prompt when one of its texts of 12 characters or more (a name, a description, a "
+            "rationale, code) appears word for word in its prompt template (the examples and the answer's form). "
+            "\"Plan follows the rules\": the plan has no violation by the planner's check against the served rules "
+            "(a skipped or misordered prerequisite, too few items, a side quest).", ""]
+
+
 def render(results: dict[str, Any] | list[dict[str, Any]]) -> str:
     results = normalized(results)
     models = results["models"]
@@ -100,15 +123,17 @@ def render(results: dict[str, Any] | list[dict[str, Any]]) -> str:
     if episodes and steps:
         setup += (f"; each skill tested on {episodes} episodes of {steps} frames, starting with the items the "
                   "sub-task needs")
-    rows = [(f"{m['model']} ({m['package']})", fmt_pct(m["valid_plan_rate"]), fmt_pct(m["skill_json_rate"]),
-             fmt_pct(m["skill_compiles_rate"]), fmt_pct(m["skill_passes_rate"]), loop_cell(m),
+    rows = [(f"{m['model']} ({m['package']})", m.get("skill_format", "python"), fmt_pct(m["valid_plan_rate"]),
+             rate_cell(m, "plan_rules_rate"), rate_cell(m, "plan_copy_rate"), fmt_pct(m["skill_json_rate"]),
+             fmt_pct(m["skill_compiles_rate"]), passes_cell(m), rate_cell(m, "skill_copy_rate"), loop_cell(m),
              f"{m['completion_tokens_per_second']:.1f}", f"{m['slow_seconds_per_call']:.1f}",
              f"{m['fast_seconds_per_call']:.1f}") for m in models]
     lines = [TITLE, "", measured + setup + ".", "",
-             *markdown_table(("model", "valid plan", "skill JSON valid", "skill passes sandbox",
-                              "skill passes its test", "dead-loop episodes", "completion tokens/s", "s per slow call",
+             *markdown_table(("model", "skill format", "valid plan", "plan follows the rules", "plan copies the "
+                              "prompt", "skill JSON valid", "skill passes sandbox", "skill passes its test",
+                              "skill copies the prompt", "dead-loop episodes", "completion tokens/s", "s per slow call",
                               "s per fast call"), rows), "",
-             *dead_loop_text(results)]
+             *copy_text(models), *dead_loop_text(results)]
     for m in models:
         errors = [f"{row['subtask']}: {row['skill_error']}" for row in m["rows"] if row.get("skill_error")][:4]
         if errors:

@@ -74,8 +74,8 @@ def test_section_from_results() -> None:
     section = render(results)
     assert section.startswith(TITLE)
     assert "| dead-loop episodes |" in section.splitlines()[4]
-    assert "| big (pkg-big) | 100% | 50% | 50% | 25% | 4/8 (50%) | 12.0 | 5.0 | 6.0 |" in section
-    assert "| small (pkg-small) | 100% | 50% | 50% | 25% | 0/0 | 12.0 | 5.0 | 6.0 |" in section
+    assert "| big (pkg-big) | python | 100% | - | - | 50% | 50% | 25% | - | 4/8 (50%) | 12.0 | 5.0 | 6.0 |" in section
+    assert "| small (pkg-small) | python | 100% | - | - | 50% | 50% | 25% | - | 0/0 | 12.0 | 5.0 | 6.0 |" in section
     assert "repeated 20 times or more" in section and "`big`: 4 of 8 test episodes (50%)" in section
     assert "Typical skill errors of big: collect_stone: Timeout" in section
 
@@ -83,5 +83,25 @@ def test_section_from_results() -> None:
 def test_results_saved_before_the_dead_loop_count_still_render() -> None:
     """The old results.json: a bare list of models without dead-loop fields."""
     section = render([model("old", None, rows=ROWS)])
-    assert "| old (pkg-old) | 100% | 50% | 50% | 25% | - | 12.0 | 5.0 | 6.0 |" in section
+    assert "| old (pkg-old) | python | 100% | - | - | 50% | 50% | 25% | - | - | 12.0 | 5.0 | 6.0 |" in section
     assert "Dead-loop episodes:" not in section and "date and machine not recorded" in section
+
+
+def test_programs_plans_against_the_rules_and_copies_are_columns() -> None:
+    measured = {**model("tiny", 4, rows=[{**row, "skill_passes": i == 0} for i, row in enumerate(ROWS)]),
+                "skill_format": "program", "plan_rules_rate": 0.5, "plan_copy_rate": 1.0, "skill_copy_rate": 0.0}
+    section = render({"models": [measured]})
+    assert "| tiny (pkg-tiny) | program | 100% | 50% | 100% | 50% | 50% | 1/2 (25%) | 0% | 0/4 (0%) |" in section
+    assert "appears word for word in its prompt template" in section
+
+
+def test_an_answer_copies_its_prompt_when_a_long_text_of_it_is_in_the_template(tmp_path) -> None:
+    from benchmarks.bench_llm import copies_example
+    template = tmp_path / "t.txt"
+    template.write_text('# comment: never seen\n{"rationale": "<why this chain and these decisions>", "code": '
+                        '"def skill(agent):\\n    yield \\"do\\""}\n')
+    assert copies_example({"rationale": "<why this chain and these decisions>"}, template)
+    assert copies_example({"code": 'def skill(agent):\n    yield "do"'}, template)  # as the model reads it
+    assert not copies_example({"rationale": "wood first, then the table", "n": 3}, template)
+    assert not copies_example({"rationale": "comment: never seen"}, template)  # comment lines are not the prompt
+    assert not copies_example(None, template)
