@@ -17,7 +17,7 @@ import grpc
 
 from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
 from services.planner.context import RunContext
-from services.planner.state import Decision, FinalResult, RunState
+from services.planner.state import Decision, FinalResult, RunState, SubTaskState
 
 log = logging.getLogger(__name__)
 FINAL_SEED_OFFSET = 1000
@@ -62,9 +62,18 @@ def chain_skill(codes: list[tuple[str, str]]) -> str:
     return "\n".join(parts) + f"\n\ndef skill(agent):\n{body}\n"
 
 
+def policy_of(sub: SubTaskState) -> str:
+    """The trained policy a sub-task's link runs: the one whose evaluation measured best (every evaluation of a
+    sub-task uses the same worlds), the latest among equals; the latest training when none was evaluated. A
+    revision that trained worse never replaces a better policy in the chain."""
+    evaluated = [(float(t.get("success_rate", 0.0)), i, t["job_id"]) for i, t in enumerate(sub.tests)
+                 if t.get("job_id") and not t.get("error")]
+    return max(evaluated)[2] if evaluated else sub.job_id
+
+
 def rl_jobs(plan: planner_pb2.Plan | None, state: RunState) -> list[tuple[str, str]]:
-    """``(sub-task, job id)`` of the plan's trained RL sub-tasks, in plan order."""
-    return [(st.name, state.subtasks[st.name].job_id) for st in (plan.subtasks if plan else [])
+    """``(sub-task, job id)`` of the plan's trained RL sub-tasks (:func:`policy_of`), in plan order."""
+    return [(st.name, policy_of(state.subtasks[st.name])) for st in (plan.subtasks if plan else [])
             if state.subtasks[st.name].decision == Decision.RL and state.subtasks[st.name].job_id]
 
 
@@ -85,13 +94,14 @@ def chain_links(plan: planner_pb2.Plan | None, state: RunState, *, skill_frames:
     """The plan's links in order, and the sub-tasks left out because they have no controller yet.
 
     A coded sub-task runs its latest code (registered under ``skill_names[name]``) for at most ``skill_frames``
-    (what its tests gave it); an RL sub-task its latest trained policy for at most its training episode length."""
+    (what its tests gave it); an RL sub-task its best trained policy (:func:`policy_of`) for at most its training
+    episode length."""
     links, missing = [], []
     for st in plan.subtasks if plan else []:
         sub = state.subtasks[st.name]
         link = learner_pb2.ChainLink(name=st.name, success=list(st.success))
         if sub.decision == Decision.RL and sub.job_id:
-            link.job_id = sub.job_id
+            link.job_id = policy_of(sub)
             link.max_frames = int(sub.rl_config.get("episode_length", 0) or 0)
         elif st.name in skill_names:
             link.skill = skill_names[st.name]
