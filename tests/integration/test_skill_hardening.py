@@ -96,15 +96,24 @@ DEEP = "    x = []\n    for _ in range(3000):\n        x = [x]\n"
 
 @pytest.mark.parametrize(("tail", "kind"), [
     ("    yield x\n", "InvalidAction"),
-    ("    raise ValueError(x)\n    yield 'noop'\n", "ValueError"),
+    ("    assert not x, x\n    yield 'noop'\n", "AssertionError"),
     ("    yield {x: 1}\n", "TypeError"),
 ])
 def test_deeply_nested_values_are_reported_not_fatal(env_server, tail: str, kind: str) -> None:
     code = "def skill(agent):\n" + DEEP + tail
     status, details = rpc_error(env_server.stub.RegisterSkill,
-                                env_pb2.RegisterSkillRequest(name="deep_value", code=code))
+                                env_pb2.RegisterSkillRequest(name=f"deep_{kind.lower()}", code=code))
     assert status == grpc.StatusCode.INVALID_ARGUMENT, details
     assert kind in details and "line 5" in details and "WorkerCrashed" not in details, details
+    assert_serves(env_server)
+
+
+def test_a_skills_own_raise_of_a_deep_value_is_a_game_outcome_not_fatal(env_server) -> None:
+    # The skill's own `raise` is it giving up on this world (like dying), so registration accepts it;
+    # the deep value it carries must not take the worker or the server down on the way.
+    code = "def skill(agent):\n    yield 'noop'\n" + DEEP + "    raise ValueError(x)\n"
+    reply = env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="deep_give_up", code=code))
+    assert reply.skill.name == "deep_give_up" and reply.skill.version == 1
     assert_serves(env_server)
 
 
