@@ -39,6 +39,7 @@ from rlgpt.runner import RunOptions, follow, local_services, task_spec
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2, learner_pb2_grpc, planner_pb2, planner_pb2_grpc
 from services.env_server.skills.reference import REFERENCE_SKILLS
 from services.planner.context import AgentSetup
+from services.planner.settings import PlannerSettings
 
 EPISODE_FRAMES = 1000  # the loops' whole-task episode length (FINAL_EPISODE_FRAMES)
 DEFAULT_TASKS = "make_wood_pickaxe,collect_stone"
@@ -119,6 +120,7 @@ def run_modes(tasks: list[str], modes: list[str], agents: list[str], frames: int
         "date_utc": utc_now(), "machine": machine_description(),
         "llm": llm_name or (f"embedded {llm.local_model} (llama.cpp server)" if needs_local_server(llm)
                             else f"{llm.model or 'gpt-4o-mini'} at {llm.base_url or 'api.openai.com'}"),
+        "skill_format": PlannerSettings.load().skill_format,
         "settings": {"frames": frames, "eval_episodes": eval_episodes, "outer": base.outer, "inner": base.inner,
                      "agents": agents, "default_frames": DEFAULT_FRAMES, "default_runs": default_run_count()},
         "reference_skills": list(REFERENCE_SKILLS), "runs": []}

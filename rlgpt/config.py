@@ -186,6 +186,10 @@ class LLMSettings(Settings):
                                choices=("smollm2", "gemma3"))
     local_model_file: str = setting("", "A GGUF file the embedded server loads instead of the one local_model's "
                                         "package ships (the LLM image sets the file it assembled at build time).")
+    local_chat_format: str = setting("auto", "Chat template of the embedded server: auto (the GGUF file's own "
+                                             "template, else its family's format: gemma for Gemma files), file "
+                                             "(the file's, required), or a llama.cpp chat format (chatml, gemma, "
+                                             "llama-2, ...).")
     local_context: int = setting(8192, "Context window of the embedded server, tokens.", ge=512)
     local_threads: int = setting(2, "CPU threads of the embedded server.", ge=1)
     local_start_seconds: float = setting(180.0, "Time the embedded server gets to load its model.", gt=0)

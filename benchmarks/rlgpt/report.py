@@ -291,6 +291,16 @@ def per_mode_minutes(runs: list[dict[str, Any]]) -> str:
         f"`{n}` {sum(s) / len(s) / 60:.1f}" for n, s in means) + "."
 
 
+def format_text(results: dict[str, Any]) -> str:
+    """How the fast agent wrote skills (RLGPT_SKILL_FORMAT), for results that recorded it."""
+    setting = results.get("skill_format")
+    if not setting:
+        return ""
+    meaning = {"auto": "a skill program for the embedded models, Python otherwise", "python": "Python code",
+               "program": "a skill program"}.get(setting, setting)
+    return f"skills written as RLGPT_SKILL_FORMAT={setting} ({meaning}); "
+
+
 def render_section(results: dict[str, Any], figure: Path | None = None,
                    iterations_figure: Path | None = None, title: str = TITLE) -> str:
     """The section; with ``figure`` (a path next to the markdown file's figures/) the plots are drawn and linked
@@ -304,7 +314,7 @@ def render_section(results: dict[str, Any], figure: Path | None = None,
             for r in runs]
     lines = [title, "",
              f"Measured {results['date_utc']} on {results['machine']}; LLM: {results['llm']}; "
-             f"{budget_text(results)}.", "",
+             f"{format_text(results)}{budget_text(results)}.", "",
              *markdown_table(("task", "mode", "agents", "final success", "training frames to first success",
                               "training frames", "skill-test frames", "LLM tokens", "last plan (or error)",
                               "final controller", "min"), rows, "lllrrrrrllr"), "",

@@ -26,6 +26,7 @@ from typing import NoReturn, Self, TypeVar
 
 from rlgpt.config import LLMSettings
 from rlgpt.errors import ConfigError, FailedPrecondition, Unavailable
+from rlgpt.llm.chat_format import chat_format
 from rlgpt.launcher import die_with_parent
 
 log = logging.getLogger(__name__)
@@ -68,11 +69,14 @@ def resolve_model_file(settings: LLMSettings) -> Path:
     return model_path(settings.local_model)
 
 
-def server_command(settings: LLMSettings, model_file: Path, host: str, port: int) -> list[str]:
-    """The llama.cpp server command line (OpenAI-compatible, model alias ``local``)."""
-    return [sys.executable, "-m", "llama_cpp.server", "--model", str(model_file), "--model_alias", MODEL_ALIAS,
-            "--host", host, "--port", str(port), "--n_ctx", str(settings.local_context),
-            "--n_threads", str(settings.local_threads)]
+def server_command(settings: LLMSettings, model_file: Path, host: str, port: int,
+                   chat_format: str | None = None) -> list[str]:
+    """The llama.cpp server command line (OpenAI-compatible, model alias ``local``); ``chat_format`` None
+    leaves the file's own template (see :mod:`rlgpt.llm.chat_format`)."""
+    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(model_file), "--model_alias", MODEL_ALIAS,
+               "--host", host, "--port", str(port), "--n_ctx", str(settings.local_context),
+               "--n_threads", str(settings.local_threads)]
+    return command + (["--chat_format", chat_format] if chat_format else [])
 
 
 def free_port() -> int:
@@ -164,10 +168,11 @@ class LocalLLMServer(ServerProcess):
             raise FailedPrecondition("the embedded LLM needs llama-cpp-python[server] (make setup installs it)")
         self.settings = settings
         self.model_file = resolve_model_file(settings)
+        self.chat_format = chat_format(settings.local_chat_format, self.model_file)
         super().__init__(settings.local_start_seconds, log_path)
 
     def command(self) -> list[str]:
-        return server_command(self.settings, self.model_file, "127.0.0.1", self.port)
+        return server_command(self.settings, self.model_file, "127.0.0.1", self.port, self.chat_format)
 
 
 def serve_foreground(command: list[str], what: str) -> NoReturn:
@@ -214,11 +219,12 @@ def ready_or_exit(prepare: Callable[[], _T]) -> _T:
         raise SystemExit(2) from None
 
 
-def _settings_and_model() -> tuple[LLMSettings, Path]:
+def _settings_and_model() -> tuple[LLMSettings, Path, str | None]:
     settings = LLMSettings.load()
     if importlib.util.find_spec("llama_cpp") is None:
         raise FailedPrecondition("the LLM server needs llama-cpp-python[server]")
-    return settings, resolve_model_file(settings)
+    model_file = resolve_model_file(settings)
+    return settings, model_file, chat_format(settings.local_chat_format, model_file)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -226,9 +232,9 @@ def main(argv: list[str] | None = None) -> None:
     args = serve_args(argv, "python -m rlgpt.llm.local_server",
                       "llama.cpp's OpenAI-compatible server with the embedded model (settings: RLGPT_LLM_LOCAL_*).",
                       8080, host_help="interface to bind (0.0.0.0 in containers)")
-    settings, model_file = ready_or_exit(_settings_and_model)
+    settings, model_file, template = ready_or_exit(_settings_and_model)
     log.info("serving %s as %r on http://%s:%d/v1", model_file, MODEL_ALIAS, args.host, args.port)
-    serve_foreground(server_command(settings, model_file, args.host, args.port), "LLM server")
+    serve_foreground(server_command(settings, model_file, args.host, args.port, template), "LLM server")
 
 
 if __name__ == "__main__":

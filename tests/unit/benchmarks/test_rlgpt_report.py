@@ -240,3 +240,12 @@ def test_report_only_rebuilds_the_section_from_old_results(tmp_path) -> None:
 def test_an_unknown_agent_setup_is_refused() -> None:
     with pytest.raises(typer.BadParameter, match="two-agents"):
         main(agents="one,two-agents", report_only=True)
+
+
+def test_section_names_the_skill_format_it_ran_with() -> None:
+    results = {"date_utc": "2026-01-01 00:00 UTC", "machine": "Test CPU, 2 cores", "llm": "test model",
+               "settings": {"frames": 30000, "eval_episodes": 8, "outer": 2, "inner": 2}, "total_seconds": 600.0,
+               "reference_skills": [], "runs": [run("pure-rl", 0.5, 9000)], "skill_format": "python"}
+    assert "skills written as RLGPT_SKILL_FORMAT=python (Python code)" in render_section(results)
+    del results["skill_format"]  # results saved before the bench recorded it
+    assert "RLGPT_SKILL_FORMAT" not in render_section(results)

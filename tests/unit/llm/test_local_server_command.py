@@ -26,3 +26,9 @@ def test_model_file_setting_wins_and_must_exist(tmp_path) -> None:
         resolve_model_file(LLMSettings(local_model_file=str(model)))
     model.write_bytes(b"GGUF")
     assert resolve_model_file(LLMSettings(local_model_file=str(model))) == model
+
+
+def test_chat_format_flag_is_added_only_when_chosen(tmp_path) -> None:
+    command = server_command(LLMSettings(), tmp_path / "m.gguf", "127.0.0.1", 1, chat_format="gemma")
+    assert command[-2:] == ["--chat_format", "gemma"]
+    assert "--chat_format" not in server_command(LLMSettings(), tmp_path / "m.gguf", "127.0.0.1", 1, None)
