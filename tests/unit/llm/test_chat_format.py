@@ -34,7 +34,7 @@ def test_packaged_smollm2_keeps_its_own_chatml_template() -> None:
 @needs_llama
 def test_an_explicit_format_wins_and_an_unknown_one_lists_the_known() -> None:
     assert cf.chat_format("chatml", model_path("gemma3")) == "chatml"
-    with pytest.raises(ConfigError, match="not a llama.cpp chat format.*gemma"):
+    with pytest.raises(ConfigError, match=r"not a llama\.cpp chat format.*gemma"):
         cf.chat_format("gemma-9000", model_path("gemma3"))
 
 
