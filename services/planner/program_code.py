@@ -213,26 +213,31 @@ def compile_program(steps: list[dict[str, Any]], rules: common_pb2.WorldRules, *
                     success: list[common_pb2.Condition] | None = None) -> str:
     """The Python source of a checked program (:func:`services.planner.programs.check_program`). With the
     sub-task's ``success`` conditions the steps run again, pass after pass, until they hold (a pass that plays
-    no frame ends it, as do :data:`PASSES` passes); without them, once."""
+    no frame ends it, as do :data:`PASSES` passes); without them, once.
+
+    Each step is one generator function returning whether the sub-task's success holds after it; a ``repeat``
+    calls the earlier steps' functions, so the code grows with the number of steps, never with what repeats
+    unroll to (repeats of repeats would multiply a copied body)."""
     placeable = sorted({rule.item for rule in rules.place})
-    blocks: list[list[str]] = []
+    functions: list[str] = []
     for n, step in enumerate(steps, 1):
         if step["op"] == "repeat":
-            body = [line for block in blocks[len(blocks) - step["last"]:] for line in block]
-            block = [f"# step {n}: {step_text(step)}", f"for again in range({step['times']}):",
-                     *("    " + line for line in body)]
+            parts = ", ".join(f"step_{k}" for k in range(n - step["last"], n))
+            body = [f"for again in range({step['times']}):", f"    for part in ({parts},):",
+                    "        if (yield from part(agent)):", "            return True", "return False"]
         else:  # the sub-task is done as soon as its success holds, mid-pass included
-            block = [f"# step {n}: {step_text(step)}", _call(step, n, rules, placeable),
-                     "if finished(agent, SUCCESS):", "    return"]
-        blocks.append(block)
+            body = [_call(step, n, rules, placeable), "return finished(agent, SUCCESS)"]
+        functions.append(f"def step_{n}(agent):\n    # step {n}: {step_text(step)}\n"
+                         + "".join(f"    {line}\n" for line in body))
     conditions = [condition_literal(c) for c in success or []]
     passes = PASSES if conditions else 1
-    body = "\n".join("        " + line for block in blocks for line in block)
+    calls = "".join(f"        if (yield from step_{n}(agent)):\n            return\n" for n in range(1, len(steps) + 1))
     header = PROGRAM_HEADER + json.dumps(steps, separators=(",", ":"))
     return (f"{header}\n# Compiled by the planner from the skill program above ({name}); an error names its step.\n"
             f"STEP_LIMIT = {STEP_LIMIT}\nIDLE_LIMIT = {IDLE_LIMIT}\nSUCCESS = {_literal(conditions)}\n{RUNTIME}\n\n"
+            + "\n\n".join(functions) + "\n\n"
             f"def skill(agent):\n    for rerun in range({passes}):  # the steps again until the sub-task's success\n"
-            f"        frames = agent.steps\n{body}\n"
+            f"        frames = agent.steps\n{calls}"
             f"        if finished(agent, SUCCESS) or agent.steps == frames:\n            return\n")
 
 

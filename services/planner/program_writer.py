@@ -84,5 +84,8 @@ def draw_program(llm: CompletesJSON, describe: env_pb2.DescribeResponse, prompt:
     steps = program_steps(answer)
     description = ", then ".join(step_text(step) for step in steps)
     code = compile_program(steps, rules, name=subtask.name, success=list(subtask.success))
-    return SkillAnswer(name=subtask.name, description=shorten(f"{subtask.description}: {description}", 400),
-                       code=code), record, steps
+    # The compiled code is the planner's, not the model's: the limit on a model's code does not apply (the env's
+    # max_code_bytes does); a checked program of MAX_STEPS steps compiles to about 9 KB.
+    return SkillAnswer.model_construct(name=subtask.name, code=code,
+                                       description=shorten(f"{subtask.description}: {description}", 400)), \
+        record, steps

@@ -152,7 +152,7 @@ def test_drinking_and_repeats_run(env_server, describe) -> None:
                                                                                  "times": 1},
                                 {"op": "repeat", "last": 2, "times": 2}])
     code = compile_program(repeated, describe.rules)
-    assert code.count("for again in range(2):") == 1
+    assert code.count("for again in range(2):") == 1 and code.count("yield from collect(") == 1
     result = run(env_server, code, [common_pb2.Condition(inventory=common_pb2.ItemCount(item="wood", count=1))])
     assert result.success_rate == 1.0
 
@@ -254,3 +254,24 @@ def test_collecting_more_than_the_inventory_holds_stops_at_its_limit(env_server,
     greedy = parse(describe, [{"op": "collect", "item": "wood", "count": 9}, {"op": "place", "item": "table"}])
     result = run(env_server, compile_program(greedy, describe.rules, success=nine), nine, start=(("wood", 3),))
     assert result.success_rate >= 0.75, [e.error.message for e in result.episodes]  # 3 + 9 > 9: it stops at 9
+
+
+def test_a_program_of_the_most_steps_and_nested_repeats_compiles_small_and_is_written(env_server, describe,
+                                                                                      tmp_path) -> None:
+    """Gemma 3 270M's answer in bench-llm (8 steps) once compiled past the 8,000 characters a model's own code may
+    have, and the fast agent crashed on it; and repeats of repeats used to copy their bodies."""
+    gemma = {"steps": [{"op": "collect", "item": "wood", "count": 100}] + [{"op": "place", "item": "table"}] * 7}
+    nested = {"steps": [{"op": "collect", "item": "wood", "count": 1}, {"op": "act", "action": "noop", "times": 1},
+                        {"op": "repeat", "last": 2, "times": 3}, {"op": "repeat", "last": 3, "times": 3},
+                        {"op": "repeat", "last": 4, "times": 2}]}
+    code = compile_program(parse(describe, nested["steps"]), describe.rules)
+    assert code.count("yield from collect(") == 1 and len(code) < 10_000
+    subtask = planner_pb2.SubTask(name="place_table", description="place a table",
+                                  success=[common_pb2.Condition(achievement="place_table")])
+    with FakeOpenAIServer([Reply.json(gemma)]) as server:
+        llm = LLMClient(SETTINGS, base_url=server.base_url, record_dir=tmp_path / "llm")
+        fast = FastAgent(llm, env_server.stub, describe, SkillLibrary(tmp_path / "lib.json"), test_episodes=2,
+                         test_steps=300, seed=4, skill_format="program")
+        best, = fast.write_skill(subtask, candidates=1)
+    assert len(best.answer.code) > 8000, "no longer tests the case: a program compiled past the model code limit"
+    assert best.success_rate > 0, best.error
