@@ -17,7 +17,9 @@ from rlgpt.llm.client import CallRecord, StructuredOutputError
 from rlgpt.prompts import CompletesJSON, conditions_text
 from rlgpt.reward_kinds import REWARD_KINDS
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2, planner_pb2
+from services.planner.plan_rules import goal_conditions
 from services.planner.program_writer import draw_program, program_prompt
+from services.planner.programs import Vocabulary
 from services.planner.prompts import EvalProtocol, render
 from services.planner.schemas import (
     MAX_SUBTASKS,
@@ -173,11 +175,27 @@ class SlowAgent:
     """Decomposes a task into sub-tasks and decides code or RL for each."""
 
     def __init__(self, llm: CompletesJSON, describe: env_pb2.DescribeResponse, library: SkillLibrary,
-                 protocol: EvalProtocol | None = None):
+                 protocol: EvalProtocol | None = None, closed_names: bool = False):
+        """``closed_names``: sub-task names and condition names are enums of the goal's prerequisites by the rules
+        (for small models, which otherwise copy the answer form's placeholders as names)."""
         self.llm = llm
         self.describe = describe
         self.library = library
         self.protocol = (protocol or EvalProtocol()).with_rules(describe.rules)
+        self.closed_names = closed_names
+
+    def _schema(self, task: common_pb2.TaskSpec, skills: tuple[str, ...]) -> type[BaseModel]:
+        if not self.closed_names:
+            return plan_schema(self.describe, skills)
+        goal = goal_conditions(task)
+        vocabulary = Vocabulary.of(self.describe).narrowed(self.describe.rules, goal, list(self.describe.actions))
+        # A goal's own names stay offered even where no rule covers it (a creature, sleeping).
+        names = tuple(dict.fromkeys((*vocabulary.achievements, *(c.achievement for c in goal if c.achievement))))
+        items = tuple(dict.fromkeys((*vocabulary.items,
+                                     *(c.inventory.item for c in goal if c.WhichOneof("kind") == "inventory"))))
+        ordered = tuple(a for a in self.describe.achievements if a in names)  # Describe's order: see Vocabulary
+        return plan_schema(self.describe, skills, achievements=ordered, names=ordered,
+                           items=tuple(i for i in self.describe.items if i in items))
 
     def prompt(self, task: common_pb2.TaskSpec, previous: planner_pb2.Plan | None = None,
                feedback: str = "") -> tuple[str, type[BaseModel]]:
@@ -186,7 +204,7 @@ class SlowAgent:
         if task.success:
             task_text += f" (success: {conditions_text(list(task.success))})"
         skills = offered_skills(self.library, task_text)
-        schema = plan_schema(self.describe, tuple(s.name for s in skills))
+        schema = self._schema(task, tuple(s.name for s in skills))
         prompt = render("slow_agent", env=describe_env(self.describe), rules=rules_text(self.describe),
                         protocol=self.protocol.plan_test(), max_subtasks=str(MAX_SUBTASKS),
                         library=library_text(skills),

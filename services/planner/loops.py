@@ -65,7 +65,6 @@ class TwoLoops(PlanMaking):
     def __init__(self, run: Run, state: RunState, describe: env_pb2.DescribeResponse, llm: CompletesJSON | None,
                  library: SkillLibrary, stubs: Stubs, settings: PlannerSettings):
         self.ctx = ctx = RunContext.create(run, state, describe, stubs, library, settings)
-        self.slow = SlowAgent(llm, describe, library, ctx.protocol) if llm is not None else None
         self.one: OneAgent | None = None
         if llm is not None and ctx.agents == AgentSetup.ONE:
             # One LLM plans, codes and configures in one answer; its revision is the next outer iteration's answer.
@@ -75,6 +74,9 @@ class TwoLoops(PlanMaking):
                 self.one.restore(parsed, state.outer_iteration)  # a resumed run serves the answer it had
         skill_format = resolve_skill_format(settings.skill_format, str(getattr(llm, "model", "")), describe)
         self.check_plans = settings.plan_check == "on" or (settings.plan_check == "auto" and skill_format == "program")
+        # Plans held to the rules also name their sub-tasks and conditions from the goal's prerequisites.
+        self.slow = SlowAgent(llm, describe, library, ctx.protocol, closed_names=self.check_plans) \
+            if llm is not None else None
         fast = (self.one.fast() if self.one is not None else
                 FastAgent(llm, stubs.env, describe, library, seed=ctx.seed, protocol=ctx.protocol,
                           skill_format=skill_format)

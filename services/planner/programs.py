@@ -153,8 +153,11 @@ def program_schema(vocabulary: Vocabulary) -> type[BaseModel]:
 def program_steps(answer: BaseModel) -> list[dict[str, Any]]:
     """The answer's steps as plain dicts. ``until`` is left out when it names nothing and keeps the item count
     when it names both an achievement and an item; a ``repeat`` of more steps than come before it repeats those
-    there are, and one with none before it is dropped: a small model's slips are corrected, not fatal."""
+    there are, one with none before it is dropped, and one that would run the program past
+    :data:`MAX_EXPANDED_STEPS` runs as many times as fit (or is dropped): a small model's slips are corrected,
+    not fatal."""
     steps: list[dict[str, Any]] = []
+    sizes: list[int] = []  # steps each one runs, its repeats unrolled
     for step in answer.steps:  # type: ignore[attr-defined]
         data = step.model_dump()
         until = {k: v for k, v in (data.pop("until", None) or {}).items() if v is not None}
@@ -162,10 +165,18 @@ def program_steps(answer: BaseModel) -> list[dict[str, Any]]:
             data["until"] = {"item": until["item"], "count": until.get("count") or 1}
         elif until.get("achievement"):
             data["until"] = {"achievement": until["achievement"]}
+        size = 1
         if data["op"] == "repeat":
             if not steps:
                 continue
             data["last"] = min(data["last"], len(steps))
+            body = sum(sizes[len(steps) - data["last"]:])
+            # "repeat the last 5 steps 9 times" past the limit: as many times as fit, or none.
+            data["times"] = min(data["times"], (MAX_EXPANDED_STEPS - sum(sizes)) // body)
+            if data["times"] < 1:
+                continue
+            size = body * data["times"]
+        sizes.append(size)
         steps.append(data)
     return steps
 

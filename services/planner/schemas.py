@@ -102,7 +102,8 @@ def _skills_field(skills: tuple[str, ...]) -> tuple[Any, Any]:
 
 
 @lru_cache(maxsize=32)
-def _plan_models(achievements: tuple[str, ...], items: tuple[str, ...], skills: tuple[str, ...]) -> tuple[Any, Any]:
+def _plan_models(achievements: tuple[str, ...], items: tuple[str, ...], skills: tuple[str, ...],
+                 names: tuple[str, ...] = ()) -> tuple[Any, Any]:
     achievement_enum = _enum("Achievement", achievements)
     item_enum = _enum("Item", items)
 
@@ -121,7 +122,7 @@ def _plan_models(achievements: tuple[str, ...], items: tuple[str, ...], skills: 
 
     subtask = create_model(
         "SubTask",
-        name=(SnakeName, ...),
+        name=(_enum("SubTaskName", names) if names else SnakeName, ...),
         description=(str, Field(max_length=400)),
         success=(list[Condition], Field(min_length=1, max_length=4)),
         decision=(Literal["code", "rl"], ...),
@@ -135,8 +136,12 @@ def _plan_models(achievements: tuple[str, ...], items: tuple[str, ...], skills: 
     return plan, Condition
 
 
-def plan_schema(describe: env_pb2.DescribeResponse, skills: tuple[str, ...]) -> type[BaseModel]:
-    return _plan_models(tuple(describe.achievements), tuple(describe.items), tuple(sorted(skills)))[0]
+def plan_schema(describe: env_pb2.DescribeResponse, skills: tuple[str, ...], *, achievements: tuple[str, ...] = (),
+                items: tuple[str, ...] = (), names: tuple[str, ...] = ()) -> type[BaseModel]:
+    """The plan's answer schema. ``achievements``/``items`` narrow the conditions' names (default: all of
+    Describe's); ``names`` makes a sub-task's name one of them (default: any snake_case name)."""
+    return _plan_models(achievements or tuple(describe.achievements), items or tuple(describe.items),
+                        tuple(sorted(skills)), names)[0]
 
 
 @lru_cache(maxsize=32)

@@ -4,6 +4,7 @@ code run by real Crafter through RunSkill, and the fast agent writing programs t
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import grpc
 import pytest
@@ -14,7 +15,7 @@ from rlgpt.config import LLMSettings
 from rlgpt.llm.client import LLMClient
 from rlgpt.llm.local_server import MODEL_ALIAS
 from rlgpt.v1 import common_pb2, env_pb2, planner_pb2
-from services.planner.agents import FastAgent
+from services.planner.agents import FastAgent, SlowAgent
 from services.planner.program_code import PROGRAM_HEADER, compile_program, program_of
 from services.planner.program_writer import resolve_skill_format
 from services.planner.programs import (
@@ -104,14 +105,22 @@ def test_out_of_range_numbers_are_corrected_not_fatal(describe) -> None:
 @pytest.mark.parametrize(("steps", "says"), [
     ([{"op": "act", "action": "noop", "times": 50, "until": {"achievement": "collect_wood"}}],
      r"step 1 \(act noop until collect_wood\): doing noop never gets collect_wood; by the rules it comes from do"),
-
-    ([{"op": "act", "action": "noop", "times": 1}, {"op": "repeat", "last": 1, "times": 9},
-      {"op": "repeat", "last": 2, "times": 9}, {"op": "repeat", "last": 3, "times": 9}],
-     "more than 200 steps"),
 ])
 def test_programs_that_cannot_work_name_the_step_and_what_to_change(describe, steps, says) -> None:
     with pytest.raises(ProgramError, match=says):
         check_program(parse(describe, steps), describe.rules, list(describe.actions))
+
+
+def test_repeats_past_the_step_limit_are_cut_to_what_fits_and_the_check_still_refuses_raw_ones(describe) -> None:
+    raw = [{"op": "act", "action": "noop", "times": 1}, {"op": "repeat", "last": 1, "times": 9},
+           {"op": "repeat", "last": 2, "times": 9}, {"op": "repeat", "last": 3, "times": 9}]
+    steps = parse(describe, raw)  # sizes 1, 9, 90 (10 x 9); then 100 x 9 is cut to 100 x 1: 200 in all
+    assert [s.get("times") for s in steps] == [1, 9, 9, 1]
+    check_program(steps, describe.rules, list(describe.actions))
+    assert len(parse(describe, [*raw[:3], {"op": "repeat", "last": 3, "times": 9},
+                                {"op": "repeat", "last": 1, "times": 2}])) == 4  # nothing fits: dropped
+    with pytest.raises(ProgramError, match=r"step 4 .*more than 200 steps; repeat fewer steps or fewer times"):
+        check_program(raw, describe.rules, list(describe.actions))  # what reaches the check unparsed
 
 
 def test_a_compiled_program_is_ordinary_skill_code_that_real_crafter_runs(env_server, describe) -> None:
@@ -275,3 +284,18 @@ def test_a_program_of_the_most_steps_and_nested_repeats_compiles_small_and_is_wr
         best, = fast.write_skill(subtask, candidates=1)
     assert len(best.answer.code) > 8000, "no longer tests the case: a program compiled past the model code limit"
     assert best.success_rate > 0, best.error
+
+
+def test_plans_held_to_the_rules_name_only_the_goals_prerequisites(describe) -> None:
+    """A base model copied the answer form's "<snake_case name>" as sub-task names; with closed names it cannot."""
+    library = SkillLibrary(Path("/nonexistent/lib.json"))
+    task = common_pb2.TaskSpec(name="make_wood_pickaxe", success=ACHIEVED)
+    _, schema = SlowAgent(None, describe, library, closed_names=True).prompt(task)
+    names = schema.model_json_schema()["$defs"]["SubTask"]["properties"]["name"]["enum"]
+    assert set(names) == {"collect_wood", "place_table", "make_wood_pickaxe"}
+    with pytest.raises(ValidationError, match=r"subtasks\.0\.name\n  Input should be .collect_wood."):
+        schema.model_validate({"rationale": "", "subtasks": [
+            {"name": "snake_case_name", "description": "", "success": [{"achievement": "collect_wood"}],
+             "decision": "code"}]})
+    _, free = SlowAgent(None, describe, library).prompt(task)
+    assert "enum" not in free.model_json_schema()["$defs"]["SubTask"]["properties"]["name"]
