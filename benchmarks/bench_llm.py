@@ -93,8 +93,9 @@ def measure_model(model: str, env_target: str, work: Path, episodes: int, steps:
         env = env_pb2_grpc.EnvServiceStub(create_channel(env_target, default_timeout=600, wait_ready_seconds=30))
         describe = env.Describe(env_pb2.DescribeRequest())
         library = SkillLibrary(work / model / "library.json")
-        slow = SlowAgent(llm, describe, library)
         skill_format = resolve_skill_format(skill_format, MODEL_ALIAS, describe)
+        # As the planner does with its plan check on (auto: for programs): names from the goal's prerequisites.
+        slow = SlowAgent(llm, describe, library, closed_names=skill_format == "program")
         fast = FastAgent(llm, env, describe, library, test_episodes=episodes, test_steps=steps, seed=0,
                          skill_format=skill_format)
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
