@@ -17,7 +17,7 @@ from rlgpt.llm.client import CallRecord, StructuredOutputError
 from rlgpt.prompts import CompletesJSON, conditions_text
 from rlgpt.reward_kinds import REWARD_KINDS
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2, planner_pb2
-from services.planner.plan_rules import goal_conditions
+from services.planner.plan_rules import goal_conditions, needs_named
 from services.planner.program_writer import draw_program, program_prompt
 from services.planner.programs import Vocabulary
 from services.planner.prompts import EvalProtocol, render
@@ -177,22 +177,25 @@ class SlowAgent:
     def __init__(self, llm: CompletesJSON, describe: env_pb2.DescribeResponse, library: SkillLibrary,
                  protocol: EvalProtocol | None = None, closed_names: bool = False):
         """``closed_names``: sub-task names and condition names are enums of the goal's prerequisites by the rules
-        (for small models, which otherwise copy the answer form's placeholders as names)."""
+        and the needs the critic's feedback names (for small models, which otherwise copy the answer form's
+        placeholders as names)."""
         self.llm = llm
         self.describe = describe
         self.library = library
         self.protocol = (protocol or EvalProtocol()).with_rules(describe.rules)
         self.closed_names = closed_names
 
-    def _schema(self, task: common_pb2.TaskSpec, skills: tuple[str, ...]) -> type[BaseModel]:
+    def _schema(self, task: common_pb2.TaskSpec, skills: tuple[str, ...], feedback: str) -> type[BaseModel]:
         if not self.closed_names:
             return plan_schema(self.describe, skills)
         goal = goal_conditions(task)
         vocabulary = Vocabulary.of(self.describe).narrowed(self.describe.rules, goal, list(self.describe.actions))
-        # A goal's own names stay offered even where no rule covers it (a creature, sleeping).
-        names = tuple(dict.fromkeys((*vocabulary.achievements, *(c.achievement for c in goal if c.achievement))))
-        items = tuple(dict.fromkeys((*vocabulary.items,
-                                     *(c.inventory.item for c in goal if c.WhichOneof("kind") == "inventory"))))
+        # A goal's own names stay offered even where no rule covers it (a creature, sleeping), and so does a need
+        # the critic named (drinking on a long task).
+        names = {*vocabulary.achievements, *(c.achievement for c in goal if c.achievement),
+                 *needs_named(feedback, self.describe.achievements)}
+        items = {*vocabulary.items, *(c.inventory.item for c in goal if c.WhichOneof("kind") == "inventory"),
+                 *needs_named(feedback, self.describe.items)}
         ordered = tuple(a for a in self.describe.achievements if a in names)  # Describe's order: see Vocabulary
         return plan_schema(self.describe, skills, achievements=ordered, names=ordered,
                            items=tuple(i for i in self.describe.items if i in items))
@@ -204,7 +207,7 @@ class SlowAgent:
         if task.success:
             task_text += f" (success: {conditions_text(list(task.success))})"
         skills = offered_skills(self.library, task_text)
-        schema = self._schema(task, tuple(s.name for s in skills))
+        schema = self._schema(task, tuple(s.name for s in skills), feedback)
         prompt = render("slow_agent", env=describe_env(self.describe), rules=rules_text(self.describe),
                         protocol=self.protocol.plan_test(), max_subtasks=str(MAX_SUBTASKS),
                         library=library_text(skills),

@@ -74,8 +74,8 @@ class TwoLoops(PlanMaking):
                 self.one.restore(parsed, state.outer_iteration)  # a resumed run serves the answer it had
         skill_format = resolve_skill_format(settings.skill_format, str(getattr(llm, "model", "")), describe)
         self.check_plans = settings.plan_check == "on" or (settings.plan_check == "auto" and skill_format == "program")
-        # Plans held to the rules also name their sub-tasks and conditions from the goal's prerequisites.
-        self.slow = SlowAgent(llm, describe, library, ctx.protocol, closed_names=self.check_plans) \
+        # Small models (programs) name sub-tasks and conditions from the goal's prerequisites: they copy placeholders.
+        self.slow = SlowAgent(llm, describe, library, ctx.protocol, closed_names=skill_format == "program") \
             if llm is not None else None
         fast = (self.one.fast() if self.one is not None else
                 FastAgent(llm, stubs.env, describe, library, seed=ctx.seed, protocol=ctx.protocol,

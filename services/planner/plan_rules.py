@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from collections import Counter
 from collections.abc import Iterable
 
@@ -29,6 +30,12 @@ log = logging.getLogger(__name__)
 ITEM, PLACED, ACHIEVEMENT = "item", "placed", "achievement"
 Token = tuple[str, str]
 Need = tuple[Counter[str], dict[str, int], tuple[str, ...]]  # items used up, items held, placed materials nearby
+
+
+def needs_named(feedback: str, names: Iterable[str]) -> set[str]:
+    """The names (achievements, items) the critic's feedback mentions: needs a plan may add, not side quests."""
+    said = set(re.findall(r"[A-Za-z0-9_]+", feedback))
+    return {name for name in names if name in said}
 
 
 def goal_conditions(task: common_pb2.TaskSpec) -> list[common_pb2.Condition]:

@@ -5,7 +5,6 @@ world's rules (:mod:`services.planner.plan_rules`): sent back once with the viol
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -14,7 +13,7 @@ from rlgpt.prompts import shorten
 from rlgpt.v1 import planner_pb2
 from services.planner.context import Mode
 from services.planner.one_agent import AnsweredPlan
-from services.planner.plan_rules import plan_violations, repair_plan
+from services.planner.plan_rules import needs_named, plan_violations, repair_plan
 from services.planner.plans import ending_in_goal, task_subtask
 from services.planner.state import Decision
 
@@ -56,7 +55,8 @@ class PlanMaking:
                                               previous=previous, feedback=self.state.slow_feedback)
         except StructuredOutputError as exc:
             # No usable plan: fall back to the whole task as one sub-task rather than ending the run.
-            log.warning("slow agent: %s; using the whole task as one sub-task", exc)
+            log.warning("slow agent: %s; %s", exc, "repairing from the rules" if self.check_plans
+                        else "using the whole task as one sub-task")
             if exc.record is not None:
                 ctx.run.llm_call(exc.record)  # a replay must meet this call too
             why = shorten(str(exc), 300)
@@ -71,8 +71,7 @@ class PlanMaking:
 
     def _allowed_needs(self) -> set[str]:
         """Survival needs the critic's summary names: no side quests."""
-        said = set(re.findall(r"[A-Za-z0-9_]+", self.state.slow_feedback))
-        return {name for name in [*self.ctx.describe.achievements, *self.ctx.describe.items] if name in said}
+        return needs_named(self.state.slow_feedback, [*self.ctx.describe.achievements, *self.ctx.describe.items])
 
     def _repaired(self, plan: planner_pb2.Plan) -> planner_pb2.Plan:
         ctx = self.ctx

@@ -44,11 +44,11 @@ class PlannerSettings(Settings):
                                 env="RLGPT_SKILL_FORMAT")
     plan_check: str = setting("auto", "Whether the slow agent's plans are checked against the world's rules (a plan "
                                       "that skips a prerequisite, orders it wrongly or adds a side quest goes back "
-                                      "once, then is repaired from the rules; its sub-tasks' and conditions' "
-                                      "names are enums of the goal's prerequisites): on, off, or auto (on where "
-                                      "the fast agent writes skill programs, i.e. for the small embedded models; "
-                                      "a capable model's judgment, such as drinking on a long task, is left to the "
-                                      "critic).",
+                                      "once, then is repaired from the rules): on, off, or auto (on where the fast "
+                                      "agent writes skill programs, i.e. for the small embedded models, whose "
+                                      "sub-task and condition names are also enums of the goal's prerequisites "
+                                      "and the needs the critic named; a capable model's judgment, such as "
+                                      "drinking on a long task, is left to the critic).",
                               choices=("auto", "on", "off"))
     parallel_trainings: int = setting(2, "RL sub-tasks of one outer iteration that train at once (a learner job "
                                          "each); 1: one after another.", ge=1)

@@ -297,5 +297,9 @@ def test_plans_held_to_the_rules_name_only_the_goals_prerequisites(describe) -> 
         schema.model_validate({"rationale": "", "subtasks": [
             {"name": "snake_case_name", "description": "", "success": [{"achievement": "collect_wood"}],
              "decision": "code"}]})
+    _, told = SlowAgent(None, describe, library, closed_names=True).prompt(task, feedback="died of thirst: "
+                                                                               "add collect_drink first")
+    told_names = told.model_json_schema()["$defs"]["SubTask"]["properties"]["name"]["enum"]
+    assert set(told_names) == {"collect_drink", "collect_wood", "place_table", "make_wood_pickaxe"}  # the critic's need
     _, free = SlowAgent(None, describe, library).prompt(task)
     assert "enum" not in free.model_json_schema()["$defs"]["SubTask"]["properties"]["name"]
