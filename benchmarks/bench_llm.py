@@ -94,7 +94,7 @@ def measure_model(model: str, env_target: str, work: Path, episodes: int, steps:
         describe = env.Describe(env_pb2.DescribeRequest())
         library = SkillLibrary(work / model / "library.json")
         skill_format = resolve_skill_format(skill_format, MODEL_ALIAS, describe)
-        # As the planner does with its plan check on (auto: for programs): names from the goal's prerequisites.
+        # As the planner does for programs (small models): names from the goal's prerequisites.
         slow = SlowAgent(llm, describe, library, closed_names=skill_format == "program")
         fast = FastAgent(llm, env, describe, library, test_episodes=episodes, test_steps=steps, seed=0,
                          skill_format=skill_format)

@@ -123,8 +123,8 @@ def program_schema(vocabulary: Vocabulary) -> type[BaseModel]:
         ops.append(model)
 
     if vocabulary.collect:
-        op("collect", "Walk to the nearest material that gives the item and use the rules' action on it until the "
-                      "inventory holds at least `count` of it.",
+        op("collect", "Walk to the nearest material that gives the item and use the rules' action on it until "
+                      "`count` more of it are in the inventory.",
            item=(_enum("CollectItem", vocabulary.collect), ...), count=(COUNT, Field(1, ge=1, le=9)))
     if vocabulary.place:
         op("place", "Place the item into a faced cell the rules allow.",
