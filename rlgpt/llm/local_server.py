@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import logging
 import signal
 import socket
@@ -173,6 +174,37 @@ class LocalLLMServer(ServerProcess):
 
     def command(self) -> list[str]:
         return server_command(self.settings, self.model_file, "127.0.0.1", self.port, self.chat_format)
+
+    def start(self) -> Self:
+        super().start()
+        try:
+            self._first_token()
+        except Unavailable:
+            self.stop()
+            raise
+        return self
+
+    def _first_token(self) -> None:
+        """One token through the model: a llama.cpp built for another CPU lists its models and dies on its first
+        token (a native build using AMX in a VM that does not allow it), which would otherwise surface as a
+        connection error in the middle of a run."""
+        body = json.dumps({"model": MODEL_ALIAS, "prompt": "Hello", "max_tokens": 1}).encode()
+        request = urllib.request.Request(f"{self.base_url}/completions", body, {"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=max(self.start_seconds, 30)):
+                return
+        except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
+            try:
+                code = self._process.wait(timeout=5) if self._process else None
+            except subprocess.TimeoutExpired:
+                code = None
+            if code is None:
+                raise Unavailable(f"the {self.name} did not answer its first token ({exc}){log_tail(self.log_path)}"
+                                  ) from None
+            how = f"signal {signal.Signals(-code).name}" if code < 0 else f"code {code}"
+            raise Unavailable(f"the {self.name} exited with {how} on its first token: its llama.cpp build does not "
+                              f"run on this CPU; rebuild it portable with `rm -f .stamps/llama && make setup` "
+                              f"(deploy/scripts/llama-wheel.sh){log_tail(self.log_path)}") from None
 
 
 def serve_foreground(command: list[str], what: str) -> NoReturn:
