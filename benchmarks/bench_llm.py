@@ -19,7 +19,6 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from benchmarks.bench_skills import start_items
 from benchmarks.common import load_results, machine_description, save_results, utc_now, write_section
 from benchmarks.llm.dead_loops import critic_repeats, episode_loops
 from benchmarks.llm.report import TITLE, render
@@ -30,7 +29,8 @@ from rlgpt.llm import LLMClient
 from rlgpt.llm.local_server import MODEL_ALIAS, MODEL_PACKAGES, LocalLLMServer
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, planner_pb2
 from services.planner.agents import FastAgent, SlowAgent
-from services.planner.plan_rules import plan_violations
+from services.planner.plan_rules import plan_violations, repair_plan
+from services.planner.plans import start_inventory
 from services.planner.program_code import program_of
 from services.planner.program_writer import resolve_skill_format
 from services.planner.prompts import PROMPT_DIR
@@ -41,8 +41,7 @@ console = Console(stderr=True)
 
 
 # (sub-task, description, success achievement); the start inventory of each skill test comes from the game's
-# rules (bench_skills.start_items: what the achievement's rule uses and holds, and what placing what it needs
-# nearby uses), never typed here.
+# rules (chain_start), never typed here.
 SUBTASKS: list[tuple[str, str, str]] = [
     ("collect_wood", "collect wood from a tree", "collect_wood"),
     ("place_table", "place a crafting table", "place_table"),
@@ -80,6 +79,14 @@ def copies_example(answer: Any, template: Path, shortest: int = 12) -> bool:
     return any(leaf in text or leaf in escaped for leaf in leaves(answer))
 
 
+def chain_start(task: common_pb2.TaskSpec, describe: env_pb2.DescribeResponse) -> list[common_pb2.ItemCount]:
+    """Where the task's skill test starts, as the planner's would in a plan: what the sub-tasks of the rules' chain
+    before the task's own step leave in the inventory (plans.start_inventory on the repaired plan): the wood
+    pickaxe is held when a stone sword is made."""
+    plan = repair_plan(planner_pb2.Plan(), task, describe.rules, set(describe.items))
+    return start_inventory(plan, plan.subtasks[-1], describe.rules, set(describe.items))
+
+
 def measure_model(model: str, env_target: str, work: Path, episodes: int, steps: int,
                   repeats: int, skill_format: str = "auto", candidates: int = 1) -> dict[str, Any]:
     """One model on every sub-task; ``repeats``: the critic's dead-loop length; ``skill_format`` as
@@ -102,11 +109,10 @@ def measure_model(model: str, env_target: str, work: Path, episodes: int, steps:
         with Progress(*columns, console=console) as progress:
             bar = progress.add_task(f"{model}", total=len(SUBTASKS))
             for name, description, achievement in SUBTASKS:
-                start = [common_pb2.ItemCount(item=k, count=v)
-                         for k, v in start_items(describe.rules, achievement).items()]
                 row: dict[str, Any] = {"subtask": name}
                 task = common_pb2.TaskSpec(name=achievement, description=description,
                                            success=[common_pb2.Condition(achievement=achievement)])
+                start = chain_start(task, describe)
                 try:
                     plan, record = slow.plan(task)
                     violations = plan_violations(plan, task, describe.rules, set(describe.items))
@@ -181,6 +187,7 @@ def main(
         work.mkdir(parents=True, exist_ok=True)
         repeats = critic_repeats()
         results = {"date_utc": utc_now(), "machine": machine_description(), "episodes": episodes, "steps": steps,
+                   "start_inventory": "chain",
                    "dead_loop_repeats": repeats, "subtasks": [s[0] for s in SUBTASKS]}
         started = time.perf_counter()
         env = start_service("env", work / "logs")

@@ -1,8 +1,10 @@
 """bench-llm's section of BENCHMARKS.md, built only from the saved results (``docs/bench-raw/llm/results.json``).
 
-Results: ``{"date_utc", "machine", "episodes", "steps", "dead_loop_repeats", "subtasks", "models": [...]}``; a model's
-dict as :func:`benchmarks.bench_llm.measure_model` returns it. Results saved before the dead-loop count (a bare list
-of models, no dead-loop fields) still render, with "-" where nothing was measured.
+Results: ``{"date_utc", "machine", "episodes", "steps", "start_inventory", "dead_loop_repeats", "subtasks",
+"models": [...]}`` (start_inventory "chain": tests started from what the rules' chain before the sub-task leaves;
+absent in older results, which started from the sub-task's own needs); a model's dict as
+:func:`benchmarks.bench_llm.measure_model` returns it. Results saved before the dead-loop count (a bare list of
+models, no dead-loop fields) still render, with "-" where nothing was measured.
 """
 
 from __future__ import annotations
@@ -121,8 +123,9 @@ def render(results: dict[str, Any] | list[dict[str, Any]]) -> str:
     if subtasks:
         setup += f"; {len(subtasks)} Crafter sub-tasks ({', '.join(subtasks)})"
     if episodes and steps:
-        setup += (f"; each skill tested on {episodes} episodes of {steps} frames, starting with the items the "
-                  "sub-task needs")
+        start = ("what the rules' chain of sub-tasks before it leaves in the inventory, as the planner tests a "
+                 "sub-task of a plan" if results.get("start_inventory") == "chain" else "the items the sub-task needs")
+        setup += f"; each skill tested on {episodes} episodes of {steps} frames, starting with {start}"
     rows = [(f"{m['model']} ({m['package']})", m.get("skill_format", "python"), fmt_pct(m["valid_plan_rate"]),
              rate_cell(m, "plan_rules_rate"), rate_cell(m, "plan_copy_rate"), fmt_pct(m["skill_json_rate"]),
              fmt_pct(m["skill_compiles_rate"]), passes_cell(m), rate_cell(m, "skill_copy_rate"), loop_cell(m),
