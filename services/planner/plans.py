@@ -31,8 +31,9 @@ def ending_in_goal(plan: planner_pb2.Plan, goal: planner_pb2.SubTask) -> planner
     while goal.name in taken:
         goal.name += "_goal"
     plan.subtasks.append(goal)
-    plan.rationale = (plan.rationale + " | the task itself was appended as the last sub-task: the plan did "
-                      "not end in the task's success condition").strip(" |")
+    said = "the task itself was appended as the last sub-task: the plan did not end in the task's success condition"
+    if said not in plan.rationale:  # a re-asked plan keeps the first one's notes: said once
+        plan.rationale = f"{plan.rationale} | {said}".strip(" |")
     return plan
 
 

@@ -47,13 +47,14 @@ def plot_subtask_curves(state: RunState, path: Path) -> Path:
         trainings: dict[str, list[dict[str, float]]] = {}
         for point in sub.curve:
             trainings.setdefault(str(point.get("job_id", "")), []).append(point)
-        for points in trainings.values():
-            label = f"{name} (RL training, iteration {points[0].get('iteration', 0)})"
+        for k, points in enumerate(trainings.values(), 1):
+            # Numbered per sub-task: two inner attempts of one outer iteration are two trainings.
+            label = f"{name} (RL training {k}, outer iteration {points[0].get('iteration', 0)})"
             frames = [p["env_frames"] for p in points]
             [line] = ax.plot(frames, [p["success_rate"] for p in points], label=label)
             if any("skill_frame_fraction" in p for p in points):  # how much of the training the skills played
                 ax.plot(frames, [p.get("skill_frame_fraction", 0.0) for p in points], linestyle=":",
-                        color=line.get_color(), label=f"{name}: share of frames inside coded skills")
+                        color=line.get_color(), label=f"{name}: training {k}'s share of frames inside coded skills")
         if sub.tests:
             coded = sub.decision == "code"
             ax.scatter([t.get("frames", 0) for t in sub.tests], [t.get("success_rate", 0.0) for t in sub.tests],

@@ -192,7 +192,9 @@ def plan_to_proto(answer: BaseModel, iteration: int) -> planner_pb2.Plan:
             name=name, description=st.description, success=conditions,
             decision=planner_pb2.DECISION_CODE if st.decision == "code" else planner_pb2.DECISION_RL,
             skills=[_value(s) for s in st.skills]))
-    return planner_pb2.Plan(subtasks=subtasks, iteration=iteration, rationale=answer.rationale)
+    # A rationale that is the answer form's placeholder (small models copy "<why ...>") says nothing: dropped.
+    rationale = "" if re.fullmatch(r"\s*<[^<>]*>\s*", answer.rationale) else answer.rationale
+    return planner_pb2.Plan(subtasks=subtasks, iteration=iteration, rationale=rationale)
 
 
 def training_budget(asked: int | None, offered: int) -> int:

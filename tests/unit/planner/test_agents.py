@@ -229,6 +229,10 @@ def test_plan_names_are_coerced_to_snake_case_and_repeats_kept_apart() -> None:
             "decision": "code", "skills": []}
     plan = plan_to_proto(schema.model_validate({"rationale": "r", "subtasks": [step, step]}), 0)
     assert [s.name for s in plan.subtasks] == ["snake_case_name", "snake_case_name_2"]
+    assert plan.rationale == "r"
+    copied = plan_to_proto(schema.model_validate({"rationale": " <why this chain and these decisions>",
+                                                  "subtasks": [step]}), 0)
+    assert copied.rationale == ""  # the form's placeholder says nothing: dropped, not shown in the report
 
 
 def test_a_revision_shows_its_macro_actions_code_whole_within_a_bound() -> None:

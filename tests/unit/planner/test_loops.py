@@ -106,6 +106,10 @@ def test_a_plan_that_misses_the_goal_gets_the_task_appended_under_a_free_name() 
         TABLE]
     assert completed.rationale.startswith("wood first | the task itself was appended")
     assert goal.name == "place_table"  # the caller's goal is not renamed
+    # A re-asked model copied the first plan's notes into its rationale: the note is said once.
+    again = ending_in_goal(planner_pb2.Plan(subtasks=[planner_pb2.SubTask(name="wood", success=[WOOD])],
+                                            rationale=completed.rationale), goal)
+    assert again.rationale.count("the task itself was appended") == 1
     empty = ending_in_goal(planner_pb2.Plan(), task_subtask(common_pb2.TaskSpec(name="x"), Decision.CODE))
     assert [st.name for st in empty.subtasks] == ["x"] and empty.rationale.startswith("the task itself")
 

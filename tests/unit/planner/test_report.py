@@ -78,8 +78,8 @@ def test_each_training_is_its_own_line(tmp_path: Path, monkeypatch) -> None:
 
     monkeypatch.setattr(plt, "subplots", recording_subplots)
     plot_subtask_curves(_state(), tmp_path / "curves.png")
-    assert lines == [([0, 1000, 2000], "table (RL training, iteration 0)"),
-                     ([4000, 5000, 6000], "table (RL training, iteration 1)")]
+    assert lines == [([0, 1000, 2000], "table (RL training 1, outer iteration 0)"),
+                     ([4000, 5000, 6000], "table (RL training 2, outer iteration 1)")]
 
 
 def test_corrupt_or_missing_files_are_named(tmp_path: Path) -> None:
