@@ -27,12 +27,36 @@ NO_CONTROLLER = "none: no sub-task has a skill or a trained policy yet"
 
 
 class _Rename(ast.NodeTransformer):
-    """Renames the given top-level functions, at their definitions and wherever their names are used."""
+    """Renames the given top-level names (functions, classes, constants) at their definitions and wherever
+    they are used; attributes (``agent.<name>``) and strings stay as they are."""
 
     def __init__(self, names: dict[str, str]):
         self.names = names
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.FunctionDef:
+        node.name = self.names.get(node.name, node.name)
+        node.decorator_list = [self.visit(d) for d in node.decorator_list]
+        node.args = self.visit(node.args)  # defaults are evaluated outside the function
+        # A parameter or local of the same name as a top-level one shadows it inside this function.
+        args = node.args
+        local = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg] if a}
+        local |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        local -= {name for n in ast.walk(node) if isinstance(n, ast.Global) for name in n.names}
+        outer, self.names = self.names, {k: v for k, v in self.names.items() if k not in local}
+        node.body = [self.visit(statement) for statement in node.body]
+        self.names = outer
+        return node
+
+    def visit_Lambda(self, node: ast.Lambda) -> ast.Lambda:
+        node.args = self.visit(node.args)
+        outer = self.names
+        self.names = {k: v for k, v in outer.items() if k not in {a.arg for a in ast.walk(node.args)
+                                                                    if isinstance(a, ast.arg)}}
+        node.body = self.visit(node.body)
+        self.names = outer
+        return node
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> ast.ClassDef:
         node.name = self.names.get(node.name, node.name)
         self.generic_visit(node)
         return node
@@ -42,12 +66,25 @@ class _Rename(ast.NodeTransformer):
         return node
 
 
+def _top_level_names(tree: ast.Module) -> list[str]:
+    """Every name a module binds at its top level: a skill's constants (each compiled program has its own
+    SUCCESS) would otherwise be overwritten by the next skill's in one chain module."""
+    names: list[str] = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names += [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+    return list(dict.fromkeys(names))
+
+
 def chain_skill(codes: list[tuple[str, str]]) -> str:
     """One skill that runs the given ``(name, code)`` skills in order.
 
-    Each skill's top-level functions get the suffix ``_<index>`` (parsed, so strings such as an action name that
-    equals a function name and attributes such as ``agent.<name>`` stay as they are); its entry is ``skill``, or
-    its last function. Raises SyntaxError for a skill that does not parse."""
+    Each skill's top-level names (functions, classes, constants) get the suffix ``_<index>`` (parsed, so strings
+    such as an action name that equals a function name and attributes such as ``agent.<name>`` stay as they
+    are); its entry is ``skill``, or its last function. Raises SyntaxError for a skill that does not parse."""
     parts, entries = [], []
     for index, (name, code) in enumerate(codes):
         tree = ast.parse(code)
@@ -55,7 +92,7 @@ def chain_skill(codes: list[tuple[str, str]]) -> str:
         if not functions:
             raise SyntaxError(f"skill {name} defines no function")
         entry = "skill" if "skill" in functions else functions[-1]
-        tree = _Rename({fn: f"{fn}_{index}" for fn in functions}).visit(tree)
+        tree = _Rename({top: f"{top}_{index}" for top in _top_level_names(tree)}).visit(tree)
         entries.append(f"{entry}_{index}")
         parts.append(f"# --- {name}\n{ast.unparse(tree)}\n")
     body = "\n".join(f"    yield from {entry}(agent)" for entry in entries)

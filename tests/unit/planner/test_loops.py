@@ -130,7 +130,18 @@ def test_curves_sent_to_the_critic_have_increasing_frames() -> None:
     assert [p.env_frames for p in increasing(points)] == [0, 100, 200]
 
 
-def test_the_chain_runs_each_skill_in_order_and_renames_only_functions(env_server) -> None:
+def test_each_skill_of_a_chain_keeps_its_own_constants() -> None:
+    # Compiled programs each define SUCCESS: the last one's used to end every earlier skill (pure code at 0%).
+    first = ("SUCCESS = 'wood'\nLIMIT: int = 3\n\ndef done(agent, target):\n    return target == SUCCESS\n\n"
+             "def skill(agent):\n    pick = lambda SUCCESS: SUCCESS\n    yield done(agent, SUCCESS), LIMIT, pick(1)\n")
+    second = "SUCCESS = 'table'\n\ndef skill(agent):\n    yield SUCCESS\n"
+    scope: dict = {}
+    exec(chain_skill([("wood", first), ("table", second)]), scope)
+    assert scope["SUCCESS_0"] == "wood" and scope["SUCCESS_1"] == "table" and "SUCCESS" not in scope
+    assert list(scope["skill"](None)) == [(True, 3, 1), "table"]
+
+
+def test_the_chain_runs_each_skill_in_order_and_keeps_strings_and_attributes(env_server) -> None:
     first = ("def noop(agent):\n    yield 'do'\n\n"
              "def skill(agent):\n    # chop\n    yield from noop(agent)\n    yield 'noop'\n")
     second = "def helper(agent):\n    yield 'noop'\n\ndef place(agent):\n    yield from helper(agent)\n"
