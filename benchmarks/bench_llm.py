@@ -27,6 +27,7 @@ from rlgpt.grpc_client import create_channel
 from rlgpt.launcher import start_service
 from rlgpt.llm import LLMClient
 from rlgpt.llm.local_server import MODEL_ALIAS, MODEL_PACKAGES, LocalLLMServer
+from rlgpt.prompts import copies_template
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, planner_pb2
 from services.planner.agents import FastAgent, SlowAgent
 from services.planner.plan_rules import plan_violations, repair_plan
@@ -60,23 +61,6 @@ SUBTASKS: list[tuple[str, str, str]] = [
 
 SLOW_TEMPLATE = PROMPT_DIR / "slow_agent.txt"
 FAST_TEMPLATES = {"python": PROMPT_DIR / "fast_agent_code.txt", "program": PROMPT_DIR / "fast_agent_program.txt"}
-
-
-def copies_example(answer: Any, template: Path, shortest: int = 12) -> bool:
-    """Whether an answer copies its prompt's example: one of its texts (a name, a description, a rationale, code;
-    at least ``shortest`` characters) appears word for word in the prompt template, examples and answer form
-    included (its comment lines, which the model never sees, left out)."""
-    text = "\n".join(line for line in template.read_text().splitlines() if not line.startswith("#"))
-    escaped = text.replace('\\n', "\n").replace('\\"', '"')  # code inside a JSON example, as the model reads it
-
-    def leaves(node: Any) -> list[str]:
-        if isinstance(node, dict):
-            return [leaf for value in node.values() for leaf in leaves(value)]
-        if isinstance(node, list):
-            return [leaf for value in node for leaf in leaves(value)]
-        return [node.strip()] if isinstance(node, str) and len(node.strip()) >= shortest else []
-
-    return any(leaf in text or leaf in escaped for leaf in leaves(answer))
 
 
 def chain_start(task: common_pb2.TaskSpec, describe: env_pb2.DescribeResponse) -> list[common_pb2.ItemCount]:
@@ -118,7 +102,7 @@ def measure_model(model: str, env_target: str, work: Path, episodes: int, steps:
                     violations = plan_violations(plan, task, describe.rules, set(describe.items))
                     row.update(plan_valid=True, plan_seconds=record.latency_seconds,
                                plan_tokens=record.completion_tokens, plan_attempts=record.attempts,
-                               plan_copied=copies_example(record.parsed, SLOW_TEMPLATE),
+                               plan_copied=copies_template(record.parsed, SLOW_TEMPLATE),
                                plan_follows_rules=not violations,
                                plan_violation=violations[0][:300] if violations else "")
                 except Exception as exc:  # an invalid answer is a measurement, not a crash
@@ -132,7 +116,7 @@ def measure_model(model: str, env_target: str, work: Path, episodes: int, steps:
                            skill_success_rate=max(0.0, best.success_rate),
                            skill_error=(f"{best.error.type}: {best.error.message}"[:300] if best.error else ""),
                            skill_format=skill_format,
-                           skill_copied=copies_example(best.record.parsed if best.record else None,
+                           skill_copied=copies_template(best.record.parsed if best.record else None,
                                                        FAST_TEMPLATES[skill_format]),
                            skill_program=program_of(best.answer.code) if best.answer else None,
                            skill_tokens=best.record.completion_tokens if best.record else 0,

@@ -37,6 +37,23 @@ def render_file(path: Path, /, **fields: str) -> str:
     return _FIELD.sub(lambda m: fields[m.group(1)], template)
 
 
+def copies_template(answer: Any, path: Path, shortest: int = 12) -> bool:
+    """Whether an answer copies its prompt's template: one of its texts (a name, a description, a diagnosis, code;
+    at least ``shortest`` characters) appears word for word in the template, examples and answer form included
+    (its header lines, which the model never sees, left out). Small models copy their few-shot example."""
+    text = _template(path)
+    escaped = text.replace('\\n', "\n").replace('\\"', '"')  # code inside a JSON example, as the model reads it
+
+    def leaves(node: Any) -> list[str]:
+        if isinstance(node, dict):
+            return [leaf for value in node.values() for leaf in leaves(value)]
+        if isinstance(node, list):
+            return [leaf for value in node for leaf in leaves(value)]
+        return [node.strip()] if isinstance(node, str) and len(node.strip()) >= shortest else []
+
+    return any(leaf in text or leaf in escaped for leaf in leaves(answer))
+
+
 def render(directory: Path, name: str, /, **fields: str) -> str:
     """The prompt ``name`` of a service's prompt folder (``directory/<name>.txt``), fields filled."""
     return render_file(directory / f"{name}.txt", **fields)

@@ -15,7 +15,7 @@ from pydantic import BaseModel, BeforeValidator, Field
 
 from rlgpt.errors import RlgptError
 from rlgpt.llm.client import CallRecord
-from rlgpt.prompts import CompletesJSON, shorten
+from rlgpt.prompts import CompletesJSON, copies_template, shorten
 from rlgpt.v1 import critic_pb2
 from services.critic import prompt
 from services.critic.checks import MAX_TEXT, Findings, deterministic_checks
@@ -83,7 +83,14 @@ class Judge:
                 record = getattr(exc, "record", None)  # a failed answer is still a call a replay must meet
                 notes.append(f"llm_unavailable: {type(exc).__name__}: {shorten(str(exc), 300)}")
             else:
-                self._merge(verdict, findings, answer, notes)
+                if copies_template(answer.model_dump(include={"diagnosis", "suggestion"}),
+                                   prompt.PROMPT_DIR / "critic.txt"):
+                    # A small model's copy of the example speaks of another sub-task (sand): the fast agent
+                    # would revise toward it. The checks' own diagnosis stands.
+                    notes.append("llm_copied_example: the LLM's diagnosis or suggestion is the prompt's example, "
+                                 "word for word; the checks' diagnosis and suggestion are used")
+                else:
+                    self._merge(verdict, findings, answer, notes)
         verdict.findings.extend(findings.findings + notes)
         return verdict, record
 

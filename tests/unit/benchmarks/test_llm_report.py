@@ -93,15 +93,3 @@ def test_programs_plans_against_the_rules_and_copies_are_columns() -> None:
     section = render({"models": [measured]})
     assert "| tiny (pkg-tiny) | program | 100% | 50% | 100% | 50% | 50% | 1/2 (25%) | 0% | 0/4 (0%) |" in section
     assert "appears word for word in its prompt template" in section
-
-
-def test_an_answer_copies_its_prompt_when_a_long_text_of_it_is_in_the_template(tmp_path) -> None:
-    from benchmarks.bench_llm import copies_example
-    template = tmp_path / "t.txt"
-    template.write_text('# comment: never seen\n{"rationale": "<why this chain and these decisions>", "code": '
-                        '"def skill(agent):\\n    yield \\"do\\""}\n')
-    assert copies_example({"rationale": "<why this chain and these decisions>"}, template)
-    assert copies_example({"code": 'def skill(agent):\n    yield "do"'}, template)  # as the model reads it
-    assert not copies_example({"rationale": "wood first, then the table", "n": 3}, template)
-    assert not copies_example({"rationale": "comment: never seen"}, template)  # comment lines are not the prompt
-    assert not copies_example(None, template)

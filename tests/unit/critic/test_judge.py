@@ -68,6 +68,20 @@ def test_llm_failing_falls_back_to_the_checks(tmp_path) -> None:
     assert has(list(verdict.findings), "llm_unavailable: StructuredOutputError")
 
 
+def test_a_copy_of_the_prompts_example_is_not_taken_for_a_diagnosis(tmp_path) -> None:
+    # Gemma 3 270M answered the example's sand diagnosis word for word to every sub-task in bench-rlgpt.
+    example = next(json.loads(line) for line in (PROMPT_DIR / "critic.txt").read_text().splitlines()
+                   if line.startswith('{"success": false'))
+    req = request(rollouts=[episode(death_cause="zombie", end_reason="death")] * 2)
+    with FakeOpenAIServer([Reply.json({**example, "target": "slow"}), Reply.json(ANSWER)]) as server:
+        judge = Judge(SETTINGS, llm(server, tmp_path))
+        copied, own = judge.judge(req), judge.judge(req)
+    checks = deterministic_checks(req, SETTINGS)
+    assert copied.diagnosis == checks.diagnosis and "sand" not in copied.diagnosis + copied.suggestion
+    assert copied.target == checks.target and has(list(copied.findings), "llm_copied_example")
+    assert own.diagnosis == ANSWER["diagnosis"] and not any(f.startswith("llm_copied_") for f in own.findings)
+
+
 def test_frames_go_as_image_parts_only_when_allowed(tmp_path) -> None:
     req = request(rollouts=[episode()], frames=[PNG, PNG])
     with FakeOpenAIServer([Reply.json(ANSWER)]) as server:

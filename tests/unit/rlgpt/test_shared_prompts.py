@@ -58,3 +58,14 @@ def test_services_never_import_each_other(service, other) -> None:
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             assert not [n for n in names if n.startswith(f"services.{other}")], path
+
+
+def test_an_answer_copies_its_prompt_when_a_long_text_of_it_is_in_the_template(tmp_path) -> None:
+    template = tmp_path / "t.txt"
+    template.write_text('# comment: never seen\n{"rationale": "<why this chain and these decisions>", "code": '
+                        '"def skill(agent):\\n    yield \\"do\\""}\n')
+    assert prompts.copies_template({"rationale": "<why this chain and these decisions>"}, template)
+    assert prompts.copies_template({"code": 'def skill(agent):\n    yield "do"'}, template)  # as the model reads it
+    assert not prompts.copies_template({"rationale": "wood first, then the table", "n": 3}, template)
+    assert not prompts.copies_template({"rationale": "comment: never seen"}, template)  # headers: not prompt
+    assert not prompts.copies_template(None, template)
