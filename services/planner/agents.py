@@ -27,6 +27,7 @@ from services.planner.schemas import (
     MacroActionAnswer,
     SkillAnswer,
     complete_action_space,
+    complete_reward,
     macro_actions_of,
     macro_skill_name,
     plan_answer,
@@ -435,6 +436,8 @@ class FastAgent:
         added = complete_action_space(config, list(self.describe.actions), self.describe.rules)
         if added:
             log.info("RL config of %s: added the actions its success condition needs: %s", subtask.name, added)
+        if rewarded := complete_reward(config):
+            log.info("RL config of %s: reward %s", subtask.name, rewarded)
         return RLAnswer(config, macro_actions_of(answer), record)
 
     def write_rl_config(self, subtask: planner_pb2.SubTask, *, env_frames: int, iteration: int = 0,

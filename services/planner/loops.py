@@ -40,6 +40,7 @@ from services.planner.planning import PlanMaking
 from services.planner.plans import start_inventory, summary, task_subtask
 from services.planner.program_writer import resolve_skill_format
 from services.planner.runs import Run
+from services.planner.schemas import SUCCESS_REWARD
 from services.planner.settings import PlannerSettings
 from services.planner.skill_library import SkillLibrary
 from services.planner.state import Decision, IterationRecord, RunState, Status, SubTaskState
@@ -137,7 +138,7 @@ class TwoLoops(PlanMaking):
             name=st.name, task=common_pb2.TaskSpec(name=st.name, success=list(st.success)),
             env_frames=ctx.budgets.total_env_frames or ctx.budgets.env_frames_per_training,
             episode_length=ctx.settings.final_episode_frames, seed=ctx.seed,
-            reward_terms=[common_pb2.RewardTerm(kind="success", weight=10.0),
+            reward_terms=[common_pb2.RewardTerm(kind="success", weight=SUCCESS_REWARD),
                           common_pb2.RewardTerm(kind="achievement", target="*", weight=1.0)])
         self.attempts.train(st, state, config)
 

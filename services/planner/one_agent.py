@@ -305,10 +305,10 @@ class PreWrittenFastAgent(FastAgent):
     ``write_skill`` returns one candidate (the pre-written code, tested with RunSkill and, when it works,
     registered under the sub-task's name and stored in the library) with ``record`` None. The RL writes
     (``write_rl`` where FastAgent has it, ``write_rl_config``) convert the pre-written config as FastAgent does
-    (rl_config_to_proto, complete_action_space) and return None for the record. A sub-task with no pre-written
-    answer (the loops appended it) or one already tried since the last solve: write_skill returns a candidate
-    with no answer and the error, the RL writes raise StructuredOutputError with record None: the failures the
-    loops already handle.
+    (rl_config_to_proto, complete_action_space, complete_reward) and return None for the record. A sub-task
+    with no pre-written answer (the loops appended it) or one already tried since the last solve: write_skill
+    returns a candidate with no answer and the error, the RL writes raise StructuredOutputError with record
+    None: the failures the loops already handle.
     """
 
     def __init__(self, one: OneAgent):

@@ -330,3 +330,37 @@ def complete_action_space(config: learner_pb2.RLConfig, actions: list[str],
     added = [a for a in dict.fromkeys(needed) if a in actions and a not in config.primitive_actions]
     config.primitive_actions.extend(added)
     return added
+
+
+SUCCESS_REWARD = 10.0
+"""The weight of the success term a config gets when its own reward never pays its sub-task's success (and pure
+RL's)."""
+
+
+def _pays_success(term: common_pb2.RewardTerm, conditions: list[common_pb2.Condition]) -> bool:
+    """Whether a term pays (positively) for reaching one of the conditions."""
+    if term.weight <= 0:
+        return False
+    achievements = {c.achievement for c in conditions if c.WhichOneof("kind") == "achievement"}
+    items = {c.inventory.item for c in conditions if c.WhichOneof("kind") == "inventory"}
+    return (term.kind == "success"
+            or (term.kind == "achievement" and (term.target == "*" or term.target in achievements))
+            or (term.kind == "inventory_gain" and (term.target == "*" or term.target in items))
+            or (term.kind == "native" and bool(achievements)))  # the game's own reward pays achievements
+
+
+def complete_reward(config: learner_pb2.RLConfig) -> str:
+    """Drops terms of weight 0 (they pay nothing) and adds a success term when no term pays the sub-task's
+    success: RL cannot learn what it is never paid for. Embedded Gemma 3 270M answered make_wood_pickaxe with
+    health at weight 0 and death at -1 only; its training stayed near chance. Returns what was done ('' for
+    nothing)."""
+    kept = [t for t in config.reward_terms if t.weight != 0]
+    done = [f"dropped {len(config.reward_terms) - len(kept)} term(s) of weight 0"] if len(kept) < len(
+        config.reward_terms) else []
+    if not any(_pays_success(t, list(config.task.success)) for t in kept):
+        kept.append(common_pb2.RewardTerm(kind="success", weight=SUCCESS_REWARD))
+        done.append(f"added success (weight {SUCCESS_REWARD:g}): no term paid the sub-task's success")
+    del config.reward_terms[:]
+    config.reward_terms.extend(kept)
+    return "; ".join(done)
+

@@ -14,8 +14,10 @@ from services.planner.schemas import (
     MAX_MACRO_ACTIONS,
     MAX_SUBTASKS,
     MIN_ENV_FRAMES,
+    SUCCESS_REWARD,
     SkillAnswer,
     complete_action_space,
+    complete_reward,
     macro_actions_of,
     macro_short_name,
     macro_skill_name,
@@ -160,6 +162,28 @@ def test_rl_config_to_proto_dedupes_actions_and_drops_stray_targets() -> None:
     assert list(config.task.success) == list(subtask.success) and config.task.description == "collect wood"
     again = rl_config_to_proto(rl_schema(SMALL, ()).model_validate(rl_config_answer(config)), subtask, 5000, 7)
     assert again == config
+
+
+@pytest.mark.parametrize(("terms", "expected", "says"), [
+    # Gemma 3 270M's make_wood_pickaxe answer: nothing paid the goal, training stayed at chance.
+    ([("health", "", 0.0), ("death", "", -1.0)], [("death", "", -1.0), ("success", "", SUCCESS_REWARD)],
+     "dropped 1 term(s) of weight 0; added success"),
+    ([("achievement", "collect_wood", -1.0)], [("achievement", "collect_wood", -1.0), ("success", "", SUCCESS_REWARD)],
+     "added success"),
+    ([("achievement", "collect_stone", 1.0)], [("achievement", "collect_stone", 1.0), ("success", "", SUCCESS_REWARD)],
+     "added success"),
+    ([("achievement", "make_wood_pickaxe", 2.0)], [("achievement", "make_wood_pickaxe", 2.0)], ""),
+    ([("inventory_gain", "*", 0.5)], [("inventory_gain", "*", 0.5)], ""),
+    ([("native", "", 1.0), ("step", "", -0.01)], [("native", "", 1.0), ("step", "", -0.01)], ""),
+    ([("success", "", 1.0)], [("success", "", 1.0)], ""),
+])
+def test_a_config_is_always_paid_for_its_sub_tasks_success(terms, expected, says) -> None:
+    config = learner_pb2.RLConfig(task=common_pb2.TaskSpec(success=[
+        common_pb2.Condition(achievement="make_wood_pickaxe"), common_pb2.Condition(
+            inventory=common_pb2.ItemCount(item="wood", count=1))]),
+        reward_terms=[common_pb2.RewardTerm(kind=k, target=t, weight=w) for k, t, w in terms])
+    assert complete_reward(config).startswith(says) if says else complete_reward(config) == ""
+    assert [(t.kind, t.target, pytest.approx(t.weight)) for t in config.reward_terms] == expected
 
 
 def test_complete_action_space_adds_moves_and_what_the_goal_needs(env_server) -> None:
