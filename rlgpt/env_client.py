@@ -18,6 +18,7 @@ import gymnasium as gym
 import numpy as np
 
 from rlgpt.grpc_client import create_channel
+from rlgpt.step_stream import StepStream
 from rlgpt.tensors import from_tensor
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc
 
@@ -54,6 +55,45 @@ class EnvStep:
     """What a failing skill raised (``common_pb2.SkillError`` from the server), else None."""
 
 
+@dataclasses.dataclass(frozen=True)
+class EnvBatch:
+    """The results of one step of several envs of a session, one row per stepped env, in their order."""
+
+    observation: Observation
+    """``image`` [n, H, W, C] uint8 (as served) and ``vector`` [n, D] float32."""
+    rewards: np.ndarray
+    """float32 [n]."""
+    terminated: np.ndarray
+    """bool [n]."""
+    truncated: np.ndarray
+    """bool [n]."""
+    frames: np.ndarray
+    """int [n]: frames each env consumed (1 for a primitive, up to K for a skill action)."""
+    success: np.ndarray
+    """bool [n]: the task's success holds in the episode (the one that just ended, for an env that was reset)."""
+    achievements: np.ndarray
+    """int [n]: achievements unlocked during this step."""
+    skill_error: np.ndarray
+    """bool [n]: the env's skill action failed."""
+
+
+class ManyEnvs(Protocol):
+    """A session of several envs stepped together (or in groups), as ``SessionVecEnv`` steps it."""
+
+    actions: list[str]
+    num_envs: int
+    image_shape: tuple[int, ...]
+    vector_shape: tuple[int, ...]
+    first_observations: Observation
+    """The observations the session was created with (a new session starts reset), all envs."""
+
+    def reset(self, env_indices: Sequence[int] = (), seed: int = 0) -> Observation: ...
+
+    def step_envs(self, actions: Sequence[int], env_indices: Sequence[int] = ()) -> EnvBatch: ...
+
+    def close(self) -> None: ...
+
+
 class OneEnv(Protocol):
     """One env of a session, as ``SessionEnv`` steps it."""
 
@@ -81,12 +121,15 @@ class RemoteSession:
     With ``on_lost``, a call failing with one of ``FATAL_CODES`` calls ``on_lost(message)`` (the message names
     the server and the status) and raises ``EnvServerLost``; without it the ``grpc.RpcError`` propagates.
     ``timeout`` bounds every call; the channel retries calls that never reached the server (UNAVAILABLE).
+    With ``streaming``, steps go over one ``StreamSteps`` call (``StepStream``) instead of a unary ``Step`` each.
     """
 
     def __init__(self, stub: env_pb2_grpc.EnvServiceStub, request: env_pb2.CreateSessionRequest,
                  timeout: float = 60.0, *, target: str = "", on_lost: Callable[[str], None] | None = None,
-                 channel: grpc.Channel | None = None):
+                 channel: grpc.Channel | None = None, streaming: bool = False):
         self._stub = stub
+        self._streaming = streaming
+        self._stream: StepStream | None = None
         self._timeout = timeout
         self._target = target
         self._on_lost = on_lost
@@ -107,16 +150,19 @@ class RemoteSession:
 
     @classmethod
     def connect(cls, target: str, request: env_pb2.CreateSessionRequest, *, timeout: float = 60.0,
-                on_lost: Callable[[str], None] | None = None) -> RemoteSession:
+                on_lost: Callable[[str], None] | None = None, streaming: bool = False) -> RemoteSession:
         """A session on its own channel to ``target``; ``close`` closes both."""
         channel = create_channel(target, default_timeout=timeout)
         return cls(env_pb2_grpc.EnvServiceStub(channel), request, timeout, target=target, on_lost=on_lost,
-                   channel=channel)
+                   channel=channel, streaming=streaming)
 
     def _call(self, method: Any, request: Any) -> Any:
         try:
             return method(request, timeout=self._timeout)
         except grpc.RpcError as exc:
+            if self._stream is not None and method == self._stream.step:
+                self._stream.close()
+                self._stream = None  # a failed stream is over; the next step opens a new one
             if self._on_lost is None or exc.code() not in FATAL_CODES:
                 raise
             message = f"env server at {self._target} failed: {exc.code().name}: {exc.details()}"
@@ -132,9 +178,25 @@ class RemoteSession:
                                                                      seed=seed))
         return self._obs(response.observations)
 
-    def step(self, actions: Sequence[int]) -> tuple[Observation, env_pb2.StepResponse]:
-        response = self._call(self._stub.Step, env_pb2.StepRequest(session_id=self.id, actions=list(actions)))
+    def step(self, actions: Sequence[int], env_indices: Sequence[int] = ()
+             ) -> tuple[Observation, env_pb2.StepResponse]:
+        """Steps every env, or the envs in ``env_indices`` (``actions`` in their order)."""
+        if self._streaming and self._stream is None:
+            self._stream = StepStream(self._stub)
+        method = self._stream.step if self._stream is not None else self._stub.Step
+        response = self._call(method, env_pb2.StepRequest(session_id=self.id, actions=list(actions),
+                                                          env_indices=list(env_indices)))
         return self._obs(response.observations), response
+
+    def step_envs(self, actions: Sequence[int], env_indices: Sequence[int] = ()) -> EnvBatch:
+        obs, response = self.step(actions, env_indices)
+        infos = response.infos
+        return EnvBatch(
+            observation=obs, rewards=np.asarray(response.rewards, np.float32),
+            terminated=np.asarray(response.terminated, bool), truncated=np.asarray(response.truncated, bool),
+            frames=np.asarray(response.frames, np.int64), success=np.array([i.success for i in infos], bool),
+            achievements=np.array([len(i.achievements) for i in infos], np.int64),
+            skill_error=np.array([i.HasField("skill_error") for i in infos], bool))
 
     # --- OneEnv: env 0 -----------------------------------------------------------------------------
     def initial_observation(self) -> Observation:
@@ -158,6 +220,9 @@ class RemoteSession:
         if self._closed:
             return
         self._closed = True
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
         try:
             self._stub.CloseSession(env_pb2.CloseSessionRequest(session_id=self.id), timeout=timeout)
         except grpc.RpcError as exc:

@@ -19,6 +19,7 @@ import psutil
 from rich.progress import Progress
 
 from benchmarks.common import REPO_ROOT
+from benchmarks.learner import SERVER_COUNTS
 from benchmarks.learner.monitor import Monitor
 from benchmarks.learner.sf_profile import parse_sf_profiles, summarise_profile
 from rlgpt.launcher import ServiceProcess, start_service
@@ -164,24 +165,27 @@ def run_training(variant: str, work_dir: Path, frames: int, seed: int, timeout: 
     config = rl_config(frames, seed)
     env = {**os.environ, "PYTHONUNBUFFERED": "1",
            "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    server: ServiceProcess | None = None
+    servers: list[ServiceProcess] = []
     process: subprocess.Popen[bytes] | None = None
     monitor = Monitor()
     task = progress.add_task(f"training, {variant}", total=frames)
     result: dict[str, Any] = {"variant": variant, "job_dir": str(job_dir)}
     try:
         extra: dict[str, Any] = {"device": "cpu", "progress_interval": 2}
-        if variant == "env_server":
-            server = start_service("env", work_dir / "logs", metrics_port=-1)
-            extra["env_server"] = server.target
+        if variant in SERVER_COUNTS:
+            # One env-server process per rollout worker for the scaled-out variant (the learner puts worker w's
+            # session on server w mod n, as a job given several env servers does).
+            servers = [start_service("env", work_dir / "logs", metrics_port=-1) for _ in range(SERVER_COUNTS[variant])]
+            extra["env_server"] = servers[0].target
+            extra["env_servers"] = [server.target for server in servers]
             command = train_command(job_dir)
             command[0] = sys.executable
         else:
             command = [sys.executable, "-m", "benchmarks.learner.inprocess", str(job_dir)]
         write_job_config(job_dir, config, extra)
         with monitor:
-            if server is not None:
-                monitor.watch("env_server", server.process.pid)
+            for i, server in enumerate(servers):
+                monitor.watch("env_server" if i == 0 else f"env_server_{i + 1}", server.process.pid)
             with (job_dir / "train.log").open("wb") as log_file:
                 process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=env,
                                            cwd=REPO_ROOT, start_new_session=True)
@@ -202,20 +206,20 @@ def run_training(variant: str, work_dir: Path, frames: int, seed: int, timeout: 
         if process is not None:
             # Sample Factory's workers normally exit with the runner; make sure no orphan keeps a core busy.
             kill_group(process)
-        if server is not None:
+        for server in servers:
             server.stop()
             kill_group(server.process)  # the server's own children, if any
         progress.update(task, visible=False)
     log_text = (job_dir / "train.log").read_text(errors="replace")
     shutil.copyfile(job_dir / "train.log", raw_dir / f"{variant}-train.log")
-    if server is not None:
-        shutil.copyfile(server.log_path, raw_dir / f"{variant}-server.log")
+    for i, server in enumerate(servers):
+        shutil.copyfile(server.log_path, raw_dir / f"{variant}-server{'' if i == 0 else i + 1}.log")
     result.update(fps_readout(read_progress(job_dir), result["wall_s"]))
     if result.get("second_half_times") and result.get("fps_second_half"):
         # CPU over the same steady window as the FPS: what one trained frame costs, all processes included.
         steady = monitor.util_between(*result["second_half_times"])
         result["steady_cpu_util"] = steady
-        ours = steady.get("training", 0.0) + steady.get("env_server", 0.0)
+        ours = sum(cores for name, cores in steady.items() if name == "training" or name.startswith("env_server"))
         result["cpu_ms_per_frame"] = 1000 * ours / result["fps_second_half"]
     profile = parse_sf_profiles(log_text)
     result["sf_profile"] = profile

@@ -13,22 +13,27 @@ CPU_BOUND = 0.9  # share of the cores a variant's processes kept busy from which
 
 
 def ratios(results: dict[str, Any]) -> dict[str, float | None]:
+    """Each training variant against raw stepping in num_workers processes and against in-process training."""
     raw2 = results.get("raw_2", {}).get("frames_per_s")
     raw1 = results.get("raw_1", {}).get("frames_per_s")
     local = results.get("inprocess", {}).get("fps_second_half")
-    remote = results.get("env_server", {}).get("fps_second_half")
 
     def div(a: float | None, b: float | None) -> float | None:
         return a / b if a and b else None
 
-    return {"inprocess_vs_raw2": div(local, raw2), "env_server_vs_raw2": div(remote, raw2),
-            "env_server_vs_inprocess": div(remote, local), "raw2_vs_raw1": div(raw2, raw1)}
+    out: dict[str, float | None] = {"raw2_vs_raw1": div(raw2, raw1)}
+    for variant in VARIANTS:
+        fps = results.get(variant, {}).get("fps_second_half")
+        out[f"{variant}_vs_raw2"] = div(fps, raw2)
+        if variant != "inprocess":
+            out[f"{variant}_vs_inprocess"] = div(fps, local)
+    return out
 
 
 def busy_cores(run: dict[str, Any]) -> float:
     """Cores the variant's own processes (training tree, env server) kept busy over the steady window."""
     steady = run.get("steady_cpu_util", {})
-    return steady.get("training", 0.0) + steady.get("env_server", 0.0)
+    return sum(cores for name, cores in steady.items() if name == "training" or name.startswith("env_server"))
 
 
 def rest_of_cores(run: dict[str, Any], cores: int) -> str:

@@ -12,8 +12,10 @@ from benchmarks.learner import VARIANTS
 from benchmarks.learner.reading import ratios, reading
 
 SECTION_TITLE = "## Learner training throughput (make bench-learner)"
-VARIANT_LABELS = {"inprocess": "APPO training, env in-process", "env_server": "APPO training via env server"}
-SHORT_LABELS = {"inprocess": "in-process training", "env_server": "env-server training"}
+VARIANT_LABELS = {"inprocess": "APPO training, env in-process", "env_server": "APPO training via env server",
+                  "env_servers_2": "APPO training via 2 env servers"}
+SHORT_LABELS = {"inprocess": "in-process training", "env_server": "env-server training",
+                "env_servers_2": "training via 2 env servers"}
 
 
 def sf_arg(settings: dict[str, Any], name: str) -> str:

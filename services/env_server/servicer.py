@@ -174,11 +174,19 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
             return env_pb2.ResetResponse(observations=self._observations(session, indices))
 
     def _step(self, request: env_pb2.StepRequest, context: grpc.ServicerContext) -> env_pb2.StepResponse:
+        p = Problems()
+        p.entries("actions", request.actions, self.settings.max_envs_per_session)
+        p.entries("env_indices", request.env_indices, self.settings.max_envs_per_session)
+        p.raise_if_any()
         session = self.sessions.get(request.session_id)
         actions = list(request.actions)
-        if len(actions) != session.num_envs:
-            raise InvalidArgument(f"actions has {len(actions)} entries; session {session.id} has "
-                                  f"{session.num_envs} envs (one action per env)")
+        indices = self._step_indices(session, request)
+        expected = session.num_envs if indices is None else len(indices)
+        if len(actions) != expected:
+            raise InvalidArgument(
+                f"actions has {len(actions)} entries; session {session.id} has {session.num_envs} envs (one action "
+                "per env)" if indices is None else
+                f"actions has {len(actions)} entries and env_indices {len(indices)}: one action per listed env")
         n_actions = len(session.actions)
         bad = sorted({a for a in actions if not 0 <= a < n_actions})
         if bad:
@@ -186,12 +194,29 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
                                   f"(0..{n_actions - 1})")
         start = time.perf_counter()
         with self.sessions.using(session):  # NotFound when a CloseSession got in between
-            outcome = session.on_thread(session.step, actions, should_stop=lambda: not context.is_active())
-            response = self._step_response(session, outcome)
+            outcome = session.on_thread(session.step, actions, should_stop=lambda: not context.is_active(),
+                                        indices=indices)
+            response = self._step_response(session, outcome, indices)
         metrics.ENV_STEP_SECONDS.labels(session.backend.spec.name).observe(time.perf_counter() - start)
         return response
 
-    def _step_response(self, session: Session, out: StepOutcome) -> env_pb2.StepResponse:
+    @staticmethod
+    def _step_indices(session: Session, request: env_pb2.StepRequest) -> list[int] | None:
+        """The envs a Step names (None: all of them); InvalidArgument for repeats or indices out of range."""
+        if not request.env_indices:
+            return None
+        indices = list(request.env_indices)
+        bad = [i for i in indices if not 0 <= i < session.num_envs]
+        if bad:
+            raise InvalidArgument(f"env_indices {shown(bad[:10])} out of range 0..{session.num_envs - 1}")
+        if len(set(indices)) != len(indices):
+            repeated = sorted({i for i in indices if indices.count(i) > 1})
+            raise InvalidArgument(f"env_indices repeats {shown(repeated[:10])}: each env is stepped at most once "
+                                  "per call")
+        return indices
+
+    def _step_response(self, session: Session, out: StepOutcome,
+                       indices: list[int] | None = None) -> env_pb2.StepResponse:
         infos = []
         for info in out.infos:
             infos.append(env_pb2.StepInfo(
@@ -201,7 +226,7 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
                 was_reset=info.get("was_reset", False), skill=info.get("skill", ""), stages_done=info["stages_done"],
                 episode=episode_summary_proto(info["episode_summary"]) if "episode_summary" in info else None))
         return env_pb2.StepResponse(
-            observations=self._observations(session, list(range(session.num_envs))),
+            observations=self._observations(session, list(range(session.num_envs)) if indices is None else indices),
             rewards=out.rewards.tolist(), terminated=out.terminated.tolist(), truncated=out.truncated.tolist(),
             frames=out.frames.tolist(), infos=infos)
 

@@ -43,6 +43,12 @@ class StepOutcome:
     frames: np.ndarray
     infos: list[dict[str, Any]]
 
+    def rows(self, indices: list[int]) -> StepOutcome:
+        """The outcome of the listed envs only, in that order."""
+        return StepOutcome(rewards=self.rewards[indices], terminated=self.terminated[indices],
+                           truncated=self.truncated[indices], frames=self.frames[indices],
+                           infos=[self.infos[i] for i in indices])
+
 
 def session_not_found(session_id: str, settings: EnvServerSettings) -> NotFound:
     return NotFound(f"no session {shown(session_id)}: it was closed, expired after "
@@ -142,26 +148,33 @@ class Session:
                 np.stack([self.slots[i].vector for i in indices]))
 
     # --- step ---------------------------------------------------------------------------------------
-    def step(self, actions: list[int], should_stop: Callable[[], bool] | None = None) -> StepOutcome:
-        """Steps every env once: primitives take one frame, skills up to ``skill_max_steps``."""
+    def step(self, actions: list[int], should_stop: Callable[[], bool] | None = None,
+             indices: list[int] | None = None) -> StepOutcome:
+        """Steps every env once (or the envs in ``indices``, ``actions`` in their order): primitives take one
+        frame, skills up to ``skill_max_steps``. The outcome's rows follow the stepped envs' order."""
         n = self.num_envs
-        for i, slot in enumerate(self.slots):
-            if slot.needs_reset:
+        chosen = list(range(n)) if indices is None else list(indices)
+        full = [0] * n
+        for j, i in enumerate(chosen):
+            full[i] = actions[j]
+        for i in chosen:
+            if self.slots[i].needs_reset:
                 raise FailedPrecondition(f"env {i} of session {self.id} finished its episode and the session has "
                                          "no autoreset; call Reset for it first")
         out = StepOutcome(rewards=np.zeros(n, np.float32), terminated=np.zeros(n, bool),
                           truncated=np.zeros(n, bool), frames=np.zeros(n, np.int32),
                           infos=[{"achievements": []} for _ in range(n)])
         skill_envs: list[int] = []
-        for i, action_id in enumerate(actions):
-            action = self.actions[action_id]
+        for i in chosen:
+            action = self.actions[full[i]]
             if action.skill is None:
                 self.frame(i, action.primitive, action.name, out)
             else:
                 skill_envs.append(i)
         if skill_envs:
-            run_skills(self, self._executor_for_skills(), skill_envs, actions, out, should_stop)
-        for i, slot in enumerate(self.slots):
+            run_skills(self, self._executor_for_skills(), skill_envs, full, out, should_stop)
+        for i in chosen:
+            slot = self.slots[i]
             info = out.infos[i]
             info["success"] = slot.episode.success
             info["stages_done"] = list(slot.episode.stages_done)
@@ -180,7 +193,7 @@ class Session:
         frames = int(out.frames.sum())
         self.total_frames += frames
         metrics.ENV_STEPS.labels(self.backend.spec.name).inc(frames)
-        return out
+        return out if indices is None else out.rows(chosen)
 
     def frame(self, i: int, primitive: int, name: str, out: StepOutcome) -> bool:
         """One primitive frame of env ``i``; returns True when its episode ended."""

@@ -34,6 +34,11 @@ class SessionManager:
         self._reaper = threading.Thread(target=self._reap_loop, daemon=True, name="session-reaper")
         self._reaper.start()
 
+    def __len__(self) -> int:
+        """Sessions open or being created."""
+        with self._lock:
+            return len(self._sessions)
+
     def reserve(self) -> str:
         """A new session id, or RESOURCE_EXHAUSTED when the server is full."""
         with self._lock:

@@ -121,6 +121,8 @@ class JobRecord:
     started_at: float = 0.0
     handle: JobHandle | None = None
     resumes: int = 0
+    error_noticed_at: float = 0.0
+    """When the watchdog first saw the job's error.json (0: not seen); the job gets a grace to exit by itself."""
 
     @property
     def state_path(self) -> Path:

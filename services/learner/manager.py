@@ -14,6 +14,7 @@ from typing import Any
 from rlgpt import metrics
 from rlgpt.errors import FailedPrecondition, NotFound, ResourceExhausted, shown
 from rlgpt.v1 import learner_pb2
+from services.learner.job_watch import ENV_SERVER_LOST, REASONS, touch_heartbeat
 from services.learner.jobs import (
     JobRecord,
     JobRunner,
@@ -124,7 +125,9 @@ class JobManager:
         record.state = learner_pb2.JOB_STATE_PENDING
         record.message = f"launching on {runner.name}"
         record.started_at = time.time()
+        record.error_noticed_at = 0.0
         record.save()
+        touch_heartbeat(record.job_dir)
         record.handle = runner.launch(record.job_id, record.job_dir, record.config)
         record.state = learner_pb2.JOB_STATE_RUNNING
         record.message = f"running ({record.handle.describe()})"
@@ -233,10 +236,18 @@ class JobManager:
             metrics.LEARNER_SUCCESS.labels(job).set(last["success_rate"])
         handle = record.handle
         code = handle.poll() if handle is not None else 1
+        if code is None:
+            touch_heartbeat(record.job_dir)  # this learner still watches the job (job_watch)
         error_file = record.job_dir / "error.json"
         if code is None and error_file.exists():
-            handle.kill()  # the env diagnosed a fatal error; Sample Factory would wait forever for the dead worker
-            code = handle.poll() if handle.poll() is not None else 1
+            # The env diagnosed a fatal error: the job checkpoints and exits by itself (job_watch); past the
+            # grace, it is killed (Sample Factory can wait forever for a dead worker).
+            noticed = record.error_noticed_at = record.error_noticed_at or time.time()
+            if time.time() - noticed > 2 * self.settings.stop_grace_seconds:
+                handle.kill()
+                code = handle.poll() if handle.poll() is not None else 1
+            else:
+                return
         if code is None:
             last_time = progress[-1]["time"] if progress else record.started_at
             if time.time() - last_time > self.settings.watchdog_seconds:
@@ -254,6 +265,12 @@ class JobManager:
                          f"success rate {final.get('success_rate', 0):.2f}")
         elif final.get("final") and final.get("reason") == "stopped":
             self._finish(record, learner_pb2.JOB_STATE_STOPPED, "stopped on request; resumable")
+        elif final.get("final") and final.get("reason") in REASONS:
+            why = (last_error(record.job_dir) if final["reason"] == ENV_SERVER_LOST
+                   else "the learner that watched it was gone")
+            self._finish(record, learner_pb2.JOB_STATE_FAILED,
+                         f"{final['reason']}: {why}; the job saved a checkpoint at {final.get('env_frames', 0)} "
+                         "frames and exited; resume it with StartTraining(resume_job_id) once the cause is fixed")
         else:
             self._finish(record, learner_pb2.JOB_STATE_FAILED,
                          f"training exited with code {code}: {last_error(record.job_dir) or 'no error recorded'}")

@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+from collections.abc import Callable
 
-from rlgpt.errors import InvalidArgument
+from rlgpt.errors import FailedPrecondition, InvalidArgument
 from rlgpt.reward_kinds import takes_target
 from rlgpt.v1 import env_pb2, learner_pb2
 from services.learner.settings import LearnerSettings
@@ -24,6 +25,7 @@ class EnvVocabulary:
     skills: tuple[str, ...]
     max_skill_steps: int
     max_episode_length: int
+    max_envs_per_session: int
 
     @classmethod
     def from_env_server(cls, describe: env_pb2.DescribeResponse, skills: env_pb2.ListSkillsResponse
@@ -33,7 +35,8 @@ class EnvVocabulary:
                    reward_kinds=tuple(describe.reward_kinds),
                    skills=tuple(s.name for s in skills.skills if s.backend == describe.backend),
                    max_skill_steps=describe.limits.max_skill_steps,
-                   max_episode_length=describe.limits.max_episode_length)
+                   max_episode_length=describe.limits.max_episode_length,
+                   max_envs_per_session=describe.limits.max_envs_per_session)
 
 
 # The learner's defaults for the RLConfig fields a client leaves at 0 (the learner alone defaults the RL config:
@@ -55,6 +58,23 @@ def cpu_cores() -> int:
 def num_workers(config: learner_pb2.RLConfig) -> int:
     """The rollout workers a config trains with: its own, or the default capped by this machine's cores."""
     return config.num_workers or min(DEFAULT_NUM_WORKERS, cpu_cores())
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def check_device(config: learner_pb2.RLConfig, settings: LearnerSettings,
+                 has_cuda: Callable[[], bool] = cuda_available) -> None:
+    """A local job that would train on CUDA needs a GPU here (a Kubernetes Job asks its node for one)."""
+    local = (config.runner or settings.runner) == "local"
+    if local and settings.device == "cuda" and not has_cuda():
+        asked = "gpu=true" if config.gpu else "this learner's RLGPT_LEARNER_DEVICE=cuda"
+        raise FailedPrecondition(f"{asked}, but this machine has no CUDA device torch can use "
+                                 "(torch.cuda.is_available() is False): train on the kubernetes runner, whose Job "
+                                 "requests nvidia.com/gpu, or start the learner with RLGPT_LEARNER_DEVICE=cpu")
 
 
 def validate_rl_config(config: learner_pb2.RLConfig, vocabulary: EnvVocabulary,
@@ -87,6 +107,11 @@ def validate_rl_config(config: learner_pb2.RLConfig, vocabulary: EnvVocabulary,
                         f"{cpu_cores()} cores; RLGPT_LEARNER_MAX_WORKERS raises the cap)")
     if config.envs_per_worker < 0 or filled.envs_per_worker > settings.max_envs_per_worker:
         problems.append(f"envs_per_worker={config.envs_per_worker}: must be in 1..{settings.max_envs_per_worker}")
+    elif filled.envs_per_worker > vocabulary.max_envs_per_session:
+        problems.append(f"envs_per_worker={filled.envs_per_worker}: a rollout worker's envs share one env-server "
+                        f"session and the env server allows {vocabulary.max_envs_per_session} envs per session; "
+                        "use fewer envs per worker (and more workers), or raise the env server's "
+                        "RLGPT_ENV_MAX_ENVS_PER_SESSION")
     if filled.runner not in ("local", "kubernetes"):
         problems.append(f"runner={config.runner!r}: must be local or kubernetes")
     if config.gpu and filled.runner == "local" and settings.device != "cuda":

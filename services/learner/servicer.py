@@ -14,10 +14,11 @@ from rlgpt.errors import InvalidArgument, Unavailable, grpc_errors, shown
 from rlgpt.grpc_client import create_channel
 from rlgpt.v1 import env_pb2, env_pb2_grpc, learner_pb2, learner_pb2_grpc
 from services.learner.chain import check_chain, evaluate_chain
+from services.learner.env_servers import prepare_env_servers, training_targets
 from services.learner.evaluate import evaluate
 from services.learner.jobs import JobRunner
 from services.learner.manager import JobManager
-from services.learner.rl_config import EnvVocabulary, validate_rl_config
+from services.learner.rl_config import EnvVocabulary, check_device, validate_rl_config
 from services.learner.settings import LearnerSettings
 from services.learner.sf_env import session_request
 
@@ -74,19 +75,29 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
             raise Unavailable(f"env server at {self.settings.env_server} did not answer ({exc.code().name}: "
                               f"{exc.details()})") from None
 
-    def _job_extra(self) -> dict[str, Any]:
-        return {"env_server": self.settings.env_server, "device": self.settings.device,
-                "progress_interval": self.settings.progress_interval_seconds}
+    def _targets(self, config: learner_pb2.RLConfig) -> list[str]:
+        """The env servers of a job, checked and holding its skills (FAILED_PRECONDITION otherwise)."""
+        targets = training_targets(self.settings.env_server, self.settings.env_servers)
+        prepare_env_servers(targets, self._env, config)
+        return targets
+
+    def _job_extra(self, targets: list[str]) -> dict[str, Any]:
+        return {"env_server": self.settings.env_server, "env_servers": targets, "device": self.settings.device,
+                "progress_interval": self.settings.progress_interval_seconds,
+                "learner_timeout": self.settings.learner_timeout_seconds,
+                "stop_grace": self.settings.stop_grace_seconds}
 
     @grpc_errors
     def StartTraining(self, request: learner_pb2.StartTrainingRequest,
                       context: grpc.ServicerContext) -> learner_pb2.StartTrainingResponse:
         if request.resume_job_id:
-            record = self.jobs.resume(request.resume_job_id, self._job_extra())
+            config = self.jobs.get(request.resume_job_id).config
+            record = self.jobs.resume(request.resume_job_id, self._job_extra(self._targets(config)))
             return learner_pb2.StartTrainingResponse(job_id=record.job_id)
         config = validate_rl_config(request.config, self._vocabulary(request.config.backend), self.settings)
+        check_device(config, self.settings)
         self._env_accepts(config)
-        record = self.jobs.start(config, self._job_extra())
+        record = self.jobs.start(config, self._job_extra(self._targets(config)))
         return learner_pb2.StartTrainingResponse(job_id=record.job_id)
 
     @grpc_errors

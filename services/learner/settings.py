@@ -14,7 +14,12 @@ class LearnerSettings(Settings):
 
     env_prefix: ClassVar[str] = "RLGPT_LEARNER"
 
-    env_server: str = setting("127.0.0.1:50051", "Address (host:port) of the env server the training envs use.")
+    env_server: str = setting("127.0.0.1:50051", "Address (host:port) of the env server the learner asks (Describe, "
+                              "skills, evaluations) and the training envs use.")
+    env_servers: str = setting("", "More env servers for training sessions, comma-separated: HOST:PORT, or "
+                               "dns:///NAME:PORT for every address NAME resolves to at StartTraining (a Kubernetes "
+                               "headless Service). A job's rollout workers put their sessions on env_server and "
+                               "these in turn; the job's skills are copied to each from env_server.")
     run_dir: str = setting("runs/learner", "Directory holding every job's config, state, logs and checkpoints.")
     runner: str = setting("local", "Default job runner: local (a subprocess here) or kubernetes (a Job per training).",
                           choices=("local", "kubernetes"))
@@ -25,6 +30,9 @@ class LearnerSettings(Settings):
     watchdog_seconds: float = setting(120.0, "A job with no progress for this long is killed and marked FAILED.",
                                       gt=0)
     progress_interval_seconds: float = setting(2.0, "How often a training job writes a progress record.", gt=0)
+    learner_timeout_seconds: float = setting(
+        600.0, "A training job that no learner has watched for this long (its heartbeat file is stale) saves a "
+        "checkpoint and exits: a Kubernetes Job outliving its learner. Local jobs watch the learner's pid.", gt=0)
     stop_grace_seconds: float = setting(20.0, "Seconds a stopped job gets to save a checkpoint before it is killed.",
                                         ge=0)
     device: str = setting("cpu", "Torch device of local jobs: cpu or cuda.", choices=("cpu", "cuda"))

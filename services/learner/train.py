@@ -19,6 +19,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from sample_factory.algo.runners.runner import AlgoObserver, Runner
 from sample_factory.algo.utils.context import global_model_factory
 from sample_factory.algo.utils.misc import ExperimentStatus
@@ -27,22 +28,38 @@ from sample_factory.envs.env_utils import register_env
 from sample_factory.train import make_runner
 
 from rlgpt.v1 import learner_pb2
+from services.learner.job_watch import DEFAULT_STOP_GRACE, JobWatch, exit_later, pid_alive
 from services.learner.jobs import LEARNER_PID_ENV
 from services.learner.model import make_encoder
-from services.learner.sf_env import ENV_NAME, load_job_config, make_sf_env
+from services.learner.sf_env import ENV_NAME, load_job_config, make_sf_env, worker_splits
 
 log = logging.getLogger(__name__)
 ROLLOUT = 32
+EXTRA_PREFIX = "episode_extra_stats/"
+
+
+SF_DEVICES = {"cpu": "cpu", "cuda": "gpu"}
+"""Sample Factory's name (its --device) for each torch device a job may train on."""
+
+
+def job_device(config: learner_pb2.RLConfig, doc: dict[str, Any]) -> str:
+    """The torch device a job trains on: CUDA when its config asks for the GPU (a Kubernetes Job that requested
+    one, or a learner on a GPU machine), else the learner's device from the job's config.json."""
+    return "cuda" if config.gpu else str(doc.get("device", "cpu"))
 
 
 def sf_argv(config: learner_pb2.RLConfig, job_dir: Path, device: str) -> list[str]:
-    """Sample Factory arguments for a job: small CPU-friendly APPO, no RNN, resumable."""
+    """Sample Factory arguments for a job: small CPU-friendly APPO, no RNN, resumable.
+
+    Batched sampling: each split of a rollout worker is one vector env of ``envs_per_worker / splits`` envs
+    (``vec_env.SessionVecEnv``), so Sample Factory's ``num_envs_per_worker`` counts splits (``worker_splits``).
+    """
     workers, envs = config.num_workers, config.envs_per_worker
-    # Double-buffered sampling needs an even number of envs per worker.
-    splits = 2 if envs >= 2 and envs % 2 == 0 else 1
+    splits = worker_splits(envs, device)
     argv = [
-        f"--env={ENV_NAME}", f"--experiment={job_dir.name}", f"--train_dir={job_dir / 'sf'}", f"--device={device}",
-        f"--num_workers={workers}", f"--num_envs_per_worker={envs}", f"--worker_num_splits={splits}",
+        f"--env={ENV_NAME}", f"--experiment={job_dir.name}", f"--train_dir={job_dir / 'sf'}",
+        f"--device={SF_DEVICES[device]}", "--batched_sampling=True", f"--num_workers={workers}",
+        f"--num_envs_per_worker={splits}", f"--worker_num_splits={splits}",
         f"--rollout={ROLLOUT}", f"--batch_size={max(ROLLOUT * workers * envs // splits, ROLLOUT)}",
         "--num_batches_per_epoch=1", "--num_epochs=1", "--use_rnn=False", "--normalize_input=False",
         f"--train_for_env_steps={config.env_frames}", "--save_every_sec=15", "--keep_checkpoints=2",
@@ -67,9 +84,10 @@ def register_components() -> None:
 
 
 class ProgressObserver(AlgoObserver):
-    """Counts frames from per-episode stats, writes progress records, enforces the frame budget and stop file."""
+    """Counts frames from per-episode stats, writes progress records, enforces the frame budget and stop file,
+    and stops the job itself when its env server is lost or its learner gone (``job_watch``)."""
 
-    def __init__(self, job_dir: Path, frame_budget: int, interval: float):
+    def __init__(self, job_dir: Path, frame_budget: int, interval: float, watch: JobWatch | None = None):
         self.job_dir = job_dir
         self.frame_budget = frame_budget
         self.interval = interval
@@ -84,17 +102,24 @@ class ProgressObserver(AlgoObserver):
         self.successes: deque[float] = deque(maxlen=100)
         self.rate: deque[tuple[float, float]] = deque(maxlen=30)
         self.reason = ""
+        self.stopped = False
+        self.watch = watch
 
     def on_episode(self, runner: Runner, msg: dict[str, Any], policy_id: int) -> None:
+        """One message per finished group of episodes (batched sampling: arrays over the finished envs, the
+        env's extra stats under ``episode_extra_stats/NAME``)."""
         stats = msg["episodic"]
-        extra = stats.get("episode_extra_stats", {})
-        self.episodes += 1
-        self.returns.append(float(stats["reward"]))
-        self.successes.append(float(extra.get("success", 0.0)))
-        self.frames_done += float(extra.get("frames", stats["len"]))
-        self.decisions_done += float(stats["len"])
-        self.skill_frames += float(extra.get("skill_frames", 0.0))
-        self.skill_errors += int(extra.get("skill_errors", 0.0))
+        rewards, lengths = np.atleast_1d(stats["reward"]), np.atleast_1d(stats["len"])
+        extra = {key.split("/", 1)[1]: np.atleast_1d(value) for key, value in stats.items()
+                 if key.startswith(EXTRA_PREFIX)}
+        for k in range(len(rewards)):
+            self.episodes += 1
+            self.returns.append(float(rewards[k]))
+            self.successes.append(float(extra["success"][k]) if "success" in extra else 0.0)
+            self.frames_done += float(extra["frames"][k]) if "frames" in extra else float(lengths[k])
+            self.decisions_done += float(lengths[k])
+            self.skill_frames += float(extra["skill_frames"][k]) if "skill_frames" in extra else 0.0
+            self.skill_errors += int(extra["skill_errors"][k]) if "skill_errors" in extra else 0
 
     def frames(self, runner: Runner) -> int:
         # Decisions the learner consumed, scaled by frames-per-decision of finished episodes.
@@ -132,8 +157,22 @@ class ProgressObserver(AlgoObserver):
         if self.reason:
             runner._stop_training()  # saves a checkpoint, then stops every component
 
+    def extra_summaries(self, runner: Runner, *args: Any) -> None:
+        """Sample Factory calls this every few seconds on the runner's loop, trained or not: the job's self-watch."""
+        if self.watch is None or self.reason:
+            return
+        reason = self.watch.check()
+        if reason:
+            log.error("stopping the training with a checkpoint: %s", self.watch.message)
+            self.reason = reason
+            # Stopping waits for every component; one that died with the env server could keep it waiting.
+            exit_later(self.watch.stop_grace, 3, lambda: self.on_stop(runner))
+            runner._stop_training()  # saves a checkpoint, writes the final record, stops every component
+
     def on_stop(self, runner: Runner) -> None:
-        self.record(runner, final=True)
+        if not self.stopped:
+            self.stopped = True
+            self.record(runner, final=True)
 
 
 def run_job(job_dir: Path, env_name: str = ENV_NAME) -> int:
@@ -141,10 +180,12 @@ def run_job(job_dir: Path, env_name: str = ENV_NAME) -> int:
     config, doc = load_job_config(job_dir)
     register_components()
     argv = [f"--env={env_name}" if arg.startswith("--env=") else arg
-            for arg in sf_argv(config, job_dir, doc.get("device", "cpu"))]
+            for arg in sf_argv(config, job_dir, job_device(config, doc))]
     cfg = parse_cfg(argv)
     cfg, runner = make_runner(cfg)
-    observer = ProgressObserver(job_dir, config.env_frames, float(doc.get("progress_interval", 2.0)))
+    pid = os.environ.get(LEARNER_PID_ENV, "")
+    watch = JobWatch.for_job(job_dir, doc, int(pid) if pid.isdigit() else None)
+    observer = ProgressObserver(job_dir, config.env_frames, float(doc.get("progress_interval", 2.0)), watch)
     runner.register_observer(observer)
     runner.register_episodic_stats_handler(observer.on_episode)
     status = runner.init()
@@ -156,19 +197,20 @@ def run_job(job_dir: Path, env_name: str = ENV_NAME) -> int:
     return 0 if observer.reason in ("budget", "stopped") else 3
 
 
-def watch_learner(pid: int, interval: float = 2.0) -> None:
-    """Ends this job's whole process group when the local learner that launched it is gone."""
+def watch_learner(pid: int, interval: float = 2.0, grace: float = 3 * DEFAULT_STOP_GRACE) -> None:
+    """The backstop of the self-watch: ends this job's whole process group when the local learner that launched
+    it has been gone for ``grace`` seconds (the runner stops itself with a checkpoint well before, unless hung)."""
 
     def watch() -> None:
+        gone_since = None
         while True:
             time.sleep(interval)
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
+            if pid_alive(pid):
+                continue
+            gone_since = gone_since or time.monotonic()
+            if time.monotonic() - gone_since >= grace:
                 log.error("the learner (pid %d) is gone; ending this training job", pid)
                 os.killpg(os.getpgrp(), signal.SIGKILL)
-            except PermissionError:
-                pass  # alive, owned by someone else
 
     threading.Thread(target=watch, daemon=True, name="learner-watch").start()
 

@@ -16,26 +16,27 @@ from services.learner.sf_env import make_sf_env
 def test_in_process_env_steps_as_the_env_server_env(env_server, tmp_path) -> None:
     config = rl_config(frames=1000, seed=2)
     config.episode_length = 40
+    config.envs_per_worker = 4
     write_job_config(tmp_path, config, {"env_server": env_server.target})
-    cfg, slot = types.SimpleNamespace(rlgpt_job_dir=str(tmp_path)), types.SimpleNamespace(env_id=1)
+    cfg = types.SimpleNamespace(rlgpt_job_dir=str(tmp_path), worker_num_splits=2)
+    slot = types.SimpleNamespace(worker_index=1, vector_index=1, env_id=3)  # worker 1's second split
     local, remote = make_inprocess_env("rlgpt_inprocess", cfg, slot), make_sf_env("rlgpt", cfg, slot)
-    actions = np.random.default_rng(0).integers(0, remote.action_space.n, size=90)
+    actions = np.random.default_rng(0).integers(0, remote.action_space.n, size=(90, remote.num_agents))
     try:
         assert local.observation_space == remote.observation_space and local.action_names == remote.action_names
-        for env_obs in zip(local.reset(seed=0)[0].values(), remote.reset(seed=0)[0].values(), strict=True):
+        assert local.num_agents == remote.num_agents == 2
+        for env_obs in zip(local.reset()[0].values(), remote.reset()[0].values(), strict=True):
             assert np.array_equal(*env_obs)
         episodes = 0
-        for action in actions:
+        for step_actions in actions:
             (l_obs, l_rew, l_term, l_trunc, l_info), (r_obs, r_rew, r_term, r_trunc, r_info) = (
-                local.step(action), remote.step(action))
+                local.step(step_actions), remote.step(step_actions))
             assert np.array_equal(l_obs["image"], r_obs["image"]) and np.array_equal(l_obs["vector"], r_obs["vector"])
-            assert (l_rew, l_term, l_trunc) == pytest.approx((r_rew, r_term, r_trunc))
-            assert l_info == r_info
-            if l_term or l_trunc:
-                episodes += 1
-                for env_obs in zip(local.reset()[0].values(), remote.reset()[0].values(), strict=True):
-                    assert np.array_equal(*env_obs)
-        assert episodes >= 2  # stats of whole episodes compared, and the worlds after a reset
+            assert np.allclose(l_rew, r_rew) and (l_term == r_term).all() and (l_trunc == r_trunc).all()
+            for key, value in l_info["episode_extra_stats"].items():
+                assert np.array_equal(value, r_info["episode_extra_stats"][key]), key
+            episodes += int((l_term | l_trunc).sum())
+        assert episodes >= 4  # stats of whole episodes compared, and the worlds after the server's resets
     finally:
         local.close()
         remote.close()

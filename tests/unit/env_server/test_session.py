@@ -40,6 +40,22 @@ def test_open_ended_task_truncates_and_autoresets() -> None:
     assert out.infos[0]["success"] is False
 
 
+def test_stepping_some_envs_leaves_the_others_as_they_were() -> None:
+    """A rollout worker's splits step their own envs of one session (``indices``); rows follow their order."""
+    task = Task(name="open", achievements=(), inventory=(), start_inventory=(), terminate_on_success=False)
+    session = make(task, autoreset=True, length=2)
+    untouched = session.slots[0].image.copy()
+    out = session.step([0], indices=[1])
+    assert out.frames.tolist() == [1] and len(out.infos) == 1
+    assert session.slots[0].episode.steps == 0 and session.slots[1].episode.steps == 1
+    out = session.step([0], indices=[1])  # env 1 reaches its time limit and is reset; env 0 is not
+    assert out.truncated.tolist() == [True] and out.infos[0]["was_reset"]
+    assert (session.slots[0].image == untouched).all() and session.slots[0].episode.steps == 0
+    out = session.step([3, 0], indices=[1, 0])
+    assert out.frames.tolist() == [1, 1] and session.slots[0].episode.steps == session.slots[1].episode.steps == 1
+    assert session.total_frames == 4
+
+
 def test_a_recording_session_summarises_each_episode_and_starts_a_fresh_record() -> None:
     backend = CrafterBackend()
     actions = [Action(name=n, primitive=i) for i, n in enumerate(backend.spec.actions)]

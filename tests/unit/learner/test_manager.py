@@ -58,10 +58,21 @@ if what == "crash":
     record()
     print("Traceback (most recent call last):\n  File 'x.py', line 1\nRuntimeError: the learner broke", flush=True)
     sys.exit(1)
-if what == "error_json":
+if what == "error_json":  # a job hung on its dead rollout worker
     record()
     (job / "error.json").write_text(json.dumps({"message": "env server at 10.0.0.1:1 is gone"}))
     time.sleep(600)
+if what == "error_json_exits":  # what services.learner.train does: checkpoint, final record, exit
+    record()
+    (job / "error.json").write_text(json.dumps({"message": "env server at 10.0.0.1:1 is gone"}))
+    time.sleep(0.3)
+    record(final=True, reason="env_server_lost")
+    sys.exit(3)
+if what == "heartbeat":
+    while not (job / "stop").exists():
+        record()
+        time.sleep(0.05)
+    record(final=True, reason="stopped")
 if what == "ignore_stop":  # a child in the same process group: killing the job must end it too
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     (job / "child.pid").write_text(str(child.pid))
@@ -155,14 +166,36 @@ def test_a_crash_fails_the_job_with_its_traceback(make_manager) -> None:
     assert "RuntimeError: the learner broke" in final.message
 
 
-def test_an_error_the_training_diagnosed_ends_it_at_once(make_manager) -> None:
-    manager = make_manager()
+def test_a_job_hung_after_the_error_it_diagnosed_is_killed_after_the_grace(make_manager) -> None:
+    manager = make_manager(stop_grace_seconds=0.5)
     start = time.monotonic()
     record = manager.start(config(), {"behaviour": "error_json"})
     final = wait_done(manager, record.job_id)[-1]
-    assert time.monotonic() - start < 10  # not the 600 s the process would wait
+    assert 1.0 <= time.monotonic() - start < 10  # twice the grace, not the 600 s the process would wait
     assert final.state == learner_pb2.JOB_STATE_FAILED and "env server at 10.0.0.1:1 is gone" in final.message
     assert record.handle.poll() is not None
+
+
+def test_a_job_that_stopped_itself_says_why_and_that_it_can_resume(make_manager) -> None:
+    manager = make_manager(stop_grace_seconds=30)
+    record = manager.start(config(), {"behaviour": "error_json_exits"})
+    final = wait_done(manager, record.job_id)[-1]
+    assert final.state == learner_pb2.JOB_STATE_FAILED and record.handle.poll() == 3
+    assert final.message.startswith("env_server_lost: env server at 10.0.0.1:1 is gone")
+    assert "saved a checkpoint at 200 frames" in final.message and "resume_job_id" in final.message
+
+
+def test_the_learner_marks_the_jobs_it_watches(make_manager) -> None:
+    manager = make_manager()
+    record = manager.start(config(), {"behaviour": "heartbeat"})
+    wait_for_progress(record)
+    heartbeat = record.job_dir / "learner_heartbeat"
+    first = heartbeat.stat().st_mtime
+    deadline = time.monotonic() + 5
+    while heartbeat.stat().st_mtime == first and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert heartbeat.stat().st_mtime > first  # touched again while the job runs (job_watch reads it)
+    manager.stop(record.job_id)
 
 
 def test_the_watchdog_kills_a_job_without_progress(make_manager) -> None:

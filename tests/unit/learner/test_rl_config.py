@@ -1,14 +1,14 @@
 import pytest
 
-from rlgpt.errors import InvalidArgument
+from rlgpt.errors import FailedPrecondition, InvalidArgument
 from rlgpt.v1 import common_pb2, learner_pb2
-from services.learner.rl_config import EnvVocabulary, validate_rl_config
+from services.learner.rl_config import EnvVocabulary, check_device, validate_rl_config
 from services.learner.servicer import pure_rl_baseline
 from services.learner.settings import LearnerSettings
 
 VOCAB = EnvVocabulary(backend="crafter", actions=("noop", "move_left", "do"), achievements=("collect_wood",),
                       items=("wood",), reward_kinds=("success", "step", "inventory_gain"), skills=("chop",),
-                      max_skill_steps=100, max_episode_length=10000)
+                      max_skill_steps=100, max_episode_length=10000, max_envs_per_session=16)
 SETTINGS = LearnerSettings(max_workers=2)
 
 
@@ -33,6 +33,8 @@ def test_defaults_are_filled() -> None:
     ({"reward_terms": [common_pb2.RewardTerm(kind="joy")]}, "unknown kind 'joy'"),
     ({"num_workers": 64}, "num_workers=64"),
     ({"runner": "slurm"}, "runner='slurm'"),
+    ({"envs_per_worker": 17}, "envs_per_worker=17: a rollout worker's envs share one env-server session and the env "
+                              "server allows 16 envs per session"),
 ])
 def test_bad_config(fields: dict, needle: str) -> None:
     with pytest.raises(InvalidArgument, match="invalid RL config") as info:
@@ -51,3 +53,19 @@ def test_every_problem_is_reported_together() -> None:
 def test_pure_rl_baseline_drops_skills() -> None:
     baseline = pure_rl_baseline(config(skills=["chop"], skill_max_steps=8, name="wood"))
     assert list(baseline.skills) == [] and baseline.skill_max_steps == 1 and baseline.name == "wood__pure_rl"
+
+
+@pytest.mark.parametrize(("fields", "device", "runner", "cuda", "refused"), [
+    ({"gpu": True}, "cuda", "local", False, "gpu=true, but this machine has no CUDA device"),
+    ({}, "cuda", "local", False, "RLGPT_LEARNER_DEVICE=cuda, but this machine has no CUDA device"),
+    ({"gpu": True}, "cuda", "local", True, ""),
+    ({"gpu": True}, "cpu", "kubernetes", False, ""),  # the Job asks its node for a GPU
+    ({}, "cpu", "local", False, ""),
+])
+def test_a_gpu_job_needs_a_gpu_where_it_runs(fields: dict, device: str, runner: str, cuda: bool, refused: str) -> None:
+    settings = LearnerSettings(device=device, runner=runner)
+    if refused:
+        with pytest.raises(FailedPrecondition, match=refused):
+            check_device(config(**fields), settings, has_cuda=lambda: cuda)
+    else:
+        check_device(config(**fields), settings, has_cuda=lambda: cuda)

@@ -14,11 +14,12 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rlgpt.v1 import learner_pb2
 from services.learner.sf_env import ENV_NAME
-from services.learner.train import ROLLOUT, ProgressObserver, main, parse_cfg, sf_argv
+from services.learner.train import ROLLOUT, ProgressObserver, job_device, main, parse_cfg, sf_argv
 
 
 def argv_of(job_dir: Path, **fields) -> dict[str, str]:
@@ -26,20 +27,33 @@ def argv_of(job_dir: Path, **fields) -> dict[str, str]:
     return dict(arg.removeprefix("--").split("=", 1) for arg in sf_argv(config, job_dir, "cpu"))
 
 
-@pytest.mark.parametrize(("workers", "envs", "splits", "batch"), [
-    (2, 4, 2, ROLLOUT * 2 * 4 // 2), (3, 3, 1, ROLLOUT * 3 * 3), (1, 1, 1, ROLLOUT), (4, 2, 2, ROLLOUT * 4)])
-def test_sample_factory_arguments_follow_the_config(tmp_path: Path, workers: int, envs: int, splits: int,
-                                                    batch: int) -> None:
+@pytest.mark.parametrize(("workers", "envs", "device", "splits", "batch"), [
+    (2, 4, "cuda", 2, ROLLOUT * 2 * 4 // 2), (3, 3, "cuda", 1, ROLLOUT * 3 * 3), (1, 1, "cuda", 1, ROLLOUT),
+    (4, 2, "cuda", 2, ROLLOUT * 4), (2, 4, "cpu", 1, ROLLOUT * 2 * 4)])
+def test_sample_factory_arguments_follow_the_config(tmp_path: Path, workers: int, envs: int, device: str,
+                                                    splits: int, batch: int) -> None:
     config = learner_pb2.RLConfig(env_frames=5000, num_workers=workers, envs_per_worker=envs, seed=9)
-    args = dict(arg.removeprefix("--").split("=", 1) for arg in sf_argv(config, tmp_path / "job1", "cuda"))
+    args = dict(arg.removeprefix("--").split("=", 1) for arg in sf_argv(config, tmp_path / "job1", device))
     assert args["worker_num_splits"] == str(splits)  # double-buffered sampling only with an even env count
     assert args["batch_size"] == str(batch)
-    assert (args["num_workers"], args["num_envs_per_worker"]) == (str(workers), str(envs))
-    assert args["env"] == ENV_NAME and args["experiment"] == "job1" and args["device"] == "cuda"
+    # Batched sampling: each split is one vector env (a group of the worker's session), so SF counts splits.
+    assert args["batched_sampling"] == "True"
+    assert (args["num_workers"], args["num_envs_per_worker"]) == (str(workers), str(splits))
+    assert args["env"] == ENV_NAME and args["experiment"] == "job1"
+    assert args["device"] == {"cuda": "gpu", "cpu": "cpu"}[device]  # SF's name for CUDA is gpu
     assert args["train_dir"] == str(tmp_path / "job1" / "sf") and args["rlgpt_job_dir"] == str(tmp_path / "job1")
     assert args["train_for_env_steps"] == "5000" and args["seed"] == "9"
     assert args["use_rnn"] == "False" and args["restart_behavior"] == "resume"
     assert "learning_rate" not in args  # Sample Factory's default unless the config sets one
+
+
+def test_a_gpu_job_trains_on_cuda_and_sample_factory_accepts_the_device(tmp_path: Path) -> None:
+    gpu = learner_pb2.RLConfig(env_frames=5000, num_workers=1, envs_per_worker=2, gpu=True)
+    assert job_device(gpu, {"device": "cpu"}) == "cuda"  # a Kubernetes Job that asked for nvidia.com/gpu
+    assert job_device(learner_pb2.RLConfig(), {"device": "cuda"}) == "cuda"
+    assert job_device(learner_pb2.RLConfig(), {}) == "cpu"
+    assert parse_cfg(sf_argv(gpu, tmp_path / "job1", "cuda")).device == "gpu"
+    assert parse_cfg(sf_argv(gpu, tmp_path / "job1", "cpu")).device == "cpu"
 
 
 def test_a_learning_rate_is_passed_when_set(tmp_path: Path) -> None:
@@ -50,7 +64,8 @@ def test_sample_factory_parses_the_arguments(tmp_path: Path) -> None:
     config = learner_pb2.RLConfig(env_frames=5000, num_workers=2, envs_per_worker=4, seed=9, learning_rate=0.001)
     cfg = parse_cfg(sf_argv(config, tmp_path / "job1", "cpu"))
     assert cfg.rlgpt_job_dir == str(tmp_path / "job1") and cfg.env == ENV_NAME
-    assert (cfg.num_workers, cfg.num_envs_per_worker, cfg.worker_num_splits, cfg.batch_size) == (2, 4, 2, 128)
+    assert (cfg.num_workers, cfg.num_envs_per_worker, cfg.worker_num_splits, cfg.batch_size) == (2, 1, 1, 256)
+    assert cfg.batched_sampling is True
     assert cfg.train_for_env_steps == 5000 and cfg.learning_rate == pytest.approx(0.001) and cfg.use_rnn is False
     with pytest.raises(SystemExit):  # the job dir is required
         parse_cfg([f"--env={ENV_NAME}", "--experiment=x"])
@@ -70,8 +85,10 @@ class Runner:
 
 def episode(reward: float, decisions: int, frames: int, success: float = 0.0, skill_frames: float = 0.0,
             skill_errors: float = 0.0) -> dict:
-    return {"episodic": {"reward": reward, "len": decisions, "episode_extra_stats": {
-        "frames": frames, "success": success, "skill_frames": skill_frames, "skill_errors": skill_errors}}}
+    """A message as batched sampling sends it for one finished env: its extra stats flattened by key path."""
+    return {"episodic": {"reward": reward, "len": decisions, "episode_extra_stats/frames": frames,
+                         "episode_extra_stats/success": success, "episode_extra_stats/skill_frames": skill_frames,
+                         "episode_extra_stats/skill_errors": skill_errors}}
 
 
 def records(job_dir: Path) -> list[dict]:
@@ -91,6 +108,21 @@ def test_frames_count_skill_frames_and_scale_unfinished_decisions(tmp_path: Path
     assert record["skill_errors"] == 2 and record["policy_lag"] == 1.5
     assert record["final"] is False and record["reason"] == ""
     assert records(tmp_path) == [record]
+
+
+def test_one_message_of_several_finished_envs_counts_each_episode(tmp_path: Path) -> None:
+    """Batched sampling reports the envs that finished in one step together, as arrays."""
+    observer, runner = ProgressObserver(tmp_path, frame_budget=10_000, interval=0.0), Runner()
+    observer.on_episode(runner, {"episodic": {
+        "reward": np.array([1.0, 0.0, 2.0]), "len": np.array([10, 5, 5]),
+        "episode_extra_stats/frames": np.array([40.0, 5.0, 5.0]),
+        "episode_extra_stats/success": np.array([1.0, 0.0, 1.0]),
+        "episode_extra_stats/skill_frames": np.array([30.0, 0.0, 0.0]),
+        "episode_extra_stats/skill_errors": np.array([0.0, 1.0, 0.0])}}, 0)
+    record = observer.record(runner)
+    assert record["episodes"] == 3 and record["env_frames"] == 50 and record["mean_return"] == 1.0
+    assert record["success_rate"] == pytest.approx(2 / 3) and record["skill_frame_fraction"] == 30 / 50
+    assert record["skill_errors"] == 1
 
 
 def test_fps_is_measured_over_recent_records(tmp_path: Path) -> None:
@@ -135,13 +167,13 @@ def test_main_wants_exactly_a_job_dir(capsys) -> None:
 WATCHED = """
 import sys, time
 from services.learner.train import watch_learner
-watch_learner(int(sys.argv[1]), interval=0.05)
+watch_learner(int(sys.argv[1]), interval=0.05, grace=0.2)
 print("watching", flush=True)
 time.sleep(60)
 """
 
 
-def test_a_job_ends_its_process_group_when_its_learner_is_gone() -> None:
+def test_a_hung_job_ends_its_process_group_when_its_learner_is_gone() -> None:
     root = str(Path(__file__).resolve().parents[3])
     learner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     job = subprocess.Popen([sys.executable, "-c", WATCHED, str(learner.pid)], cwd=root, stdout=subprocess.PIPE,
@@ -157,3 +189,29 @@ def test_a_job_ends_its_process_group_when_its_learner_is_gone() -> None:
             if process.poll() is None:
                 process.kill()
                 process.wait()
+
+
+class Watch:
+    """A job watch that says what it was told (the real checks: tests/unit/learner/test_job_watch.py)."""
+
+    def __init__(self, reason: str | None) -> None:
+        self.reason, self.message, self.stop_grace = reason, "told so", 20.0
+
+    def check(self) -> str | None:
+        return self.reason
+
+
+def test_the_self_watch_stops_the_runner_once_with_its_reason(tmp_path: Path, monkeypatch) -> None:
+    exits: list[float] = []
+    monkeypatch.setattr("services.learner.train.exit_later", lambda seconds, code, before: exits.append(seconds))
+    observer, runner = ProgressObserver(tmp_path, 1000, 0.0, Watch(None)), Runner()
+    observer.extra_summaries(runner, 0, None, 0)
+    assert runner.stopped == 0 and observer.reason == ""
+    observer.watch = Watch("env_server_lost")
+    observer.extra_summaries(runner, 0, None, 0)
+    observer.extra_summaries(runner, 0, None, 0)
+    assert runner.stopped == 1 and observer.reason == "env_server_lost" and exits == [20.0]
+    observer.on_stop(runner)
+    observer.on_stop(runner)  # the backstop's own final record is not written twice
+    final = [r for r in records(tmp_path) if r["final"]]
+    assert len(final) == 1 and final[0]["reason"] == "env_server_lost"

@@ -1,0 +1,136 @@
+"""Sample Factory's batched env over env-server sessions: a rollout worker's envs live in one session.
+
+Sample Factory's batched sampling (``--batched_sampling=True``) gives each rollout worker one vector env per
+split (double-buffered sampling has two) and steps it with one call per rollout step. ``SessionVecEnv`` is that
+vector env: a group of envs of one session, stepped with one ``Step`` naming them (``env_indices``), so the
+splits of a worker share one session and each step is one round trip for all of its envs. The server resets
+finished envs itself (autoreset); a failing skill ends its episode here with one ``Reset`` for that env.
+
+Per episode the env reports the frames it consumed (a skill action takes up to K), skill frames, uses, errors,
+achievements and success, under ``info["episode_extra_stats"]`` as tensors over the group, which Sample Factory
+turns into per-episode stats for the finished envs.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlgpt.env_client import SKILL_PREFIX, ManyEnvs, Observation
+
+EXTRA_STATS = ("success", "frames", "skill_frames", "skill_uses", "skill_errors", "achievements")
+"""The per-episode stats the env reports (``info["episode_extra_stats"]``)."""
+
+
+class SessionVecEnv(gym.Env):
+    """Envs ``indices`` of ``session`` as one Sample Factory vector env: Dict(image uint8 CHW, vector float32),
+    Discrete(actions), ``num_agents`` = the group's size.
+
+    ``on_close`` runs instead of closing the session (a shared session is closed by its last user).
+    """
+
+    metadata = {"render_modes": []}
+    is_multiagent = True
+
+    def __init__(self, session: ManyEnvs, indices: Sequence[int], *, end_on_skill_error: bool = True,
+                 on_close: Callable[[], None] | None = None):
+        self._session = session
+        self._indices = list(indices)
+        self._end_on_skill_error = end_on_skill_error
+        self._on_close = on_close
+        self.num_agents = len(self._indices)
+        self.action_names = list(session.actions)
+        self._skill_ids = np.array([i for i, name in enumerate(self.action_names) if name.startswith(SKILL_PREFIX)],
+                                   np.int64)
+        height, width, channels = session.image_shape
+        self.action_space = gym.spaces.Discrete(len(self.action_names))
+        self.observation_space = gym.spaces.Dict({
+            "image": gym.spaces.Box(0, 255, (channels, height, width), np.uint8),
+            # Finite bounds: positions and counts are large but never infinite.
+            "vector": gym.spaces.Box(-1e6, 1e6, tuple(session.vector_shape), np.float32),
+        })
+        self._fresh = True
+        self._sums = {key: np.zeros(self.num_agents, np.float64) for key in EXTRA_STATS if key != "success"}
+
+    @staticmethod
+    def _observation(obs: Observation) -> Observation:
+        return {"image": np.ascontiguousarray(obs["image"].transpose(0, 3, 1, 2)),
+                "vector": np.ascontiguousarray(obs["vector"], np.float32)}
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
+              ) -> tuple[Observation, list[dict[str, Any]]]:
+        """The group's first observations: the session's own on first use (no round trip), else a Reset."""
+        super().reset(seed=seed)
+        for total in self._sums.values():
+            total[:] = 0
+        if self._fresh:
+            obs = {k: v[self._indices] for k, v in self._session.first_observations.items()}
+        else:
+            obs = self._session.reset(self._indices)
+        self._fresh = False
+        return self._observation(obs), [{} for _ in self._indices]
+
+    def step(self, actions: Any) -> tuple[Observation, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        acts = np.asarray(actions.cpu() if isinstance(actions, torch.Tensor) else actions, np.int64).reshape(-1)
+        batch = self._session.step_envs(acts.tolist(), self._indices)
+        obs = batch.observation
+        terminated, truncated = batch.terminated.copy(), batch.truncated.copy()
+        skill = np.isin(acts, self._skill_ids)
+        sums = self._sums
+        sums["frames"] += batch.frames
+        sums["achievements"] += batch.achievements
+        sums["skill_uses"] += skill
+        sums["skill_frames"] += np.where(skill, batch.frames, 0)
+        sums["skill_errors"] += batch.skill_error
+        if self._end_on_skill_error:
+            failed = np.flatnonzero(batch.skill_error & ~(terminated | truncated))
+            if failed.size:
+                truncated[failed] = True
+                fresh = self._session.reset([self._indices[j] for j in failed])
+                obs = {k: v.copy() for k, v in obs.items()}
+                for key in obs:
+                    obs[key][failed] = fresh[key]
+        done = terminated | truncated
+        extra = {key: torch.from_numpy(total.astype(np.float32)) for key, total in sums.items()}
+        extra["success"] = torch.from_numpy(batch.success.astype(np.float32))
+        for total in sums.values():
+            total[done] = 0
+        return (self._observation(obs), batch.rewards, terminated, truncated,
+                {"episode_extra_stats": extra})
+
+    def close(self) -> None:
+        if self._on_close is not None:
+            self._on_close()
+        else:
+            self._session.close()
+
+
+class SharedSessions:
+    """One session per key (a rollout worker) in this process, shared by its vector envs; the last
+    ``release`` closes it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sessions: dict[Any, tuple[ManyEnvs, int]] = {}
+
+    def acquire(self, key: Any, create: Callable[[], ManyEnvs]) -> ManyEnvs:
+        with self._lock:
+            session, users = self._sessions.get(key, (None, 0))
+            if session is None:
+                session = create()
+            self._sessions[key] = (session, users + 1)
+            return session
+
+    def release(self, key: Any) -> None:
+        with self._lock:
+            session, users = self._sessions[key]
+            if users > 1:
+                self._sessions[key] = (session, users - 1)
+                return
+            del self._sessions[key]
+        session.close()
