@@ -67,10 +67,10 @@ def cuda_available() -> bool:
 
 
 def check_device(config: learner_pb2.RLConfig, settings: LearnerSettings,
-                 has_cuda: Callable[[], bool] = cuda_available) -> None:
+                 has_cuda: Callable[[], bool] | None = None) -> None:
     """A local job that would train on CUDA needs a GPU here (a Kubernetes Job asks its node for one)."""
     local = (config.runner or settings.runner) == "local"
-    if local and settings.device == "cuda" and not has_cuda():
+    if local and settings.device == "cuda" and not (has_cuda or cuda_available)():
         asked = "gpu=true" if config.gpu else "this learner's RLGPT_LEARNER_DEVICE=cuda"
         raise FailedPrecondition(f"{asked}, but this machine has no CUDA device torch can use "
                                  "(torch.cuda.is_available() is False): train on the kubernetes runner, whose Job "
