@@ -1,10 +1,10 @@
-"""The env servers a training job's sessions live on: the learner's own env server plus the extra ones it was
-given (addresses, or a DNS name resolved to all its addresses, as a Kubernetes headless Service answers).
+"""The env servers a training job's sessions live on: the learner's own env server, or the ones it was given
+instead (addresses, or a DNS name resolved to all its addresses, as a Kubernetes headless Service answers).
 
 Sessions are stateful, so they are pinned per server: each rollout worker's session goes to one server, the
 servers taken in turn (``sf_env.env_server_for``), rather than left to a load balancer. Before a job starts,
-every extra server must answer, serve the same backend, and hold the job's skills: the learner copies each
-skill the job uses from its own env server (the skill library's owner for the learner) to the others.
+every server must answer, serve the same backend, and hold the job's skills: the learner copies each skill the
+job uses from its own env server (where the planner registers skills) to the others.
 """
 
 from __future__ import annotations
@@ -47,9 +47,10 @@ def _target(address: str, port: int) -> str:
 
 
 def training_targets(primary: str, extra: str, resolve: Resolver = resolve_host) -> list[str]:
-    """``primary`` then each entry of ``extra`` (comma-separated ``HOST:PORT`` or ``dns:///NAME:PORT``, the
-    latter one target per address the name resolves to), each target once, in order."""
-    targets = [primary]
+    """The env servers of a job's sessions: each entry of ``extra`` (comma-separated ``HOST:PORT`` or
+    ``dns:///NAME:PORT``, the latter one target per address the name resolves to), each once, in order; just
+    ``primary`` when ``extra`` is empty."""
+    targets: list[str] = []
     for entry in (e.strip() for e in extra.split(",")):
         if not entry:
             continue
@@ -67,19 +68,22 @@ def training_targets(primary: str, extra: str, resolve: Resolver = resolve_host)
         else:
             _split_host_port(entry)
             targets.append(entry)
-    return list(dict.fromkeys(targets))
+    return list(dict.fromkeys(targets)) or [primary]
 
 
-def prepare_env_servers(targets: Sequence[str], primary: env_pb2_grpc.EnvServiceStub,
+def prepare_env_servers(targets: Sequence[str], primary_target: str, primary: env_pb2_grpc.EnvServiceStub,
                         config: learner_pb2.RLConfig) -> None:
-    """Checks every extra server (``targets[1:]``) and copies the job's skills to it; FAILED_PRECONDITION names
-    the server and what to do when one does not answer, serves another backend, or refuses a skill."""
-    if len(targets) < 2:
+    """Checks every server of ``targets`` but the learner's own and copies the job's skills to it (from the
+    learner's own); FAILED_PRECONDITION names the server and what to do when one does not answer, serves another
+    backend, or refuses a skill."""
+    if list(targets) == [primary_target]:
         return
     wanted = set(config.skills)
     library = {s.name: s for s in list_all_skills(primary, config.backend, include_code=True,
                                                   timeout=CHECK_TIMEOUT).skills if s.name in wanted}
-    for n, target in enumerate(targets[1:], start=2):
+    for n, target in enumerate(targets, start=1):
+        if target == primary_target:
+            continue
         where = f"env server {n} of {len(targets)} at {target}"
         channel = create_channel(target, default_timeout=CHECK_TIMEOUT)
         try:

@@ -78,7 +78,7 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
     def _targets(self, config: learner_pb2.RLConfig) -> list[str]:
         """The env servers of a job, checked and holding its skills (FAILED_PRECONDITION otherwise)."""
         targets = training_targets(self.settings.env_server, self.settings.env_servers)
-        prepare_env_servers(targets, self._env, config)
+        prepare_env_servers(targets, self.settings.env_server, self._env, config)
         return targets
 
     def _job_extra(self, targets: list[str]) -> dict[str, Any]:

@@ -16,10 +16,10 @@ class LearnerSettings(Settings):
 
     env_server: str = setting("127.0.0.1:50051", "Address (host:port) of the env server the learner asks (Describe, "
                               "skills, evaluations) and the training envs use.")
-    env_servers: str = setting("", "More env servers for training sessions, comma-separated: HOST:PORT, or "
-                               "dns:///NAME:PORT for every address NAME resolves to at StartTraining (a Kubernetes "
-                               "headless Service). A job's rollout workers put their sessions on env_server and "
-                               "these in turn; the job's skills are copied to each from env_server.")
+    env_servers: str = setting("", "Env servers for training sessions instead of env_server, comma-separated: "
+                               "HOST:PORT, or dns:///NAME:PORT for every address NAME resolves to at StartTraining "
+                               "(a Kubernetes headless Service). A job's rollout workers put their sessions on them "
+                               "in turn; the job's skills are copied to each from env_server.")
     run_dir: str = setting("runs/learner", "Directory holding every job's config, state, logs and checkpoints.")
     runner: str = setting("local", "Default job runner: local (a subprocess here) or kubernetes (a Job per training).",
                           choices=("local", "kubernetes"))

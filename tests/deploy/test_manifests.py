@@ -548,6 +548,19 @@ def test_monitoring_config_files_are_in_generated_configmaps(rendered: dict[str,
 
 # --- per overlay -----------------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("target", TARGETS)
+def test_training_sessions_spread_over_every_env_server_pod(rendered: dict[str, Manifests], target: str) -> None:
+    m = rendered[target]
+    learner = LearnerSettings.load(environ=m.env("learner"))
+    assert learner.env_servers.startswith("dns:///"), "the learner resolves the env-server pods itself"
+    host, port = learner.env_servers.removeprefix("dns:///").rsplit(":", 1)
+    svc = m.get("Service", host)
+    assert svc["spec"]["clusterIP"] == "None", "a headless Service: DNS answers one address per pod"
+    assert any(p["port"] == int(port) and p["targetPort"] == "grpc" for p in svc["spec"]["ports"])
+    template = m.get("Deployment", "env-server")["spec"]["template"]
+    assert selects({"matchLabels": svc["spec"]["selector"]}, template["metadata"]["labels"])
+
+
 @pytest.mark.parametrize("target", ["base", "gpu"])
 def test_env_server_scales_horizontally(rendered: dict[str, Manifests], target: str) -> None:
     m = rendered[target]

@@ -33,7 +33,8 @@ def second_env_server(env_server):
 def test_a_jobs_workers_put_their_sessions_on_both_env_servers(env_server, second_env_server, tmp_path) -> None:
     second, second_target = second_env_server
     env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="learn_wood", code=COLLECT_WOOD, replace=True))
-    learner = start_learner(settings_for(env_server.target, tmp_path, env_servers=second_target))
+    learner = start_learner(settings_for(env_server.target, tmp_path,
+                                         env_servers=f"{env_server.target},{second_target}"))
     peaks = {"first": 0, "second": 0}
     done = threading.Event()
 
@@ -67,7 +68,7 @@ def refused(learner, config: learner_pb2.RLConfig) -> grpc.RpcError:
 
 def test_an_unreachable_second_env_server_is_refused_at_start(env_server, tmp_path) -> None:
     env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="learn_wood", code=COLLECT_WOOD, replace=True))
-    learner = start_learner(settings_for(env_server.target, tmp_path, env_servers="127.0.0.1:1"))
+    learner = start_learner(settings_for(env_server.target, tmp_path, env_servers=f"{env_server.target},127.0.0.1:1"))
     try:
         error = refused(learner, wood_config(1000))
         assert error.code() == grpc.StatusCode.FAILED_PRECONDITION

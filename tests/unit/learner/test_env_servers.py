@@ -16,15 +16,15 @@ def resolver(table: dict[str, list[str]]):
     return resolve
 
 
-def test_the_learners_env_server_comes_first_then_the_listed_ones_once_each() -> None:
+def test_the_listed_env_servers_once_each_or_else_the_learners_own() -> None:
     assert training_targets("p:1", "") == ["p:1"]
-    assert training_targets("p:1", " a:2, b:3 ,,p:1") == ["p:1", "a:2", "b:3"]
+    assert training_targets("p:1", " a:2, b:3 ,,a:2,p:1") == ["a:2", "b:3", "p:1"]
 
 
 def test_a_dns_name_means_every_address_it_resolves_to() -> None:
     resolve = resolver({"env-headless": ["10.0.0.7", "10.0.0.5", "fd00::3"]})
     assert training_targets("p:1", "dns:///env-headless:50051", resolve) == [
-        "p:1", "10.0.0.7:50051", "10.0.0.5:50051", "[fd00::3]:50051"]
+        "10.0.0.7:50051", "10.0.0.5:50051", "[fd00::3]:50051"]
 
 
 def test_localhost_resolves_for_real() -> None:
