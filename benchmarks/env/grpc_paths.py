@@ -13,9 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import psutil
 from rich.progress import Progress
 
+from benchmarks.common import MIB
 from benchmarks.env.measure import Plan
 from benchmarks.env.runners import Runner
 from rlgpt.launcher import ServiceProcess, start_service
@@ -184,3 +186,22 @@ class StreamRunner(GrpcRunner):
                 pass
         super().close()
 
+
+def session_peak_memory(stub: env_pb2_grpc.EnvServiceStub, server: ServiceProcess, envs: int, seed: int,
+                        steps: int = 300) -> dict[str, float]:
+    """The server's RSS growth while one session of ``envs`` envs is created and stepped ``steps`` times with
+    random actions (autoreset, so worlds are regenerated too): the peak over the steps minus before creating it."""
+    process = psutil.Process(server.process.pid)
+    before = process.memory_info().rss
+    session_id = create_session(stub, envs, seed)
+    peak = after_create = process.memory_info().rss
+    rng = np.random.default_rng(seed)
+    try:
+        for _ in range(steps):
+            actions = rng.integers(0, 17, size=envs).tolist()
+            stub.Step(env_pb2.StepRequest(session_id=session_id, actions=actions), timeout=120)
+            peak = max(peak, process.memory_info().rss)
+    finally:
+        close_session(stub, session_id)
+    return {"envs": envs, "steps": steps, "created_mib": (after_create - before) / MIB,
+            "peak_mib": (peak - before) / MIB}

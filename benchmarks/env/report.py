@@ -111,9 +111,14 @@ def memory_lines(results: dict[str, Any]) -> list[str]:
     server, local = mem.get("server"), mem.get("in_process")
     if not (server and local):
         return []
-    return [f"Memory per env ({server['envs']} envs, RSS after creating the session minus before, / envs): "
-            f"server process {server['mib_per_env']:.2f} MiB/env; in-process {local['mib_per_env']:.2f} MiB/env.",
-            ""]
+    lines = [f"Memory per env ({server['envs']} envs, RSS after creating the session minus before, / envs): "
+             f"server process {server['mib_per_env']:.2f} MiB/env; in-process {local['mib_per_env']:.2f} MiB/env."]
+    peak = mem.get("session_peak")
+    if peak:
+        lines[0] += (f" Peak memory of one session of {peak['envs']} envs (the server's RSS while it was created "
+                     f"and stepped {peak['steps']} times with random actions, minus before): "
+                     f"{peak['peak_mib']:.1f} MiB ({peak['created_mib']:.1f} MiB right after creating it).")
+    return [*lines, ""]
 
 
 def profile_lines(prof: dict[str, Any] | None) -> list[str]:

@@ -19,6 +19,7 @@ from benchmarks.env.grpc_paths import (
     UnaryRunner,
     close_session,
     create_session,
+    session_peak_memory,
     start_server,
 )
 from benchmarks.env.measure import WARMUP_FRAMES, Measurement, Plan, calibrate, in_process_memory
@@ -28,6 +29,8 @@ from rlgpt.grpc_client import create_channel
 from rlgpt.launcher import ServiceProcess
 from rlgpt.v1 import env_pb2_grpc
 
+SESSION_MEMORY_ENVS = 16
+"""Envs of the session whose peak memory is probed (a rollout worker's session at the bench's largest use)."""
 log = logging.getLogger("benchmarks.env")
 console = Console(stderr=True)
 
@@ -67,6 +70,7 @@ def run_benchmark(env_counts: list[int], seconds: float, rounds: int, seed: int,
             try:
                 stub = env_pb2_grpc.EnvServiceStub(channel)
                 close_session(stub, create_session(stub, 1, seed))  # first-use costs stay out of the memory probe
+                results["memory"]["session_peak"] = session_peak_memory(stub, server, SESSION_MEMORY_ENVS, seed)
                 for envs in order:
                     plan = plans[envs] = calibrate(envs, seed, seconds)
                     # Every runner gets a fresh state from the same seed: the same worlds, the same work.

@@ -35,12 +35,14 @@ def header(results: dict[str, Any]) -> list[str]:
         f"{sf_arg(st, 'rollout')}, batch {sf_arg(st, 'batch_size')}, 1 epoch, no RNN, CPU; budget "
         f"{st['frames_budget']:,} env frames per run. *Raw stepping*: `CrafterBackend` envs ({st['envs_per_worker']} "
         f"per process) with random actions for {st['raw_seconds']:.0f} s, in 1 and in {st['num_workers']} "
-        "processes. *In-process*: a Sample Factory env over a local `Session` (what the server does per session, "
-        "minus gRPC), trained through the same code as the learner's jobs. *Via env server*: `rlgpt serve env` "
-        "plus `python -m services.learner.train`, as the learner service runs a job: one session of 1 env per SF "
-        f"env, stepped with one unary `Step` per frame, so at most {st['num_workers']} requests (one per rollout "
-        "worker) are in flight. Training frames/s = env frames over the second half of the run (from "
-        "`progress.jsonl`), so start-up is left out; the overall rate is in parentheses.",
+        "processes. *In-process*: the learner's vector env over a local `Session` per rollout worker (what the "
+        "server does per session, minus gRPC), trained through the same code as the learner's jobs. *Via env "
+        "server*: `rlgpt serve env` plus `python -m services.learner.train`, as the learner service runs a job: "
+        "Sample Factory's batched sampling, one session per rollout worker holding its envs, all of them stepped "
+        "with one request over one `StreamSteps` call (`services/learner/vec_env.py`). *Via 2 env servers*: the "
+        "same with two `rlgpt serve env` processes, worker w's session on server w mod 2, as a job given several "
+        "env servers (`RLGPT_LEARNER_ENV_SERVERS`) runs. Training frames/s = env frames over the second half of "
+        "the run (from `progress.jsonl`), so start-up is left out; the overall rate is in parentheses.",
     ]
 
 
@@ -55,8 +57,8 @@ def throughput_table(results: dict[str, Any], rel: dict[str, float | None]) -> l
     for variant in VARIANTS:
         run = results[variant]
         rss = run.get("peak_rss_mib", {})
-        mem = fmt_mib(rss.get("training")) + (f" + server {fmt_mib(rss.get('env_server'))}"
-                                              if variant == "env_server" else "")
+        servers = [value for name, value in sorted(rss.items()) if name.startswith("env_server")]
+        mem = fmt_mib(rss.get("training")) + "".join(f" + server {fmt_mib(value)}" for value in servers)
         rows.append((VARIANT_LABELS[variant], f"{fmt_rate(run.get('fps_second_half'))} "
                      f"({fmt_rate(run.get('fps_overall_wall'))})", fmt_pct(rel[f"{variant}_vs_raw2"]), mem,
                      f"{run['load_average_start'][0]:.2f}", fmt_pct(run.get("others_cpu_util"))))
@@ -74,9 +76,8 @@ def cpu_paragraph(results: dict[str, Any]) -> str:
         steady = run.get("steady_cpu_util", {})
         if not run.get("cpu_ms_per_frame"):
             continue
-        used = f"training processes {steady.get('training', 0.0):.0%}"
-        if "env_server" in steady:
-            used += f" + env server {steady['env_server']:.0%}"
+        used = f"training processes {steady.get('training', 0.0):.0%}" + "".join(
+            f" + env server {value:.0%}" for name, value in sorted(steady.items()) if name.startswith("env_server"))
         bits.append(f"{SHORT_LABELS[variant]} {run['cpu_ms_per_frame']:.2f} ms ({used}, others "
                     f"{steady.get('others', 0.0):.0%})")
     return ("CPU time per frame over the same steady window as the frames/s (100% = one core): "
@@ -109,7 +110,9 @@ def render_section(results: dict[str, Any]) -> str:
     st, rel = results["settings"], ratios(results)
     lines = [
         SECTION_TITLE, "", *header(results), "", *throughput_table(results, rel), "",
-        f"Env server / in-process training: {fmt_pct(rel['env_server_vs_inprocess'])}. Peak RSS is summed over the "
+        "Against in-process training: " + ", ".join(
+            f"{SHORT_LABELS[v]} {fmt_pct(rel[f'{v}_vs_inprocess'])}" for v in VARIANTS if v != "inprocess")
+        + ". Peak RSS is summed over the "
         "training process tree (runner, learner, inference and rollout worker processes; shared libraries such as "
         "torch count once per process), polled every 0.5 s; peak PSS, which shares them out: "
         + ", ".join(f"{variant} {fmt_mib(results[variant].get('peak_pss_mib', {}).get('training'))}"

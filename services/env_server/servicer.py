@@ -4,6 +4,7 @@ skill_trials.py), and the answers built as messages; errors become gRPC statuses
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Iterator, Sequence
@@ -173,7 +174,10 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
             indices = session.reset(list(request.env_indices), request.seed)
             return env_pb2.ResetResponse(observations=self._observations(session, indices))
 
-    def _step(self, request: env_pb2.StepRequest, context: grpc.ServicerContext) -> env_pb2.StepResponse:
+    def _step(self, request: env_pb2.StepRequest, context: grpc.ServicerContext,
+              own_thread: bool = False) -> env_pb2.StepResponse:
+        """One Step. ``own_thread``: the caller's thread serves only this stream (StreamSteps), so the session is
+        stepped right here; a unary call hops to the session's own thread, keeping its envs on one thread."""
         p = Problems()
         p.entries("actions", request.actions, self.settings.max_envs_per_session)
         p.entries("env_indices", request.env_indices, self.settings.max_envs_per_session)
@@ -194,8 +198,8 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
                                   f"(0..{n_actions - 1})")
         start = time.perf_counter()
         with self.sessions.using(session):  # NotFound when a CloseSession got in between
-            outcome = session.on_thread(session.step, actions, should_stop=lambda: not context.is_active(),
-                                        indices=indices)
+            step = session.step if own_thread else functools.partial(session.on_thread, session.step)
+            outcome = step(actions, should_stop=lambda: not context.is_active(), indices=indices)
             response = self._step_response(session, outcome, indices)
         metrics.ENV_STEP_SECONDS.labels(session.backend.spec.name).observe(time.perf_counter() - start)
         return response
@@ -238,7 +242,7 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
     def StreamSteps(self, request_iterator: Iterator[env_pb2.StepRequest],
                     context: grpc.ServicerContext) -> Iterator[env_pb2.StepResponse]:
         for request in request_iterator:
-            yield self._step(request, context)
+            yield self._step(request, context, own_thread=True)
 
     @grpc_errors
     def CloseSession(self, request: env_pb2.CloseSessionRequest,

@@ -211,6 +211,9 @@ def test_batch_larger_than_session(env_server) -> None:
     s = env_server.stub.CreateSession(env_pb2.CreateSessionRequest(num_envs=2))
     code, details = rpc_error(env_server.stub.Step,
                               env_pb2.StepRequest(session_id=s.session_id, actions=[0] * 100000))
+    # Refused by its size before the session is looked up: no session holds more envs than the server's limit.
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "actions has 100000 entries; the limit is 8" in details
+    code, details = rpc_error(env_server.stub.Step, env_pb2.StepRequest(session_id=s.session_id, actions=[0] * 3))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "2 envs" in details
     assert_healthy(env_server)
 
