@@ -84,7 +84,7 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
     def _job_extra(self, targets: list[str]) -> dict[str, Any]:
         return {"env_server": self.settings.env_server, "env_servers": targets, "device": self.settings.device,
                 "progress_interval": self.settings.progress_interval_seconds,
-                "learner_timeout": self.settings.learner_timeout_seconds,
+                "learner_timeout": self.settings.heartbeat_timeout_seconds,
                 "stop_grace": self.settings.stop_grace_seconds}
 
     @grpc_errors

@@ -30,7 +30,7 @@ class LearnerSettings(Settings):
     watchdog_seconds: float = setting(120.0, "A job with no progress for this long is killed and marked FAILED.",
                                       gt=0)
     progress_interval_seconds: float = setting(2.0, "How often a training job writes a progress record.", gt=0)
-    learner_timeout_seconds: float = setting(
+    heartbeat_timeout_seconds: float = setting(
         600.0, "A training job that no learner has watched for this long (its heartbeat file is stale) saves a "
         "checkpoint and exits: a Kubernetes Job outliving its learner. Local jobs watch the learner's pid.", gt=0)
     stop_grace_seconds: float = setting(20.0, "Seconds a stopped job gets to save a checkpoint before it is killed.",
