@@ -75,6 +75,8 @@ class EnvBatch:
     """int [n]: achievements unlocked during this step."""
     skill_error: np.ndarray
     """bool [n]: the env's skill action failed."""
+    unlocked: list[list[str]] = dataclasses.field(default_factory=list)
+    """Per env, the achievements unlocked during this step (their names)."""
 
 
 class ManyEnvs(Protocol):
@@ -196,7 +198,8 @@ class RemoteSession:
             terminated=np.asarray(response.terminated, bool), truncated=np.asarray(response.truncated, bool),
             frames=np.asarray(response.frames, np.int64), success=np.array([i.success for i in infos], bool),
             achievements=np.array([len(i.achievements) for i in infos], np.int64),
-            skill_error=np.array([i.HasField("skill_error") for i in infos], bool))
+            skill_error=np.array([i.HasField("skill_error") for i in infos], bool),
+            unlocked=[list(i.achievements) for i in infos])
 
     # --- OneEnv: env 0 -----------------------------------------------------------------------------
     def initial_observation(self) -> Observation:

@@ -67,7 +67,8 @@ class LocalSession:
             truncated=out.truncated, frames=out.frames.astype(np.int64),
             success=np.array([info["success"] for info in out.infos], bool),
             achievements=np.array([len(info["achievements"]) for info in out.infos], np.int64),
-            skill_error=np.array(["skill_error" in info for info in out.infos], bool))
+            skill_error=np.array(["skill_error" in info for info in out.infos], bool),
+            unlocked=[list(info["achievements"]) for info in out.infos])
 
     def close(self) -> None:
         self._session.close()

@@ -11,6 +11,7 @@ the job at once (``error.json``), instead of leaving Sample Factory waiting on a
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -75,8 +76,22 @@ def remote_session(config: learner_pb2.RLConfig, target: str, num_envs: int, see
 _WORKER_SESSIONS = SharedSessions()
 
 
+def episode_log(job_dir: Path, worker: int, split: int) -> Callable[[dict[str, Any]], None]:
+    """Appends each finished episode (its end time, frames, achievements, success, return) as a JSON line to
+    ``job_dir/episodes/worker<W>-<S>.jsonl``: what benchmarks score a training on (Crafter's protocol counts
+    every training episode)."""
+    path = job_dir / "episodes" / f"worker{worker}-{split}.jsonl"
+    path.parent.mkdir(exist_ok=True)
+
+    def log(episode: dict[str, Any]) -> None:
+        with path.open("a") as f:
+            f.write(json.dumps({"time": time.time(), **episode}) + "\n")
+
+    return log
+
+
 def worker_env(config: learner_pb2.RLConfig, env_config: Any, new_session: Callable[[int, int], ManyEnvs],
-               owner: str, splits: int) -> SessionVecEnv:
+               owner: str, splits: int, record_episodes: Path | None = None) -> SessionVecEnv:
     """The vector env of one split of a rollout worker: its share of the worker's one session.
 
     ``new_session(num_envs, seed)`` creates a session; the ``splits`` of a worker of ``owner`` (a job) share it,
@@ -91,7 +106,8 @@ def worker_env(config: learner_pb2.RLConfig, env_config: Any, new_session: Calla
     key = (owner, worker)
     session = _WORKER_SESSIONS.acquire(key, lambda: new_session(envs, worker_seed(config, worker)))
     return SessionVecEnv(session, range(split * group, (split + 1) * group),
-                         on_close=lambda: _WORKER_SESSIONS.release(key))
+                         on_close=lambda: _WORKER_SESSIONS.release(key),
+                         on_episode=episode_log(record_episodes, worker, split) if record_episodes else None)
 
 
 def make_sf_env(full_env_name: str, cfg: Any = None, env_config: Any = None, render_mode: str | None = None
@@ -104,4 +120,5 @@ def make_sf_env(full_env_name: str, cfg: Any = None, env_config: Any = None, ren
     def new_session(num_envs: int, seed: int) -> RemoteSession:
         return remote_session(config, env_server_for(doc, worker), num_envs, seed, job_dir)
 
-    return worker_env(config, env_config, new_session, str(job_dir), int(cfg.worker_num_splits))
+    return worker_env(config, env_config, new_session, str(job_dir), int(cfg.worker_num_splits),
+                      job_dir if doc.get("record_episodes") else None)

@@ -38,8 +38,11 @@ class SessionVecEnv(gym.Env):
     is_multiagent = True
 
     def __init__(self, session: ManyEnvs, indices: Sequence[int], *, end_on_skill_error: bool = True,
-                 on_close: Callable[[], None] | None = None):
+                 on_close: Callable[[], None] | None = None,
+                 on_episode: Callable[[dict[str, Any]], None] | None = None):
         self._session = session
+        self._on_episode = on_episode
+        self._unlocked: list[set[str]] = [set() for _ in indices]
         self._indices = list(indices)
         self._end_on_skill_error = end_on_skill_error
         self._on_close = on_close
@@ -56,6 +59,7 @@ class SessionVecEnv(gym.Env):
         })
         self._fresh = True
         self._sums = {key: np.zeros(self.num_agents, np.float64) for key in EXTRA_STATS if key != "success"}
+        self._returns = np.zeros(self.num_agents, np.float64)
 
     @staticmethod
     def _observation(obs: Observation) -> Observation:
@@ -68,6 +72,8 @@ class SessionVecEnv(gym.Env):
         super().reset(seed=seed)
         for total in self._sums.values():
             total[:] = 0
+        self._returns[:] = 0
+        self._unlocked = [set() for _ in self._indices]
         if self._fresh:
             obs = {k: v[self._indices] for k, v in self._session.first_observations.items()}
         else:
@@ -96,12 +102,26 @@ class SessionVecEnv(gym.Env):
                 for key in obs:
                     obs[key][failed] = fresh[key]
         done = terminated | truncated
+        if self._on_episode is not None:
+            self._report_episodes(batch, done)
         extra = {key: torch.from_numpy(total.astype(np.float32)) for key, total in sums.items()}
         extra["success"] = torch.from_numpy(batch.success.astype(np.float32))
         for total in sums.values():
             total[done] = 0
         return (self._observation(obs), batch.rewards, terminated, truncated,
                 {"episode_extra_stats": extra})
+
+    def _report_episodes(self, batch: Any, done: np.ndarray) -> None:
+        """Each finished episode's frames, achievements unlocked (names), success and return to ``on_episode``."""
+        for j, names in enumerate(batch.unlocked):
+            self._unlocked[j].update(names)
+        self._returns += batch.rewards
+        for j in np.flatnonzero(done):
+            assert self._on_episode is not None
+            self._on_episode({"frames": int(self._sums["frames"][j]), "achievements": sorted(self._unlocked[j]),
+                              "success": bool(batch.success[j]), "return": float(self._returns[j])})
+            self._unlocked[j] = set()
+            self._returns[j] = 0.0
 
     def close(self) -> None:
         if self._on_close is not None:

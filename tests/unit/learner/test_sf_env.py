@@ -20,12 +20,13 @@ FAILS_WITH_DIAMOND = ("def skill(agent):\n    yield 'noop'\n"
                       "    if agent.inventory.get('diamond', 0) > 0:\n        raise ValueError('a diamond')\n")
 
 
-def job(tmp_path: Path, target: str, envs_per_worker: int = 4, splits: int = 2, **fields) -> types.SimpleNamespace:
+def job(tmp_path: Path, target: str, envs_per_worker: int = 4, splits: int = 2, record: bool = False,
+        **fields) -> types.SimpleNamespace:
     """Sample Factory's cfg of a job (what the env factory reads of it)."""
     fields = {"task": common_pb2.TaskSpec(name="collect_wood"), **fields}
     config = learner_pb2.RLConfig(name="t", backend="crafter", episode_length=20, seed=4,
                                   envs_per_worker=envs_per_worker, **fields)
-    write_job_config(tmp_path, config, {"env_server": target})
+    write_job_config(tmp_path, config, {"env_server": target, "record_episodes": record})
     return types.SimpleNamespace(rlgpt_job_dir=str(tmp_path), worker_num_splits=splits)
 
 
@@ -137,3 +138,25 @@ def test_workers_take_the_jobs_env_servers_in_turn() -> None:
     doc = {"env_server": "a:1", "env_servers": ["a:1", "b:2"]}
     assert [env_server_for(doc, w) for w in range(4)] == ["a:1", "b:2", "a:1", "b:2"]
     assert env_server_for({"env_server": "a:1"}, 3) == "a:1"
+
+
+def test_a_job_that_records_episodes_logs_each_with_its_achievements(env_server, tmp_path) -> None:
+    task = common_pb2.TaskSpec(name="collect_wood", start_inventory=[common_pb2.ItemCount(item="wood", count=1)])
+    env = make_sf_env("rlgpt", job(tmp_path, env_server.target, envs_per_worker=2, record=True, task=task),
+                      slot(1, 0))
+    place_table = env.action_names.index("place_table")
+    try:
+        env.reset()
+        for step in range(20):  # episode_length 20: one episode per env
+            env.step(np.array([place_table if step == 0 else 0]))
+        lines = (tmp_path / "episodes" / "worker1-0.jsonl").read_text().splitlines()
+        assert len(lines) == 1
+        episode = json.loads(lines[0])
+        assert episode["frames"] == 20 and episode["success"] is False and episode["time"] > 0
+        assert isinstance(episode["achievements"], list) and isinstance(episode["return"], float)
+    finally:
+        env.close()
+    (tmp_path / "b").mkdir()
+    untracked = make_sf_env("rlgpt", job(tmp_path / "b", env_server.target, envs_per_worker=2), slot(0, 0))
+    untracked.close()
+    assert not (tmp_path / "b" / "episodes").exists()  # only when the job asks for it

@@ -1,0 +1,64 @@
+"""``python -m benchmarks.bench_crafter``: train (or resume) the variants, save their results, write the section."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from benchmarks.common import load_results, machine_info, raw_path, save_results, setup_logging, utc_now, write_section
+from benchmarks.crafter.report import SECTION_TITLE, plot_rates, render_section
+from benchmarks.crafter.run import ENVS_PER_WORKER, EPISODE_LENGTH, NUM_WORKERS, VARIANTS, run_variant
+
+log = logging.getLogger("benchmarks.crafter")
+console = Console(stderr=True)
+
+
+def main(
+    variants: Annotated[str, typer.Option(help=f"Comma-separated, of: {', '.join(VARIANTS)}.")] = ",".join(VARIANTS),
+    frames: Annotated[int, typer.Option(help="Env-frame budget of each variant (Crafter's benchmark: 1M).",
+                                        min=1000)] = 1_000_000,
+    seed: Annotated[int, typer.Option(help="Seed of the training worlds.")] = 0,
+    timeout: Annotated[float, typer.Option(help="Seconds a variant may train in this invocation; it stops with a "
+                                                "checkpoint and the next invocation resumes it.")] = 6 * 3600,
+    work: Annotated[Path, typer.Option(help="Where the variants' jobs live (kept: running again resumes).")] = Path(
+        "runs/bench-crafter"),
+    output: Annotated[Path, typer.Option(help="Markdown file whose Crafter section is replaced.")] = Path(
+        "docs/BENCHMARKS.md"),
+    figure: Annotated[Path, typer.Option(help="The success-rate plot (PNG).")] = Path(
+        "docs/figures/crafter_achievements.png"),
+    raw_json: Annotated[Path | None, typer.Option(help="Raw results; default docs/bench-raw/crafter/results.json."
+                                                  )] = None,
+    report_only: Annotated[bool, typer.Option(help="Rebuild the section from the saved results.")] = False,
+    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+) -> None:
+    """Crafter's benchmark: APPO on the game's own reward for 1M frames, with and without coded skills."""
+    setup_logging(console, log_level)
+    raw_json = raw_json or raw_path("crafter")
+    chosen = [v.strip() for v in variants.split(",") if v.strip()]
+    unknown = [v for v in chosen if v not in VARIANTS]
+    if unknown:
+        raise typer.BadParameter(f"unknown variants {unknown}; known: {', '.join(VARIANTS)}", param_hint="--variants")
+    results = load_results(raw_json) if raw_json.exists() else {"variants": {}}
+    if not report_only:
+        results.update(date_utc=utc_now(), machine=machine_info(("torch", "sample-factory", "crafter")),
+                       settings={"episode_length": EPISODE_LENGTH, "num_workers": NUM_WORKERS,
+                                 "envs_per_worker": ENVS_PER_WORKER, "seed": seed})
+        progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn(
+            "{task.completed:,.0f}/{task.total:,.0f} frames"), TimeElapsedColumn(), console=console)
+        with progress:
+            for variant in chosen:
+                run = run_variant(variant, work.resolve(), frames, seed, timeout, progress)
+                results["variants"][variant] = run
+                save_results(raw_json, results)  # each variant as soon as it is done
+                log.info("%s: %s frames, %d episodes, score %.2f", variant, f"{run['frames']:,}", run["episodes"],
+                         run["score"])
+    if not results["variants"]:
+        raise typer.BadParameter("no variant has results yet; run without --report-only first")
+    plot = plot_rates(results, figure)
+    write_section(output, SECTION_TITLE, render_section(results, str(plot.relative_to(output.parent))))
+    log.info("wrote %s and %s from %s", output, plot, raw_json)

@@ -1,0 +1,137 @@
+"""One bench-crafter variant: Sample Factory APPO on Crafter's own reward (achievement unlocks and the health
+term, the env's ``native`` reward) for the frame budget, through env servers as the learner runs a job.
+
+The job directory lives under ``--work`` and is kept: running the same variant again resumes its training from
+the last checkpoint (Sample Factory's resume) and keeps appending to its episode log, so a run interrupted at
+any point goes on where it stopped. Every training episode is logged (``sf_env.episode_log``); the rates and
+the score are computed over those that ended within the budget, as Crafter's protocol counts training episodes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.progress import Progress
+
+from benchmarks.common import REPO_ROOT
+from benchmarks.crafter.score import crafter_score, success_rates, within_budget
+from benchmarks.learner.measure import kill_group
+from rlgpt.grpc_client import create_channel
+from rlgpt.launcher import ServiceProcess, start_service
+from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2
+from services.env_server.skills.reference import REFERENCE_SKILLS
+from services.learner.env_servers import prepare_env_servers
+from services.learner.jobs import read_progress, train_command, write_job_config
+
+log = logging.getLogger("benchmarks.crafter")
+EPISODE_LENGTH = 10_000
+"""Crafter's own episode length (its default ``length``)."""
+NUM_WORKERS, ENVS_PER_WORKER = 2, 8
+VARIANTS: dict[str, tuple[str, ...]] = {"appo": (), "reference-skills": tuple(REFERENCE_SKILLS)}
+"""Each variant's skills in the action space (macro actions of up to K frames next to the primitives)."""
+
+
+def crafter_config(variant: str, frames: int, seed: int, skills: tuple[str, ...]) -> learner_pb2.RLConfig:
+    """The whole open-ended game (no success condition ends an episode) on the game's own reward."""
+    return learner_pb2.RLConfig(
+        name=f"crafter-{variant}", backend="crafter", task=common_pb2.TaskSpec(),
+        reward_terms=[common_pb2.RewardTerm(kind="native", weight=1.0)], episode_length=EPISODE_LENGTH,
+        env_frames=frames, num_workers=NUM_WORKERS, envs_per_worker=ENVS_PER_WORKER, seed=seed,
+        skills=list(skills), skill_max_steps=32 if skills else 1)
+
+
+def read_episodes(job_dir: Path) -> list[dict[str, Any]]:
+    """Every logged training episode in the order they ended, each with ``end_frame``: the frames of all
+    episodes that ended up to it (a lower bound of the training's frame count then)."""
+    episodes = [json.loads(line) for path in sorted((job_dir / "episodes").glob("*.jsonl"))
+                for line in path.read_text().splitlines() if line.strip()]
+    episodes.sort(key=lambda e: e["time"])
+    total = 0
+    for episode in episodes:
+        total += int(episode["frames"])
+        episode["end_frame"] = total
+    return episodes
+
+
+def summarise(job_dir: Path, budget: int, achievements: list[str]) -> dict[str, Any]:
+    episodes = within_budget(read_episodes(job_dir), budget)
+    rates = success_rates([e["achievements"] for e in episodes], achievements)  # type: ignore[misc]
+    progress = read_progress(job_dir)
+    frames = max((r["env_frames"] for r in progress), default=0)
+    return {"episodes": len(episodes), "frames": frames, "complete": frames >= budget, "rates": rates,
+            "score": crafter_score(rates), "mean_return": (sum(float(e["return"]) for e in episodes) / len(episodes)
+                                                           if episodes else None),
+            "mean_length": sum(int(e["frames"]) for e in episodes) / len(episodes) if episodes else None}
+
+
+def start_env_servers(count: int, logs: Path, skills: tuple[str, ...],
+                      config: learner_pb2.RLConfig) -> tuple[list[ServiceProcess], list[str]]:
+    """``count`` env servers (one per rollout worker) holding the variant's skills; the achievement names from
+    the first one's Describe (the game's own list)."""
+    servers = [start_service("env", logs, metrics_port=-1) for _ in range(count)]
+    channel = create_channel(servers[0].target, default_timeout=120, wait_ready_seconds=60)
+    try:
+        stub = env_pb2_grpc.EnvServiceStub(channel)
+        for name in skills:
+            stub.RegisterSkill(env_pb2.RegisterSkillRequest(name=name, code=REFERENCE_SKILLS[name], replace=True))
+        prepare_env_servers([s.target for s in servers], servers[0].target, stub, config)
+        achievements = list(stub.Describe(env_pb2.DescribeRequest(backend="crafter")).achievements)
+    finally:
+        channel.close()
+    return servers, achievements
+
+
+def run_variant(variant: str, work: Path, frames: int, seed: int, timeout: float, progress: Progress
+                ) -> dict[str, Any]:
+    """Trains (or resumes) one variant up to ``frames`` and summarises its episodes."""
+    skills = VARIANTS[variant]
+    job_dir = work / variant
+    job_dir.mkdir(parents=True, exist_ok=True)
+    config = crafter_config(variant, frames, seed, skills)
+    started = time.time()
+    servers, achievements = start_env_servers(NUM_WORKERS, work / "logs", skills, config)
+    process: subprocess.Popen[bytes] | None = None
+    task = progress.add_task(f"{variant}", total=frames)
+    try:
+        write_job_config(job_dir, config, {"env_server": servers[0].target,
+                                           "env_servers": [s.target for s in servers], "device": "cpu",
+                                           "progress_interval": 5, "record_episodes": True})
+        command = train_command(job_dir)
+        command[0] = sys.executable
+        env = {**os.environ, "PYTHONUNBUFFERED": "1",
+               "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        with (job_dir / "train.log").open("ab") as log_file:
+            process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=env, cwd=REPO_ROOT,
+                                       start_new_session=True)
+        while process.poll() is None and time.time() - started < timeout:
+            records = read_progress(job_dir)
+            if records:
+                last = records[-1]
+                progress.update(task, completed=min(frames, last["env_frames"]),
+                                description=f"{variant}: {last['fps']:.0f} frames/s, {last['episodes']} episodes")
+            time.sleep(2)
+        rc = process.poll()
+        if rc is None:
+            log.warning("%s: stopped after %.0f s (--timeout); run it again to resume", variant, timeout)
+    finally:
+        if process is not None:
+            (job_dir / "stop").touch()  # a clean stop saves a checkpoint to resume from
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                kill_group(process)
+            (job_dir / "stop").unlink(missing_ok=True)
+        for server in servers:
+            server.stop()
+        progress.update(task, visible=False)
+    summary = summarise(job_dir, frames, achievements)
+    summary.update(variant=variant, skills=list(skills), achievements=achievements, budget=frames,
+                   wall_s=time.time() - started, rc=rc, job_dir=str(job_dir))
+    return summary

@@ -1,0 +1,47 @@
+"""bench-crafter's section and plot come from the saved results alone; partial runs are marked partial."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PIL import Image
+
+from benchmarks.crafter.report import SECTION_TITLE, plot_rates, render_section
+from benchmarks.crafter.score import crafter_score
+
+NAMES = ["collect_wood", "place_table", "collect_diamond"]
+
+
+def run(variant: str, rates: list[float], frames: int, skills: list[str]) -> dict:
+    by_name = dict(zip(NAMES, rates, strict=True))
+    return {"variant": variant, "skills": skills, "achievements": NAMES, "rates": by_name,
+            "score": crafter_score(by_name), "episodes": 40, "frames": frames, "budget": 1_000_000,
+            "complete": frames >= 1_000_000, "mean_return": 2.5, "mean_length": 250.0, "wall_s": 1800.0}
+
+
+def results() -> dict:
+    return {"date_utc": "2026-01-01 00:00 UTC", "settings": {"episode_length": 10000, "num_workers": 2,
+                                                             "envs_per_worker": 8, "seed": 0},
+            "machine": {"cpu_model": "Test CPU", "cpu_count": 2, "ram_gib": 8.0, "python": "3.11", "torch": "2",
+                        "sample_factory": "2", "crafter": "1.8"},
+            "variants": {"appo": run("appo", [90.0, 40.0, 0.0], 1_000_000, []),
+                         "reference-skills": run("reference-skills", [95.0, 80.0, 0.0], 400_000,
+                                                 ["collect_wood", "place_table"])}}
+
+
+def test_section_is_rendered_from_the_data() -> None:
+    section = render_section(results(), "figures/crafter.png")
+    assert section.startswith(SECTION_TITLE)
+    score = crafter_score({"a": 90.0, "b": 40.0, "c": 0.0})
+    assert f"| APPO, primitives | - | 1,000,000 of 1,000,000 | 40 | {score:.1f} | 2.50 | 250 | 30 |" in section
+    assert "| APPO + reference skills | collect_wood, place_table | 400,000 of 1,000,000 (partial) |" in section
+    assert "| place_table | 40.0% | 80.0% |" in section
+    assert f"APPO, primitives: score {score:.1f} over 40 episodes; 2 of 3 achievements unlocked at least once " \
+           "(never: collect_diamond)." in section
+    assert "PPO 4.6" in section and "![Crafter success rates](figures/crafter.png)" in section
+
+
+def test_the_plot_is_a_png(tmp_path: Path) -> None:
+    path = plot_rates(results(), tmp_path / "crafter.png")
+    with Image.open(path) as image:
+        assert image.format == "PNG" and image.size[0] > 600
