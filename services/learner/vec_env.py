@@ -41,6 +41,7 @@ class SessionVecEnv(gym.Env):
                  on_close: Callable[[], None] | None = None,
                  on_episode: Callable[[dict[str, Any]], None] | None = None):
         self._session = session
+        self._closed = False
         self._on_episode = on_episode
         self._unlocked: list[set[str]] = [set() for _ in indices]
         self._indices = list(indices)
@@ -124,6 +125,10 @@ class SessionVecEnv(gym.Env):
             self._returns[j] = 0.0
 
     def close(self) -> None:
+        """Idempotent: Sample Factory may close an env more than once."""
+        if self._closed:
+            return
+        self._closed = True
         if self._on_close is not None:
             self._on_close()
         else:
