@@ -53,10 +53,10 @@ def verdict(rel: dict[str, float | None], workers: int) -> str:
     servers = {v: rel[f"{v}_vs_inprocess"] for v in VARIANTS if v != "inprocess"}
     if local is None or any(value is None for value in servers.values()):
         return "**A training run failed, so the goals could not be checked**; see the raw JSON and training logs."
-    met = [f"{SHORT_LABELS_READING[v]} ({fmt_pct(value)})" for v, value in servers.items() if value >= SERVER_GOAL]
-    missed = [f"{SHORT_LABELS_READING[v]} ({fmt_pct(value)})" for v, value in servers.items()
-              if value < SERVER_GOAL]
-    first = (f"**In-process training reached {fmt_pct(local)} of raw {workers}-process stepping: the goal of >= "
+    # One decimal here: a rate just under a goal must not read as the goal itself.
+    met = [f"{SHORT_LABELS_READING[v]} ({value:.1%})" for v, value in servers.items() if value >= SERVER_GOAL]
+    missed = [f"{SHORT_LABELS_READING[v]} ({value:.1%})" for v, value in servers.items() if value < SERVER_GOAL]
+    first = (f"**In-process training reached {local:.1%} of raw {workers}-process stepping: the goal of >= "
              f"{INPROCESS_GOAL:.0%} is {'met' if local >= INPROCESS_GOAL else 'not met'}.**")
     second = (f" **Training through env servers at >= {SERVER_GOAL:.0%} of the in-process rate: "
               + (f"met by {' and '.join(met)}" if met else "not met")

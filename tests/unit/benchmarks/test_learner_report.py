@@ -46,13 +46,13 @@ def results(local_fps: float, remote_fps: float, remote_cpu: float = 1.9, two_fp
 
 def test_goals_met_or_not_follow_the_rates() -> None:
     assert reading(results(600, 400, two_fps=570)).startswith(
-        "**In-process training reached 60% of raw 2-process stepping: the goal of >= 55% is met.** **Training "
-        "through env servers at >= 90% of the in-process rate: met by training through 2 env servers (95%); not "
-        "by training through one env server (67%).**")
+        "**In-process training reached 60.0% of raw 2-process stepping: the goal of >= 55% is met.** **Training "
+        "through env servers at >= 90% of the in-process rate: met by training through 2 env servers (95.0%); not "
+        "by training through one env server (66.7%).**")
     assert reading(results(500, 400)).startswith(
-        "**In-process training reached 50% of raw 2-process stepping: the goal of >= 55% is not met.** **Training "
-        "through env servers at >= 90% of the in-process rate: not met (training through one env server (80%) and "
-        "training through 2 env servers (80%)).**")
+        "**In-process training reached 50.0% of raw 2-process stepping: the goal of >= 55% is not met.** **Training "
+        "through env servers at >= 90% of the in-process rate: not met (training through one env server (80.0%) "
+        "and training through 2 env servers (80.0%)).**")
 
 
 def test_env_server_faster_or_slower_than_in_process() -> None:
