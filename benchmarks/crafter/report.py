@@ -76,15 +76,19 @@ def plot_rates(results: dict[str, Any], path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(12, 4.5))
     width = 0.8 / max(len(runs), 1)
     x = np.arange(len(names))
+    floor = 0.1
     for k, run in enumerate(runs):
-        values = [max(run["rates"].get(n, 0.0), 0.0) for n in names]
+        values = np.array([max(run["rates"].get(n, 0.0), 0.0) for n in names])
         label = f"{LABELS.get(run['variant'], run['variant'])} (score {run['score']:.1f}"
         label += ")" if run["complete"] else f", partial: {run['frames']:,} frames)"
-        ax.bar(x + k * width, [v + 0.01 for v in values], width, label=label)  # +0.01: 0% stays visible on log
+        bars = ax.bar(x + k * width, np.maximum(values, floor), width, label=label)
+        zero = values == 0  # 0% has no height on a log axis: a hollow marker at the floor says "never"
+        ax.scatter((x + k * width)[zero], np.full(zero.sum(), floor * 1.3), marker="o", s=14,
+                   facecolors="none", edgecolors=bars.patches[0].get_facecolor() if bars.patches else "k")
     ax.set_yscale("log")
-    ax.set_ylim(0.01, 100)
-    ax.set_ylabel("success rate (%)")
+    ax.set_ylim(floor, 100)
+    ax.set_ylabel("success rate (%), log; o = 0%")
     ax.set_xticks(x + width * (len(runs) - 1) / 2, [n.replace("_", " ") for n in names], rotation=60, ha="right")
-    ax.set_title("Crafter: share of training episodes that unlocked each achievement")
-    ax.legend(loc="upper right", fontsize=8)
+    ax.set_title("Crafter: share of training episodes that unlocked each achievement", pad=28)
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(runs), fontsize=8, frameon=False)
     return save_plot(fig, path)

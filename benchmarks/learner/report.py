@@ -31,7 +31,7 @@ def header(results: dict[str, Any]) -> list[str]:
         "",
         f"Settings: Crafter task `collect_wood`, primitive actions only (frames == decisions), episode length "
         f"{st['episode_length']}; APPO through `services.learner.train` (`sf_argv`): {st['num_workers']} rollout "
-        f"workers x {st['envs_per_worker']} envs ({sf_arg(st, 'worker_num_splits')} splits), rollout "
+        f"workers x {st['envs_per_worker']} envs (worker splits: {sf_arg(st, 'worker_num_splits')}), rollout "
         f"{sf_arg(st, 'rollout')}, batch {sf_arg(st, 'batch_size')}, 1 epoch, no RNN, CPU; budget "
         f"{st['frames_budget']:,} env frames per run. *Raw stepping*: `CrafterBackend` envs ({st['envs_per_worker']} "
         f"per process) with random actions for {st['raw_seconds']:.0f} s, in 1 and in {st['num_workers']} "
