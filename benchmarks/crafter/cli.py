@@ -33,6 +33,9 @@ def main(
         "docs/figures/crafter_achievements.png"),
     raw_json: Annotated[Path | None, typer.Option(help="Raw results; default docs/bench-raw/crafter/results.json."
                                                   )] = None,
+    eval_episodes: Annotated[int, typer.Option(help="After training, episodes of the trained policy on held-out "
+                                                    "worlds (seeds no training episode used); 0: none.",
+                                               min=0, max=256)] = 0,
     report_only: Annotated[bool, typer.Option(help="Rebuild the section from the saved results.")] = False,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
 ) -> None:
@@ -52,7 +55,7 @@ def main(
             "{task.completed:,.0f}/{task.total:,.0f} frames"), TimeElapsedColumn(), console=console)
         with progress:
             for variant in chosen:
-                run = run_variant(variant, work.resolve(), frames, seed, timeout, progress)
+                run = run_variant(variant, work.resolve(), frames, seed, timeout, progress, eval_episodes)
                 results["variants"][variant] = run
                 save_results(raw_json, results)  # each variant as soon as it is done
                 log.info("%s: %s frames, %d episodes, score %.2f", variant, f"{run['frames']:,}", run["episodes"],

@@ -50,6 +50,12 @@ def render_section(results: dict[str, Any], plot: str | None) -> str:
     lines += ["", *markdown_table(("achievement", *(LABELS.get(r["variant"], r["variant"]) for r in runs)),
                                   [(name, *(fmt_rate(r["rates"].get(name)) for r in runs)) for name in achievements])]
     published = ", ".join(f"{name} {score}" for name, score in PUBLISHED_SCORES.items())
+    for r in runs:
+        held = r.get("held_out")
+        if held:
+            lines.append(f"{LABELS.get(r['variant'], r['variant'])} on {held['episodes']} held-out worlds (seeds from "
+                         f"{held['first_seed']:,}, never trained on), the trained policy sampling its actions: score "
+                         f"{held['score']:.1f}.")
     lines += ["", f"Published scores at 1M frames, for comparison: {published}."]
     for r in runs:
         never = [name for name in achievements if r["rates"].get(name) == 0.0]

@@ -88,9 +88,22 @@ def start_env_servers(count: int, logs: Path, skills: tuple[str, ...],
     return servers, achievements
 
 
-def run_variant(variant: str, work: Path, frames: int, seed: int, timeout: float, progress: Progress
-                ) -> dict[str, Any]:
-    """Trains (or resumes) one variant up to ``frames`` and summarises its episodes."""
+def held_out(job_dir: Path, target: str, episodes: int, seed: int, achievements: list[str]) -> dict[str, Any]:
+    """The trained policy on ``episodes`` worlds it never trained on (the learner's evaluation seeds, offset
+    from every training seed), scored like the training episodes."""
+    from services.learner.evaluate import evaluate
+    from services.learner.policy import EVAL_SEED_OFFSET
+
+    response = evaluate(job_dir, target, episodes, seed, max_frames=episodes * EPISODE_LENGTH)
+    rates = success_rates([list(e.achievements) for e in response.episodes], achievements)
+    return {"episodes": len(response.episodes), "first_seed": seed + EVAL_SEED_OFFSET, "rates": rates,
+            "score": crafter_score(rates)}
+
+
+def run_variant(variant: str, work: Path, frames: int, seed: int, timeout: float, progress: Progress,
+                eval_episodes: int = 0) -> dict[str, Any]:
+    """Trains (or resumes) one variant up to ``frames``, summarises its episodes and, with ``eval_episodes``,
+    scores the trained policy on held-out worlds."""
     skills = VARIANTS[variant]
     job_dir = work / variant
     job_dir.mkdir(parents=True, exist_ok=True)
@@ -128,10 +141,15 @@ def run_variant(variant: str, work: Path, frames: int, seed: int, timeout: float
             except subprocess.TimeoutExpired:
                 kill_group(process)
             (job_dir / "stop").unlink(missing_ok=True)
-        for server in servers:
-            server.stop()
-        progress.update(task, visible=False)
+        try:
+            evaluation = (held_out(job_dir, servers[0].target, eval_episodes, seed, achievements)
+                          if eval_episodes else None)
+        finally:
+            for server in servers:
+                server.stop()
+            progress.update(task, visible=False)
     summary = summarise(job_dir, frames, achievements)
+    summary["held_out"] = evaluation
     summary.update(variant=variant, skills=list(skills), achievements=achievements, budget=frames,
                    wall_s=time.time() - started, rc=rc, job_dir=str(job_dir))
     return summary

@@ -29,6 +29,14 @@ def results() -> dict:
                                                  ["collect_wood", "place_table"])}}
 
 
+def test_a_held_out_evaluation_is_reported_with_its_seeds() -> None:
+    data = results()
+    data["variants"]["appo"]["held_out"] = {"episodes": 16, "first_seed": 7_000_001, "score": 3.25,
+                                            "rates": dict.fromkeys(NAMES, 10.0)}
+    assert ("APPO, primitives on 16 held-out worlds (seeds from 7,000,001, never trained on), the trained policy "
+            "sampling its actions: score 3.2.") in render_section(data, None)
+
+
 def test_section_is_rendered_from_the_data() -> None:
     section = render_section(results(), "figures/crafter.png")
     assert section.startswith(SECTION_TITLE)
