@@ -12,14 +12,15 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from benchmarks.common import load_results, machine_info, raw_path, save_results, setup_logging, utc_now, write_section
 from benchmarks.crafter.report import SECTION_TITLE, plot_rates, render_section
-from benchmarks.crafter.run import ENVS_PER_WORKER, EPISODE_LENGTH, NUM_WORKERS, VARIANTS, run_variant
+from benchmarks.crafter.run import ENVS_PER_WORKER, EPISODE_LENGTH, NUM_WORKERS, VARIANTS, load_library, run_variant
 
 log = logging.getLogger("benchmarks.crafter")
 console = Console(stderr=True)
 
 
 def main(
-    variants: Annotated[str, typer.Option(help=f"Comma-separated, of: {', '.join(VARIANTS)}.")] = ",".join(VARIANTS),
+    variants: Annotated[str, typer.Option(help=f"Comma-separated, of: {', '.join(VARIANTS)} (library-skills needs "
+                                               "--library).")] = "appo,reference-skills",
     frames: Annotated[int, typer.Option(help="Env-frame budget of each variant (Crafter's benchmark: 1M).",
                                         min=1000)] = 1_000_000,
     seed: Annotated[int, typer.Option(help="Seed of the training worlds.")] = 0,
@@ -33,6 +34,10 @@ def main(
         "docs/figures/crafter_achievements.png"),
     raw_json: Annotated[Path | None, typer.Option(help="Raw results; default docs/bench-raw/crafter/results.json."
                                                   )] = None,
+    library: Annotated[Path | None, typer.Option(help="The skill library an RL-GPT run left (its planner's JSON, "
+                                                   "e.g. runs/skill_library.json), for library-skills.")] = None,
+    library_llm: Annotated[str, typer.Option(help="The LLM that wrote the library's skills, for the report."
+                                             )] = "",
     eval_episodes: Annotated[int, typer.Option(help="After training, episodes of the trained policy on held-out "
                                                     "worlds (seeds no training episode used); 0: none.",
                                                min=0, max=256)] = 0,
@@ -46,6 +51,9 @@ def main(
     unknown = [v for v in chosen if v not in VARIANTS]
     if unknown:
         raise typer.BadParameter(f"unknown variants {unknown}; known: {', '.join(VARIANTS)}", param_hint="--variants")
+    if "library-skills" in chosen and library is None:
+        raise typer.BadParameter("library-skills needs --library", param_hint="--library")
+    skills = load_library(library) if library is not None else None
     results = load_results(raw_json) if raw_json.exists() else {"variants": {}}
     if not report_only:
         results.update(date_utc=utc_now(), machine=machine_info(("torch", "sample-factory", "crafter")),
@@ -55,7 +63,10 @@ def main(
             "{task.completed:,.0f}/{task.total:,.0f} frames"), TimeElapsedColumn(), console=console)
         with progress:
             for variant in chosen:
-                run = run_variant(variant, work.resolve(), frames, seed, timeout, progress, eval_episodes)
+                run = run_variant(variant, work.resolve(), frames, seed, timeout, progress, eval_episodes,
+                                  skills if variant == "library-skills" else None)
+                if variant == "library-skills":
+                    run.update(library=str(library), library_llm=library_llm)
                 results["variants"][variant] = run
                 save_results(raw_json, results)  # each variant as soon as it is done
                 log.info("%s: %s frames, %d episodes, score %.2f", variant, f"{run['frames']:,}", run["episodes"],

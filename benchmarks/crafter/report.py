@@ -12,7 +12,8 @@ SECTION_TITLE = "## Crafter benchmark: 22 achievements and the score (make bench
 PUBLISHED_SCORES = {"random": 1.6, "PPO": 4.6, "DreamerV2": 10.0, "DreamerV3": 14.5,
                     "SPRING (GPT-4, no training)": 27.3, "human experts": 50.5}
 """Published Crafter scores at 1M frames (Hafner 2021; Hafner et al. 2023; Wu et al. 2023), quoted for comparison."""
-LABELS = {"appo": "APPO, primitives", "reference-skills": "APPO + reference skills"}
+LABELS = {"appo": "APPO, primitives", "reference-skills": "APPO + reference skills",
+          "library-skills": "APPO + an RL-GPT run's skills"}
 
 
 def fmt_rate(value: float | None) -> str:
@@ -50,6 +51,10 @@ def render_section(results: dict[str, Any], plot: str | None) -> str:
     lines += ["", *markdown_table(("achievement", *(LABELS.get(r["variant"], r["variant"]) for r in runs)),
                                   [(name, *(fmt_rate(r["rates"].get(name)) for r in runs)) for name in achievements])]
     published = ", ".join(f"{name} {score}" for name, score in PUBLISHED_SCORES.items())
+    for r in runs:
+        if r.get("library"):
+            lines.append(f"{LABELS['library-skills']}: the skills of `{r['library']}`"
+                         + (f", written by {r['library_llm']}" if r.get("library_llm") else "") + ".")
     for r in runs:
         held = r.get("held_out")
         if held:

@@ -34,8 +34,29 @@ log = logging.getLogger("benchmarks.crafter")
 EPISODE_LENGTH = 10_000
 """Crafter's own episode length (its default ``length``)."""
 NUM_WORKERS, ENVS_PER_WORKER = 2, 8
-VARIANTS: dict[str, tuple[str, ...]] = {"appo": (), "reference-skills": tuple(REFERENCE_SKILLS)}
-"""Each variant's skills in the action space (macro actions of up to K frames next to the primitives)."""
+VARIANTS = ("appo", "reference-skills", "library-skills")
+"""Primitives only; with the hand-written reference skills; with the skills an RL-GPT run's library holds
+(``--library``). Skills are macro actions of up to K frames next to the primitives."""
+
+
+def load_library(path: Path) -> dict[str, str]:
+    """Name -> code of the skills in a planner skill library (the JSON an RL-GPT run leaves, e.g.
+    runs/skill_library.json); ValueError when it holds none."""
+    entries = json.loads(path.read_text())
+    skills = {str(e["name"]): str(e["code"]) for e in entries if e.get("name") and e.get("code")}
+    if not skills:
+        raise ValueError(f"{path}: no skills in this library")
+    return skills
+
+
+def variant_skills(variant: str, library: dict[str, str] | None) -> dict[str, str]:
+    if variant == "reference-skills":
+        return dict(REFERENCE_SKILLS)
+    if variant == "library-skills":
+        if not library:
+            raise ValueError("the library-skills variant needs --library (a planner skill library JSON)")
+        return dict(library)
+    return {}
 
 
 def crafter_config(variant: str, frames: int, seed: int, skills: tuple[str, ...]) -> learner_pb2.RLConfig:
@@ -71,7 +92,7 @@ def summarise(job_dir: Path, budget: int, achievements: list[str]) -> dict[str, 
             "mean_length": sum(int(e["frames"]) for e in episodes) / len(episodes) if episodes else None}
 
 
-def start_env_servers(count: int, logs: Path, skills: tuple[str, ...],
+def start_env_servers(count: int, logs: Path, skills: dict[str, str],
                       config: learner_pb2.RLConfig) -> tuple[list[ServiceProcess], list[str]]:
     """``count`` env servers (one per rollout worker) holding the variant's skills; the achievement names from
     the first one's Describe (the game's own list)."""
@@ -79,8 +100,8 @@ def start_env_servers(count: int, logs: Path, skills: tuple[str, ...],
     channel = create_channel(servers[0].target, default_timeout=120, wait_ready_seconds=60)
     try:
         stub = env_pb2_grpc.EnvServiceStub(channel)
-        for name in skills:
-            stub.RegisterSkill(env_pb2.RegisterSkillRequest(name=name, code=REFERENCE_SKILLS[name], replace=True))
+        for name, code in skills.items():
+            stub.RegisterSkill(env_pb2.RegisterSkillRequest(name=name, code=code, replace=True))
         prepare_env_servers([s.target for s in servers], servers[0].target, stub, config)
         achievements = list(stub.Describe(env_pb2.DescribeRequest(backend="crafter")).achievements)
     finally:
@@ -101,13 +122,13 @@ def held_out(job_dir: Path, target: str, episodes: int, seed: int, achievements:
 
 
 def run_variant(variant: str, work: Path, frames: int, seed: int, timeout: float, progress: Progress,
-                eval_episodes: int = 0) -> dict[str, Any]:
+                eval_episodes: int = 0, library: dict[str, str] | None = None) -> dict[str, Any]:
     """Trains (or resumes) one variant up to ``frames``, summarises its episodes and, with ``eval_episodes``,
     scores the trained policy on held-out worlds."""
-    skills = VARIANTS[variant]
+    skills = variant_skills(variant, library)
     job_dir = work / variant
     job_dir.mkdir(parents=True, exist_ok=True)
-    config = crafter_config(variant, frames, seed, skills)
+    config = crafter_config(variant, frames, seed, tuple(skills))
     started = time.time()
     servers, achievements = start_env_servers(NUM_WORKERS, work / "logs", skills, config)
     process: subprocess.Popen[bytes] | None = None

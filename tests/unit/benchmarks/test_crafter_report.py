@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from PIL import Image
 
 from benchmarks.crafter.report import SECTION_TITLE, plot_rates, render_section
@@ -53,3 +54,19 @@ def test_the_plot_is_a_png(tmp_path: Path) -> None:
     path = plot_rates(results(), tmp_path / "crafter.png")
     with Image.open(path) as image:
         assert image.format == "PNG" and image.size[0] > 600
+
+
+def test_a_library_variant_takes_the_skills_a_run_left(tmp_path: Path) -> None:
+    from benchmarks.crafter.run import load_library, variant_skills
+
+    path = tmp_path / "skill_library.json"
+    path.write_text('[{"name": "get_wood", "code": "def skill(agent):\\n    yield \'do\'\\n", "description": "d"}]')
+    library = load_library(path)
+    assert variant_skills("library-skills", library) == library and list(library) == ["get_wood"]
+    assert variant_skills("appo", library) == {}
+    assert set(variant_skills("reference-skills", None)) == {"collect_wood", "place_table"}
+    path.write_text("[]")
+    with pytest.raises(ValueError, match="no skills in this library"):
+        load_library(path)
+    with pytest.raises(ValueError, match="needs --library"):
+        variant_skills("library-skills", None)
