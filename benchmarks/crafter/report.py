@@ -43,10 +43,11 @@ def render_section(results: dict[str, Any], plot: str | None) -> str:
     rows = [(LABELS.get(r["variant"], r["variant"]), ", ".join(r["skills"]) or "-", budget_cell(r), r["episodes"],
              "-" if math.isnan(r["score"]) else f"{r['score']:.1f}",
              "-" if r["mean_return"] is None else f"{r['mean_return']:.2f}",
-             "-" if r["mean_length"] is None else f"{r['mean_length']:,.0f}", f"{r['wall_s'] / 60:.0f}")
+             "-" if r["mean_length"] is None else f"{r['mean_length']:,.0f}",
+             f"{r.get('train_s', r['wall_s']) / 60:.0f}")
             for r in runs]
     lines += markdown_table(("variant", "skills", "frames", "episodes", "score", "mean return",
-                             "mean episode frames", "min (last invocation)"), rows)
+                             "mean episode frames", "training min"), rows)
     achievements = runs[0]["achievements"] if runs else []
     lines += ["", *markdown_table(("achievement", *(LABELS.get(r["variant"], r["variant"]) for r in runs)),
                                   [(name, *(fmt_rate(r["rates"].get(name)) for r in runs)) for name in achievements])]

@@ -86,7 +86,15 @@ def summarise(job_dir: Path, budget: int, achievements: list[str]) -> dict[str, 
     rates = success_rates([e["achievements"] for e in episodes], achievements)  # type: ignore[misc]
     progress = read_progress(job_dir)
     frames = max((r["env_frames"] for r in progress), default=0)
+    # Training time over every invocation (each training process counts its own elapsed from 0).
+    train_s, last = 0.0, 0.0
+    for record in progress:
+        if record["elapsed"] < last:
+            train_s += last
+        last = record["elapsed"]
+    train_s += last
     return {"episodes": len(episodes), "frames": frames, "complete": frames >= budget, "rates": rates,
+            "train_s": train_s,
             "score": crafter_score(rates), "mean_return": (sum(float(e["return"]) for e in episodes) / len(episodes)
                                                            if episodes else None),
             "mean_length": sum(int(e["frames"]) for e in episodes) / len(episodes) if episodes else None}

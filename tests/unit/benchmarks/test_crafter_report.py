@@ -17,7 +17,8 @@ def run(variant: str, rates: list[float], frames: int, skills: list[str]) -> dic
     by_name = dict(zip(NAMES, rates, strict=True))
     return {"variant": variant, "skills": skills, "achievements": NAMES, "rates": by_name,
             "score": crafter_score(by_name), "episodes": 40, "frames": frames, "budget": 1_000_000,
-            "complete": frames >= 1_000_000, "mean_return": 2.5, "mean_length": 250.0, "wall_s": 1800.0}
+            "complete": frames >= 1_000_000, "mean_return": 2.5, "mean_length": 250.0, "wall_s": 60.0,
+            "train_s": 1800.0}
 
 
 def results() -> dict:
@@ -70,3 +71,20 @@ def test_a_library_variant_takes_the_skills_a_run_left(tmp_path: Path) -> None:
         load_library(path)
     with pytest.raises(ValueError, match="needs --library"):
         variant_skills("library-skills", None)
+
+
+def test_training_time_sums_every_invocation_and_episodes_are_ordered(tmp_path: Path) -> None:
+    import json
+
+    from benchmarks.crafter.run import read_episodes, summarise
+
+    (tmp_path / "episodes").mkdir()
+    (tmp_path / "episodes" / "worker0-0.jsonl").write_text(
+        json.dumps({"time": 3, "frames": 50, "achievements": ["place_table"], "success": False, "return": 1.0}) + "\n"
+        + json.dumps({"time": 1, "frames": 100, "achievements": ["collect_wood"], "success": False, "return": 1.0}))
+    (tmp_path / "progress.jsonl").write_text("".join(json.dumps({"elapsed": e, "env_frames": f}) + "\n" for e, f in
+                                                     [(10, 100), (60, 400), (5, 420), (30, 700)]))
+    assert [e["end_frame"] for e in read_episodes(tmp_path)] == [100, 150]
+    summary = summarise(tmp_path, 120, NAMES)
+    assert summary["train_s"] == 90 and summary["frames"] == 700 and summary["episodes"] == 1  # within 120 frames
+    assert summary["rates"]["collect_wood"] == 100.0 and summary["rates"]["place_table"] == 0.0
