@@ -175,8 +175,19 @@ class ProgressObserver(AlgoObserver):
             self.record(runner, final=True)
 
 
+def trust_own_checkpoints() -> None:
+    """Lets Sample Factory load the job's own checkpoints again. It calls ``torch.load`` without ``weights_only``,
+    which torch >= 2.6 defaults to True; a checkpoint holding a numpy scalar (``best_performance`` once a best
+    policy was saved) then fails to unpickle and Sample Factory silently trains from scratch. The variable reaches
+    Sample Factory's learner process too (spawned children inherit the environment); calls that pass
+    ``weights_only`` (ours) are unaffected."""
+    os.environ.pop("TORCH_FORCE_WEIGHTS_ONLY_LOAD", None)
+    os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"
+
+
 def run_job(job_dir: Path, env_name: str = ENV_NAME) -> int:
     """Trains one job; ``env_name`` picks another registered Sample Factory env (benchmarks use an in-process one)."""
+    trust_own_checkpoints()
     config, doc = load_job_config(job_dir)
     register_components()
     argv = [f"--env={env_name}" if arg.startswith("--env=") else arg

@@ -220,8 +220,10 @@ def test_stop_restart_and_resume_from_checkpoint(env_server, skills, tmp_path) -
         assert listed.config.env_frames == 1_000_000
         second.stub.StartTraining(learner_pb2.StartTrainingRequest(resume_job_id=job_id))
         wait_for(lambda: job(second, job_id).progress.env_frames > frames_at_stop + 200, 240, "resumed progress")
-        log_text = (tmp_path / "jobs" / job_id / "train.log").read_text()
-        assert "Loading state from checkpoint" in log_text
+        resumed_log = (tmp_path / "jobs" / job_id / "train.log").read_text().rsplit("Loading state from checkpoint", 1)
+        assert len(resumed_log) == 2, "the resumed job looked for its checkpoint"
+        assert "Loaded experiment state" in resumed_log[1] and "starting from scratch" not in resumed_log[1]
+        assert job(second, job_id).progress.env_frames >= frames_at_stop  # it goes on from where it stopped
         second.stub.StopJob(learner_pb2.StopJobRequest(job_id=job_id), timeout=120)
     finally:
         second.servicer.close()

@@ -215,3 +215,22 @@ def test_the_self_watch_stops_the_runner_once_with_its_reason(tmp_path: Path, mo
     observer.on_stop(runner)  # the backstop's own final record is not written twice
     final = [r for r in records(tmp_path) if r["final"]]
     assert len(final) == 1 and final[0]["reason"] == "env_server_lost"
+
+
+def test_sample_factory_loads_a_checkpoint_holding_numpy_scalars(tmp_path, monkeypatch) -> None:
+    # Once a best policy is saved, SF's checkpoints hold a numpy float; torch's weights_only default refused
+    # them and every resumed job silently trained from scratch.
+    import numpy as np
+    import torch
+    from sample_factory.algo.learning.learner import Learner
+
+    from services.learner.train import trust_own_checkpoints
+
+    path = tmp_path / "checkpoint_000000010_2048.pth"
+    torch.save({"env_steps": 2048, "best_performance": np.float32(3.5)}, path)
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "0")  # monkeypatch restores whatever trust sets
+    monkeypatch.delenv("TORCH_FORCE_WEIGHTS_ONLY_LOAD", raising=False)
+    assert Learner.load_checkpoint([str(path)], "cpu") is None  # the failure this guards against
+    trust_own_checkpoints()
+    loaded = Learner.load_checkpoint([str(path)], "cpu")
+    assert loaded["env_steps"] == 2048 and loaded["best_performance"] == np.float32(3.5)
