@@ -88,7 +88,9 @@ def plot_rates(results: dict[str, Any], path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(12, 4.5))
     width = 0.8 / max(len(runs), 1)
     x = np.arange(len(names))
-    floor = 0.1
+    rates = [r for run in runs for r in run["rates"].values() if r > 0]
+    # A decade below the rarest unlocked achievement, so that every nonzero rate shows a bar.
+    floor = min(0.1, 10 ** (np.floor(np.log10(min(rates))) - 1)) if rates else 0.1
     for k, run in enumerate(runs):
         values = np.array([max(run["rates"].get(n, 0.0), 0.0) for n in names])
         label = f"{LABELS.get(run['variant'], run['variant'])} (score {run['score']:.1f}"

@@ -140,26 +140,32 @@ def run_variant(variant: str, work: Path, frames: int, seed: int, timeout: float
     started = time.time()
     servers, achievements = start_env_servers(NUM_WORKERS, work / "logs", skills, config)
     process: subprocess.Popen[bytes] | None = None
+    rc: int | None = None
     task = progress.add_task(f"{variant}", total=frames)
     try:
         write_job_config(job_dir, config, {"env_server": servers[0].target,
                                            "env_servers": [s.target for s in servers], "device": "cpu",
                                            "progress_interval": 5, "record_episodes": True})
-        command = train_command(job_dir)
-        command[0] = sys.executable
-        env = {**os.environ, "PYTHONUNBUFFERED": "1",
-               "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        with (job_dir / "train.log").open("ab") as log_file:
-            process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=env, cwd=REPO_ROOT,
-                                       start_new_session=True)
-        while process.poll() is None and time.time() - started < timeout:
+        records = read_progress(job_dir)
+        if records and records[-1]["env_frames"] >= frames:  # trained already: only summarise (and evaluate)
+            log.info("%s: trained already (%d frames); not training again", variant, records[-1]["env_frames"])
+            rc = 0
+        else:
+            command = train_command(job_dir)
+            command[0] = sys.executable
+            env = {**os.environ, "PYTHONUNBUFFERED": "1",
+                   "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+            with (job_dir / "train.log").open("ab") as log_file:
+                process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=env,
+                                           cwd=REPO_ROOT, start_new_session=True)
+        while process is not None and process.poll() is None and time.time() - started < timeout:
             records = read_progress(job_dir)
             if records:
                 last = records[-1]
                 progress.update(task, completed=min(frames, last["env_frames"]),
                                 description=f"{variant}: {last['fps']:.0f} frames/s, {last['episodes']} episodes")
             time.sleep(2)
-        rc = process.poll()
+        rc = process.poll() if process is not None else rc
         if rc is None:
             log.warning("%s: stopped after %.0f s (--timeout); run it again to resume", variant, timeout)
     finally:
