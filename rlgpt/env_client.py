@@ -25,6 +25,13 @@ from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc
 log = logging.getLogger(__name__)
 Observation = dict[str, np.ndarray]
 SKILL_PREFIX = "skill:"
+PLAN_ACTION = "plan"
+"""The action a kept plan adds (CreateSessionRequest.plan), after the skills."""
+
+
+def is_macro(action: str) -> bool:
+    """Whether an action name is a macro action (a skill or the kept plan), which may take up to K frames."""
+    return action.startswith(SKILL_PREFIX) or action == PLAN_ACTION
 # Codes after which a session cannot go on (server gone, session expired, request refused for good).
 FATAL_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.NOT_FOUND, grpc.StatusCode.DEADLINE_EXCEEDED,
                          grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.FAILED_PRECONDITION,
@@ -293,7 +300,7 @@ class SessionEnv(gym.Env[Observation, int]):
         self._reseed = reseed
         self._end_on_skill_error = end_on_skill_error
         self.action_names = list(session.actions)
-        self.skill_actions = {i for i, name in enumerate(self.action_names) if name.startswith(SKILL_PREFIX)}
+        self.skill_actions = {i for i, name in enumerate(self.action_names) if is_macro(name)}
         height, width, channels = session.image_shape
         self.action_space = gym.spaces.Discrete(len(self.action_names))
         self.observation_space = gym.spaces.Dict({

@@ -30,6 +30,8 @@ REWARD_KINDS: dict[str, RewardKind] = {k.name: k for k in (
     RewardKind("health", False, "weight times the change of health on the frame (no target)"),
     RewardKind("death", False, "weight on the frame the player dies (no target)"),
     RewardKind("native", False, "weight times the game's own reward (no target)"),
+    RewardKind("stage", False, "weight each time one of the session's stages (a kept plan's sub-tasks) is first "
+                               "done in an episode; a session without stages never pays it (no target)"),
 )}
 """Every kind RewardTerm defines, in the order common.proto lists them."""
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rlgpt import metrics
+from rlgpt.env_client import PLAN_ACTION
 from services.env_server.skills.executor import SkillExecutor, SkillRecord
 
 if TYPE_CHECKING:
@@ -16,56 +17,108 @@ SKILL_PREFIX = "skill:"
 """Skill actions are named ``skill:<name>`` in a session's action space."""
 
 
+def plan_skill(session: Session, i: int, plan: tuple[SkillRecord, ...]) -> SkillRecord | None:
+    """The skill of env ``i``'s first stage not yet done in its episode (stages are sticky); None when all are."""
+    done = session.slots[i].episode.stages_done
+    return next((record for j, record in enumerate(plan) if not done[j]), None)
+
+
 def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actions: list[int], out: StepOutcome,
                should_stop: Callable[[], bool] | None) -> None:
-    """Runs the skill actions of ``envs`` together, one frame of each per round, into ``out``."""
+    """Runs the skill and plan actions of ``envs`` together, one frame of each per round, into ``out``.
+
+    A plan action runs its first unfinished stage's skill; when that returns with its stage done, the next
+    stage's skill starts within the same K frames. A plan skill that fails, or returns with its stage not done,
+    ends the plan action (``plan_error`` / ``skill_finished``) and the policy acts again."""
     names = list(session.backend.spec.actions)
-    active: list[int] = []
-    for i in envs:
-        skill = session.actions[actions[i]].skill
-        assert skill is not None
+    backend = session.backend.spec.name
+    running: dict[int, SkillRecord] = {}
+    plans: dict[int, tuple[SkillRecord, ...]] = {}
+
+    def start(i: int, skill: SkillRecord) -> None:
         out.infos[i]["skill"] = skill.name
-        error = executor.start(i, skill, session.backend.spec.name, names)
+        error = executor.start(i, skill, backend, names)
         if error:
-            skill_failed(session, i, error, skill, out)
+            failed(i, error, skill)
         else:
-            active.append(i)
+            running[i] = skill
+
+    def failed(i: int, error: dict[str, Any], skill: SkillRecord) -> None:
+        if i in plans:
+            plan_failed(session, i, error, skill, out)
+        else:
+            skill_failed(session, i, error, skill, out)
+
+    for i in envs:
+        action = session.actions[actions[i]]
+        if action.plan:
+            plans[i] = action.plan
+            skill = plan_skill(session, i, action.plan)
+            if skill is None:  # every stage done: the plan has nothing left to do, and time moves on
+                out.infos[i]["skill"] = PLAN_ACTION
+                session.frame(i, session.backend.spec.noop_action, f"{PLAN_ACTION} (every stage done)", out)
+                continue
+        else:
+            assert action.skill is not None
+            skill = action.skill
+        start(i, skill)
     k = 0
-    while active and k < session.skill_max_steps:
+    while running and k < session.skill_max_steps:
         if should_stop is not None and should_stop():
             break
-        results = executor.advance({i: session.slots[i].perception() for i in active})
-        still: list[int] = []
-        for i in active:
+        results = executor.advance({i: session.slots[i].perception() for i in running})
+        still: dict[int, SkillRecord] = {}
+        for i, skill in running.items():
             result = results.get(i, {"error": {"type": "WorkerCrashed", "message": "no result", "line": 0}})
-            skill = session.actions[actions[i]].skill
             if "action" in result:
                 if not session.frame(i, session.primitive_index[result["action"]], result["action"], out):
-                    still.append(i)
+                    still[i] = skill
             elif "done" in result:
-                out.infos[i]["skill_finished"] = True
                 metrics.ENV_SKILL_RUNS.labels("finished").inc()
+                following = plan_skill(session, i, plans[i]) if i in plans else None
+                if following is not None and following is not skill and k + 1 < session.skill_max_steps:
+                    start(i, following)  # its stage is done: the plan goes on within this action
+                    if i in running:
+                        still[i] = following
+                    continue
+                out.infos[i]["skill_finished"] = True
                 if out.frames[i] == 0:  # every action consumes a frame, so time always moves on
                     # Named for what happened: a policy without `noop` must not read as full of noops.
-                    name = f"{SKILL_PREFIX}{skill.name if skill else '?'} (returned without acting)"
+                    name = f"{SKILL_PREFIX}{skill.name} (returned without acting)"
                     session.frame(i, session.backend.spec.noop_action, name, out)
             else:
-                skill_failed(session, i, result["error"], skill, out)
-        active = still
+                failed(i, result["error"], skill)
+        running = still
         k += 1
-    if active:
+    if running:
         outcome = "step_cap" if k >= session.skill_max_steps else "stopped"
-        metrics.ENV_SKILL_RUNS.labels(outcome).inc(len(active))
-    executor.stop(active)
+        metrics.ENV_SKILL_RUNS.labels(outcome).inc(len(running))
+    executor.stop(list(running))
+
+
+def plan_failed(session: Session, i: int, error: dict[str, Any], skill: SkillRecord, out: StepOutcome) -> None:
+    """A plan skill's error ends the plan action only: the world may have made it fail (a zombie, an item
+    used up), and the policy may mend that; the error is reported, naming the skill, and counted."""
+    _with_code_line(error, skill)
+    out.infos[i]["plan_error"] = {**error, "message": f"plan skill {skill.name}: {error.get('message', '')}"}
+    metrics.ENV_SKILL_RUNS.labels("error").inc()
+    metrics.ENV_SKILL_ERRORS.labels(error.get("type", "unknown")).inc()
+    if out.frames[i] == 0:
+        name = f"{PLAN_ACTION}: {skill.name} (failed: {error.get('type', 'error')})"
+        session.frame(i, session.backend.spec.noop_action, name, out)
+
+
+def _with_code_line(error: dict[str, Any], skill: SkillRecord | None) -> None:
+    if skill is not None and error.get("line") and not error.get("code_line"):
+        lines = skill.code.splitlines()
+        if 0 < error["line"] <= len(lines):
+            error["code_line"] = lines[error["line"] - 1].strip()
 
 
 def skill_failed(session: Session, i: int, error: dict[str, Any], skill: SkillRecord | None,
                  out: StepOutcome) -> None:
     """Reports env ``i``'s skill error (with its source line) and, when it used no frame, spends one."""
-    if skill is not None and error.get("line") and not error.get("code_line"):
-        lines = skill.code.splitlines()
-        if 0 < error["line"] <= len(lines):
-            error["code_line"] = lines[error["line"] - 1].strip()
+    _with_code_line(error, skill)
     out.infos[i]["skill_error"] = error
     session.slots[i].episode.error = error
     metrics.ENV_SKILL_RUNS.labels("error").inc()

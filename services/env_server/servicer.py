@@ -104,6 +104,7 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
         self._check_task(p, request)
         p.names("primitive_actions", list(request.primitive_actions), s.max_list_entries, s.max_name_chars)
         p.names("skills", list(request.skills), s.max_list_entries, s.max_name_chars)
+        p.names("plan", list(request.plan), s.max_list_entries, s.max_name_chars)
         if p.entries("stages", request.stages, s.max_list_entries):
             for j, stage in enumerate(request.stages):
                 self._check_conditions(p, f"stages[{j}].success", stage.success)
@@ -226,6 +227,7 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
             infos.append(env_pb2.StepInfo(
                 achievements=info["achievements"], success=info["success"], episode_steps=info["episode_steps"],
                 episode_return=info["episode_return"], skill_error=skill_error_proto(info.get("skill_error")),
+                plan_error=skill_error_proto(info.get("plan_error")),
                 end_reason=info.get("end_reason", ""), skill_finished=info.get("skill_finished", False),
                 was_reset=info.get("was_reset", False), skill=info.get("skill", ""), stages_done=info["stages_done"],
                 episode=episode_summary_proto(info["episode_summary"]) if "episode_summary" in info else None))

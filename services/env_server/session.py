@@ -26,11 +26,17 @@ from services.env_server.trajectory import TrajectoryRecorder
 
 @dataclasses.dataclass
 class Action:
-    """One entry of a session's action space: a primitive (backend index) or a skill."""
+    """One entry of a session's action space: a primitive (backend index), a skill, or the kept plan (one skill
+    per stage of the session)."""
 
     name: str
     primitive: int = -1
     skill: SkillRecord | None = None
+    plan: tuple[SkillRecord, ...] = ()
+
+    @property
+    def macro(self) -> bool:
+        return self.skill is not None or bool(self.plan)
 
 
 @dataclasses.dataclass
@@ -167,7 +173,7 @@ class Session:
         skill_envs: list[int] = []
         for i in chosen:
             action = self.actions[full[i]]
-            if action.skill is None:
+            if not action.macro:
                 self.frame(i, action.primitive, action.name, out)
             else:
                 skill_envs.append(i)
@@ -208,15 +214,18 @@ class Session:
         gained = {k: v - episode.inventory.get(k, 0) for k, v in inventory.items() if v > episode.inventory.get(k, 0)}
         health = slot.env.health()
         just_succeeded = not episode.success and self.task.holds(unlocked, inventory)
+        stages_done = 0
+        for j, stage in enumerate(self.stages):
+            if not episode.stages_done[j] and stage.holds(unlocked, inventory):  # sticky, as success is
+                episode.stages_done[j] = True
+                stages_done += 1
         reward = step_reward(self.reward_terms, native=raw.native_reward, newly_unlocked=set(new), gained=gained,
-                             health_delta=health - episode.health, died=raw.dead, just_succeeded=just_succeeded)
+                             health_delta=health - episode.health, died=raw.dead, just_succeeded=just_succeeded,
+                             stages_done=stages_done)
         episode.steps += 1
         episode.episode_return += reward
         episode.unlocked.extend(new)
         episode.success = episode.success or just_succeeded
-        for j, stage in enumerate(self.stages):
-            if not episode.stages_done[j]:  # sticky, as success is
-                episode.stages_done[j] = stage.holds(unlocked, inventory)
         if episode.trajectory is not None:
             record_frame(slot, name, new, gained, inventory)
         episode.inventory, episode.health = inventory, health

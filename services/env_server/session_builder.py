@@ -6,7 +6,7 @@ from __future__ import annotations
 from rlgpt.errors import InvalidArgument, join_problems, shown
 from rlgpt.v1 import env_pb2
 from services.env_server.backends.base import Backend, get_backend
-from services.env_server.macro_actions import SKILL_PREFIX
+from services.env_server.macro_actions import PLAN_ACTION, SKILL_PREFIX
 from services.env_server.session import Action, Session
 from services.env_server.settings import EnvServerSettings
 from services.env_server.skills.executor import SkillRegistry
@@ -44,6 +44,23 @@ def action_space(backend: Backend, primitives: list[str], skill_names: list[str]
     return actions
 
 
+def plan_action(backend: Backend, plan: list[str], stages: int, skills: SkillRegistry) -> list[Action]:
+    """The kept plan's action (none without a plan): one registered skill of the backend per stage."""
+    if not plan:
+        return []
+    if len(plan) != stages:
+        raise InvalidArgument(f"plan names {len(plan)} skills and stages has {stages} entries: a plan needs one "
+                              "skill per stage (the stage says when its skill is done)")
+    records = []
+    for j, name in enumerate(plan):
+        record = skills.get(name)  # NotFound names the missing skill
+        if record.backend != backend.spec.name:
+            raise InvalidArgument(f"plan[{j}]: skill {shown(name)} was written for {record.backend}, not "
+                                  f"{backend.spec.name}")
+        records.append(record)
+    return [Action(name=PLAN_ACTION, plan=tuple(records))]
+
+
 def build_session(settings: EnvServerSettings, skills: SkillRegistry, session_id: str,
                   request: env_pb2.CreateSessionRequest, *, record: bool = False) -> Session:
     """The session ``request`` asks for; ``record`` keeps trajectories even when the request does not."""
@@ -62,6 +79,7 @@ def build_session(settings: EnvServerSettings, skills: SkillRegistry, session_id
     stages = parse_stages(request.stages, backend.spec)
     terms = parse_reward_terms(list(request.reward_terms), backend.spec)
     actions = action_space(backend, list(request.primitive_actions), list(request.skills), skills)
+    actions += plan_action(backend, list(request.plan), len(stages), skills)
     return Session(session_id=session_id, backend=backend, task=task, reward_terms=terms, seed=request.seed,
                    num_envs=n, episode_length=request.episode_length or backend.spec.default_episode_length,
                    actions=actions, skill_max_steps=request.skill_max_steps or s.default_skill_steps,

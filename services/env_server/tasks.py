@@ -146,7 +146,8 @@ def parse_reward_terms(terms: list[common_pb2.RewardTerm], backend: BackendSpec)
 
 
 def step_reward(terms: tuple[RewardTerm, ...], *, native: float, newly_unlocked: set[str],
-                gained: dict[str, int], health_delta: float, died: bool, just_succeeded: bool) -> float:
+                gained: dict[str, int], health_delta: float, died: bool, just_succeeded: bool,
+                stages_done: int = 0) -> float:
     """The dense reward of one primitive frame."""
     total = 0.0
     for term in terms:
@@ -166,4 +167,6 @@ def step_reward(terms: tuple[RewardTerm, ...], *, native: float, newly_unlocked:
             total += term.weight * health_delta
         elif term.kind == "death":
             total += term.weight if died else 0.0
+        elif term.kind == "stage":
+            total += term.weight * stages_done
     return total

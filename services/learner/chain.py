@@ -16,7 +16,7 @@ from typing import Any
 import grpc
 import numpy as np
 
-from rlgpt.env_client import SKILL_PREFIX
+from rlgpt.env_client import PLAN_ACTION, SKILL_PREFIX
 from rlgpt.errors import InvalidArgument, NotFound, Unavailable, shown
 from rlgpt.grpc_client import create_channel
 from rlgpt.tensors import from_tensor
@@ -63,8 +63,9 @@ def chain_backend(configs: dict[str, learner_pb2.RLConfig]) -> str:
 
 
 def job_actions(config: learner_pb2.RLConfig, primitives: Sequence[str]) -> list[str]:
-    """A job's own action names in its index order: its primitives (all when none), then its skills."""
-    return list(config.primitive_actions or primitives) + [SKILL_PREFIX + s for s in config.skills]
+    """A job's own action names in its index order: its primitives (all when none), its skills, its plan."""
+    return (list(config.primitive_actions or primitives) + [SKILL_PREFIX + s for s in config.skills]
+            + ([PLAN_ACTION] if config.plan else []))
 
 
 def chain_skills(links: Sequence[learner_pb2.ChainLink], configs: dict[str, learner_pb2.RLConfig]) -> list[str]:
@@ -104,6 +105,10 @@ def evaluate_chain(request: learner_pb2.EvaluateRequest, job_dirs: dict[str, Pat
     """Runs ``request.episodes`` episodes of the chain (``job_dirs``: every linked job's directory)."""
     links = list(request.chain)
     configs = {job: load_job_config(job_dir)[0] for job, job_dir in job_dirs.items()}
+    kept = sorted(job for job, config in configs.items() if config.plan)
+    if kept:  # a chain session's stages are its links: a policy that keeps its own plan cannot be a link
+        raise InvalidArgument(f"job {shown(kept[0])} keeps a plan of its own; evaluate it alone (Evaluate with its "
+                              "job_id), not as a link of a chain")
     checkpoints = {job: latest_checkpoint(job_dir) for job, job_dir in job_dirs.items()}
     backend = chain_backend(configs)
     channel = create_channel(env_server, default_timeout=300)

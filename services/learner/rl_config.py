@@ -7,7 +7,7 @@ import math
 import os
 from collections.abc import Callable
 
-from rlgpt.errors import FailedPrecondition, InvalidArgument
+from rlgpt.errors import FailedPrecondition, InvalidArgument, shown
 from rlgpt.reward_kinds import takes_target
 from rlgpt.v1 import env_pb2, learner_pb2
 from services.learner.settings import LearnerSettings
@@ -87,7 +87,8 @@ def validate_rl_config(config: learner_pb2.RLConfig, vocabulary: EnvVocabulary,
     filled.runner = config.runner or settings.runner
     filled.num_workers = num_workers(config)
     filled.envs_per_worker = config.envs_per_worker or DEFAULT_ENVS_PER_WORKER
-    filled.skill_max_steps = config.skill_max_steps or (DEFAULT_SKILL_MAX_STEPS if config.skills else 1)
+    filled.skill_max_steps = config.skill_max_steps or (DEFAULT_SKILL_MAX_STEPS if config.skills or config.plan
+                                                        else 1)
     filled.episode_length = config.episode_length or DEFAULT_EPISODE_LENGTH
 
     if config.env_frames <= 0:
@@ -128,6 +129,17 @@ def validate_rl_config(config: learner_pb2.RLConfig, vocabulary: EnvVocabulary,
         if name not in vocabulary.skills:
             known = ", ".join(vocabulary.skills) or "none registered"
             problems.append(f"skills: unknown skill {name!r} (register it on the env server first; known: {known})")
+    for i, step in enumerate(config.plan):
+        if step.skill not in vocabulary.skills:
+            problems.append(f"plan[{i}].skill: unknown skill {shown(step.skill)} (register it on the env server "
+                            "first)")
+        if not step.success:
+            problems.append(f"plan[{i}].success: empty; a plan step needs the conditions that say it is done")
+        for condition in step.success:
+            if condition.achievement and condition.achievement not in vocabulary.achievements:
+                problems.append(f"plan[{i}].success: unknown achievement {shown(condition.achievement)}")
+            if condition.HasField("inventory") and condition.inventory.item not in vocabulary.items:
+                problems.append(f"plan[{i}].success: unknown item {shown(condition.inventory.item)}")
     for i, term in enumerate(config.reward_terms):
         if term.kind not in vocabulary.reward_kinds:
             problems.append(f"reward_terms[{i}]: unknown kind {term.kind!r}; "

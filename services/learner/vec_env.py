@@ -21,7 +21,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlgpt.env_client import SKILL_PREFIX, ManyEnvs, Observation
+from rlgpt.env_client import ManyEnvs, Observation, is_macro
 
 EXTRA_STATS = ("success", "frames", "skill_frames", "skill_uses", "skill_errors", "achievements")
 """The per-episode stats the env reports (``info["episode_extra_stats"]``)."""
@@ -49,7 +49,7 @@ class SessionVecEnv(gym.Env):
         self._on_close = on_close
         self.num_agents = len(self._indices)
         self.action_names = list(session.actions)
-        self._skill_ids = np.array([i for i, name in enumerate(self.action_names) if name.startswith(SKILL_PREFIX)],
+        self._skill_ids = np.array([i for i, name in enumerate(self.action_names) if is_macro(name)],
                                    np.int64)
         height, width, channels = session.image_shape
         self.action_space = gym.spaces.Discrete(len(self.action_names))

@@ -1,0 +1,67 @@
+"""RL around a kept plan (RLConfig.plan): real Sample Factory through a real env server, the plan's skills
+doing the sub-tasks in order while the policy learns when to let them act."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+from test_learner import settings_for, start_learner, watch_until_done
+
+from rlgpt.v1 import common_pb2, env_pb2, learner_pb2
+from services.env_server.skills.reference import COLLECT_WOOD, PLACE_TABLE
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def plan_config(frames: int, plan: list[learner_pb2.PlanStep]) -> learner_pb2.RLConfig:
+    # Two primitives that cannot place a table on their own: the plan has to do it.
+    return learner_pb2.RLConfig(
+        name="table", task=common_pb2.TaskSpec(name="place_table", terminate_on_success=True),
+        primitive_actions=["noop", "do"], plan=plan, skill_max_steps=16, episode_length=300, env_frames=frames,
+        num_workers=2, envs_per_worker=2, seed=5,
+        reward_terms=[common_pb2.RewardTerm(kind="stage", weight=1.0),
+                      common_pb2.RewardTerm(kind="success", weight=5.0)])
+
+
+def table_plan() -> list[learner_pb2.PlanStep]:
+    wood = common_pb2.Condition(inventory=common_pb2.ItemCount(item="wood", count=3))
+    return [learner_pb2.PlanStep(skill="kept_wood", success=[wood]),
+            learner_pb2.PlanStep(skill="kept_table", success=[common_pb2.Condition(achievement="place_table")])]
+
+
+@pytest.fixture(scope="module")
+def learner(env_server, tmp_path_factory):
+    for name, code in (("kept_wood", COLLECT_WOOD), ("kept_table", PLACE_TABLE)):
+        env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name=name, code=code, replace=True))
+    running = start_learner(settings_for(env_server.target, tmp_path_factory.mktemp("learner")))
+    yield running
+    running.servicer.close()
+    running.close()
+
+
+def test_rl_around_a_kept_plan_trains_and_evaluates(learner) -> None:
+    job_id = learner.stub.StartTraining(learner_pb2.StartTrainingRequest(config=plan_config(1500, table_plan()))).job_id
+    final = watch_until_done(learner, job_id)[-1]
+    assert final.state == learner_pb2.JOB_STATE_SUCCEEDED, final.message
+    assert final.skill_frame_fraction > 0.3  # the plan action is a macro action: its frames are counted so
+    assert final.success_rate > 0  # noop and do alone never place a table
+    evaluation = learner.stub.Evaluate(learner_pb2.EvaluateRequest(job_id=job_id, episodes=4, seed=1), timeout=300)
+    assert len(evaluation.episodes) == 4 and evaluation.success_rate > 0
+    chain = [learner_pb2.ChainLink(name="table", job_id=job_id)]
+    with pytest.raises(grpc.RpcError) as refused:
+        learner.stub.Evaluate(learner_pb2.EvaluateRequest(chain=chain, episodes=1,
+                                                          task=common_pb2.TaskSpec(name="place_table")))
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "keeps a plan of its own; evaluate it alone" in refused.value.details()
+
+
+def test_a_bad_plan_is_refused_with_every_problem(learner) -> None:
+    plan = [learner_pb2.PlanStep(skill="no_such_skill", success=[common_pb2.Condition(achievement="fly")]),
+            learner_pb2.PlanStep(skill="kept_table")]
+    with pytest.raises(grpc.RpcError) as refused:
+        learner.stub.StartTraining(learner_pb2.StartTrainingRequest(config=plan_config(1000, plan)))
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    details = refused.value.details()
+    assert "plan[0].skill: unknown skill 'no_such_skill'" in details
+    assert "plan[0].success: unknown achievement 'fly'" in details
+    assert "plan[1].success: empty" in details
