@@ -29,7 +29,10 @@ def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actio
 
     A plan action runs its first unfinished stage's skill; when that returns with its stage done, the next
     stage's skill starts within the same K frames. A plan skill that fails, or returns with its stage not done,
-    ends the plan action (``plan_error`` / ``skill_finished``) and the policy acts again."""
+    ends the plan action (``plan_error`` / ``skill_finished``) and the policy acts again. A plan skill still
+    running after K frames is suspended, not stopped (``session.plan_running``): the next plan action resumes
+    it, with its locals and its agent's memory of the map (restarting it every K frames cost the recorded diamond
+    chain most of its successes), unless its stage got done meanwhile or the env ran another skill."""
     names = list(session.backend.spec.actions)
     backend = session.backend.spec.name
     running: dict[int, SkillRecord] = {}
@@ -49,6 +52,7 @@ def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actio
         else:
             skill_failed(session, i, error, skill, out)
 
+    suspended = session.plan_running
     for i in envs:
         action = session.actions[actions[i]]
         if action.plan:
@@ -58,9 +62,15 @@ def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actio
                 out.infos[i]["skill"] = PLAN_ACTION
                 session.frame(i, session.backend.spec.noop_action, f"{PLAN_ACTION} (every stage done)", out)
                 continue
+            if suspended.get(i) is skill:  # the same stage's skill, suspended by the last plan action: resume it
+                del suspended[i]
+                out.infos[i]["skill"] = skill.name
+                running[i] = skill
+                continue
         else:
             assert action.skill is not None
             skill = action.skill
+        suspended.pop(i, None)  # starting a skill in env i's slot replaces whatever was suspended there
         start(i, skill)
     k = 0
     while running and k < session.skill_max_steps:
@@ -93,7 +103,8 @@ def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actio
     if running:
         outcome = "step_cap" if k >= session.skill_max_steps else "stopped"
         metrics.ENV_SKILL_RUNS.labels(outcome).inc(len(running))
-    executor.stop(list(running))
+    suspended.update({i: skill for i, skill in running.items() if i in plans})
+    executor.stop([i for i in running if i not in plans])
 
 
 def plan_failed(session: Session, i: int, error: dict[str, Any], skill: SkillRecord, out: StepOutcome) -> None:

@@ -92,6 +92,8 @@ class Session:
         self.primitive_index = {name: i for i, name in enumerate(backend.spec.actions)}
         """Backend action index by name: skills yield names."""
         self._executor: SkillExecutor | None = None
+        self.plan_running: dict[int, SkillRecord] = {}
+        """Env -> the plan skill suspended in its executor slot after a plan action's K frames (macro_actions)."""
         # All stepping of a session happens on its own thread: envs keep their state on one thread (and
         # mostly one core) instead of hopping across gRPC pool threads (measured: make bench-env).
         self._thread = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"session-{session_id}")
@@ -121,6 +123,8 @@ class Session:
 
     # --- reset --------------------------------------------------------------------------------------
     def _reset_slot(self, i: int) -> None:
+        if self.plan_running.pop(i, None) is not None and self._executor is not None:
+            self._executor.stop([i])  # a new episode starts its plan afresh
         slot = self.slots[i]
         episode_seed = self.seed + i + slot.episodes_started * self.num_envs
         slot.episodes_started += 1

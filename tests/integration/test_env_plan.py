@@ -103,3 +103,27 @@ def test_bad_plans_are_refused_clearly(env_server, plan_skills) -> None:
     code, details = rpc_error(stub.CreateSession, env_pb2.CreateSessionRequest(
         num_envs=1, stages=[WOOD_3], plan=["x" * 100_000]))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "plan[0]" in details and len(details) < 2000
+
+
+def test_a_plan_skill_cut_at_k_frames_resumes_where_it_was(env_server, plan_skills) -> None:
+    stub = env_server.stub
+    code = ("def skill(agent):\n    for n in range(6):\n        yield 'noop'\n"
+            "    raise ValueError('six frames done')\n")
+    stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="plan_six", code=code, replace=True))
+    s = stub.CreateSession(env_pb2.CreateSessionRequest(num_envs=1, seed=3, task=TABLE_TASK, stages=[TABLE],
+                                                        plan=["plan_six"], skills=[plan_skills[0]],
+                                                        skill_max_steps=4))
+    plan, noop, skill = len(s.actions) - 1, list(s.actions).index("noop"), len(s.actions) - 2
+
+    def act(action: int) -> env_pb2.StepResponse:
+        return stub.Step(env_pb2.StepRequest(session_id=s.session_id, actions=[action]))
+
+    assert act(plan).frames[0] == 4  # frames 1-4 of the plan skill, then it is suspended
+    act(noop)  # the policy acts in between: the plan skill stays suspended
+    r = act(plan)  # resumed: frames 5 and 6, then its error
+    assert r.frames[0] == 2 and r.infos[0].plan_error.message == "plan skill plan_six: six frames done"
+    assert act(plan).frames[0] == 4  # after an error the plan skill starts again
+    act(skill)  # another skill ran in env 0's slot: the suspended plan skill is gone
+    r = act(plan)
+    assert r.frames[0] == 4 and not r.infos[0].HasField("plan_error")  # started afresh
+    assert act(plan).infos[0].plan_error.message.endswith("six frames done")
