@@ -10,6 +10,7 @@ from rlgpt.grpc_client import create_channel
 from rlgpt.tensors import from_tensor
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2
 from services.learner.policy import EVAL_SEED_OFFSET, FirstEpisodes, Policy, latest_checkpoint
+from services.learner.plan_progress import PlanProgress
 from services.learner.sf_env import load_job_config, session_request
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,7 @@ def evaluate(job_dir: Path, env_server: str, episodes: int, seed: int, checkpoin
                                                  client=f"evaluate:{job_dir.name}", record=True,
                                                  autoreset=True))
     first = FirstEpisodes(episodes, frames_per_episode)
+    plan = PlanProgress([step.skill for step in config.plan], episodes)
     try:
         policy = Policy.load(job_dir, path, config, session.observation, len(session.actions))
         observations = session.observations
@@ -46,8 +48,9 @@ def evaluate(job_dir: Path, env_server: str, episodes: int, seed: int, checkpoin
             actions = policy.act(pixels, from_tensor(observations.vector), generator)
             step = stub.Step(env_pb2.StepRequest(session_id=session.session_id, actions=actions))
             first.record(step)
+            plan.record(step)
             observations = step.observations
     finally:
         stub.CloseSession(env_pb2.CloseSessionRequest(session_id=session.session_id))
         channel.close()
-    return first.response()
+    return first.response(plan.links() if config.plan else ())

@@ -65,3 +65,13 @@ def test_a_bad_plan_is_refused_with_every_problem(learner) -> None:
     assert "plan[0].skill: unknown skill 'no_such_skill'" in details
     assert "plan[0].success: unknown achievement 'fly'" in details
     assert "plan[1].success: empty" in details
+
+
+def test_evaluating_a_plan_job_reports_how_far_its_episodes_got(learner) -> None:
+    job_id = learner.stub.StartTraining(learner_pb2.StartTrainingRequest(config=plan_config(600, table_plan()))).job_id
+    assert watch_until_done(learner, job_id)[-1].state == learner_pb2.JOB_STATE_SUCCEEDED
+    evaluation = learner.stub.Evaluate(learner_pb2.EvaluateRequest(job_id=job_id, episodes=4, seed=2), timeout=300)
+    wood, table = evaluation.links
+    assert (wood.name, table.name) == ("kept_wood", "kept_table") and wood.reached == 4
+    assert table.reached == wood.succeeded and table.succeeded == sum(e.success for e in evaluation.episodes)
+    assert wood.succeeded == 0 or wood.mean_frames > 0
