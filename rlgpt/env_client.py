@@ -84,6 +84,10 @@ class EnvBatch:
     """bool [n]: the env's skill action failed."""
     unlocked: list[list[str]] = dataclasses.field(default_factory=list)
     """Per env, the achievements unlocked during this step (their names)."""
+    stages_done: np.ndarray | None = None
+    """int [n]: stages done so far in the episode (the ended one's for an env that was reset); None: not read."""
+    end_reasons: list[str] = dataclasses.field(default_factory=list)
+    """Per env, why its episode ended on this step ("" when it did not); empty: not read."""
 
 
 class ManyEnvs(Protocol):
@@ -206,7 +210,9 @@ class RemoteSession:
             frames=np.asarray(response.frames, np.int64), success=np.array([i.success for i in infos], bool),
             achievements=np.array([len(i.achievements) for i in infos], np.int64),
             skill_error=np.array([i.HasField("skill_error") for i in infos], bool),
-            unlocked=[list(i.achievements) for i in infos])
+            unlocked=[list(i.achievements) for i in infos],
+            stages_done=np.array([sum(i.stages_done) for i in infos], np.int64),
+            end_reasons=[i.end_reason for i in infos])
 
     # --- OneEnv: env 0 -----------------------------------------------------------------------------
     def initial_observation(self) -> Observation:

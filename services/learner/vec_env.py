@@ -119,8 +119,13 @@ class SessionVecEnv(gym.Env):
         self._returns += batch.rewards
         for j in np.flatnonzero(done):
             assert self._on_episode is not None
-            self._on_episode({"frames": int(self._sums["frames"][j]), "achievements": sorted(self._unlocked[j]),
-                              "success": bool(batch.success[j]), "return": float(self._returns[j])})
+            episode = {"frames": int(self._sums["frames"][j]), "achievements": sorted(self._unlocked[j]),
+                       "success": bool(batch.success[j]), "return": float(self._returns[j])}
+            if batch.end_reasons:
+                episode["end_reason"] = batch.end_reasons[j] or "truncated"  # "" only where a skill error ended it
+            if batch.stages_done is not None:
+                episode["stages_done"] = int(batch.stages_done[j])
+            self._on_episode(episode)
             self._unlocked[j] = set()
             self._returns[j] = 0.0
 
