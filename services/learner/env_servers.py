@@ -78,7 +78,8 @@ def prepare_env_servers(targets: Sequence[str], primary_target: str, primary: en
     backend, or refuses a skill."""
     if list(targets) == [primary_target]:
         return
-    wanted = set(config.skills)
+    needed = list(dict.fromkeys([*config.skills, *(step.skill for step in config.plan)]))  # its plan's too
+    wanted = set(needed)
     library = {s.name: s for s in list_all_skills(primary, config.backend, include_code=True,
                                                   timeout=CHECK_TIMEOUT).skills if s.name in wanted}
     for n, target in enumerate(targets, start=1):
@@ -98,7 +99,7 @@ def prepare_env_servers(targets: Sequence[str], primary_target: str, primary: en
             if described.backend != config.backend:
                 raise FailedPrecondition(f"{where} serves backend {shown(described.backend)}, the job trains on "
                                          f"{shown(config.backend)}; every env server of a job serves its backend")
-            for name in config.skills:
+            for name in needed:
                 skill = library[name]
                 if name in present and present[name].code == skill.code:
                     continue

@@ -107,3 +107,17 @@ def test_a_gpu_job_on_a_machine_without_one_is_refused(env_server, tmp_path, mon
     finally:
         learner.servicer.close()
         learner.close()
+
+
+def test_a_plans_skills_are_copied_to_every_env_server(env_server, second_env_server) -> None:
+    from rlgpt.v1 import common_pb2
+    from services.learner.env_servers import prepare_env_servers
+
+    second, second_target = second_env_server
+    env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="plan_only_wood", code=COLLECT_WOOD,
+                                                               replace=True))
+    wood = common_pb2.Condition(achievement="collect_wood")
+    config = learner_pb2.RLConfig(backend="crafter", plan=[learner_pb2.PlanStep(skill="plan_only_wood",
+                                                                                success=[wood])])
+    prepare_env_servers([env_server.target, second_target], env_server.target, env_server.stub, config)
+    assert "plan_only_wood" in [s.name for s in second.skills.all()]
