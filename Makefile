@@ -9,7 +9,7 @@ EXTRAS := env,learner,planner,critic,local-llm,dev
 PROTOS := $(wildcard proto/rlgpt/v1/*.proto)
 TEST_TIMEOUT ?= 1800
 
-.PHONY: setup setup-system proto run test test-e2e vllm-setup llm-vllm lint bench-env bench-learner bench-crafter bench-llm bench-rlgpt bench-skills bench-replay clean help \
+.PHONY: setup setup-system proto run test test-e2e vllm-setup llm-vllm lint bench-env bench-learner bench-crafter bench-diamond bench-llm bench-rlgpt bench-skills bench-replay clean help \
 	images images-local smoke-images play-kube check-deploy kind-up deploy kind-down
 
 help:
@@ -21,6 +21,7 @@ help:
 	@echo "make bench-env - env server throughput benchmark -> docs/BENCHMARKS.md"
 	@echo "make bench-learner - learner training FPS vs raw Crafter stepping -> docs/BENCHMARKS.md"
 	@echo "make bench-crafter - Crafter's benchmark: 1M frames, 22 achievements, the score (resumable) -> docs/BENCHMARKS.md"
+	@echo "make bench-diamond - collect_diamond: an RL-GPT run's chain alone vs APPO around it as a kept plan -> docs/BENCHMARKS.md"
 	@echo "make bench-llm - embedded LLMs on the agents' prompts (valid answers, skill tests, dead loops) -> docs/BENCHMARKS.md"
 	@echo "make bench-rlgpt - pure RL vs pure code vs RL-GPT, its agent ablation and success per iteration, one frame budget -> docs/BENCHMARKS.md"
 	@echo "make bench-skills - a capable model's recorded skills for 14 sub-tasks, re-tested -> docs/BENCHMARKS.md"
@@ -120,6 +121,11 @@ bench-learner: setup
 # make bench-crafter BENCH_CRAFTER_ARGS="--variants appo --frames 200000"
 bench-crafter: setup
 	$(PY) -m benchmarks.bench_crafter --output docs/BENCHMARKS.md $(BENCH_CRAFTER_ARGS)
+
+# collect_diamond: a recorded RL-GPT run's all-code chain alone vs APPO around it as a kept plan (1M frames,
+# resumable), e.g. make bench-diamond BENCH_DIAMOND_ARGS="--frames 200000"
+bench-diamond: setup
+	$(PY) -m benchmarks.bench_diamond --output docs/BENCHMARKS.md $(BENCH_DIAMOND_ARGS)
 
 # Options for the bench scripts, e.g. make bench-rlgpt BENCH_RLGPT_ARGS="--tasks collect_stone --agents one,slow-fast"
 # (see python -m benchmarks.bench_rlgpt --help); the defaults: tasks make_wood_pickaxe,collect_stone, modes

@@ -81,18 +81,22 @@ def read_episodes(job_dir: Path) -> list[dict[str, Any]]:
     return episodes
 
 
+def training_seconds(progress: list[dict[str, Any]]) -> float:
+    """Training time over every invocation of a job (each training process counts its own elapsed from 0)."""
+    total, last = 0.0, 0.0
+    for record in progress:
+        if record["elapsed"] < last:
+            total += last
+        last = record["elapsed"]
+    return total + last
+
+
 def summarise(job_dir: Path, budget: int, achievements: list[str]) -> dict[str, Any]:
     episodes = within_budget(read_episodes(job_dir), budget)
     rates = success_rates([e["achievements"] for e in episodes], achievements)  # type: ignore[misc]
     progress = read_progress(job_dir)
     frames = max((r["env_frames"] for r in progress), default=0)
-    # Training time over every invocation (each training process counts its own elapsed from 0).
-    train_s, last = 0.0, 0.0
-    for record in progress:
-        if record["elapsed"] < last:
-            train_s += last
-        last = record["elapsed"]
-    train_s += last
+    train_s = training_seconds(progress)
     return {"episodes": len(episodes), "frames": frames, "complete": frames >= budget, "rates": rates,
             "train_s": train_s,
             "score": crafter_score(rates), "mean_return": (sum(float(e["return"]) for e in episodes) / len(episodes)
@@ -129,6 +133,52 @@ def held_out(job_dir: Path, target: str, episodes: int, seed: int, achievements:
             "score": crafter_score(rates)}
 
 
+def train_job(job_dir: Path, config: learner_pb2.RLConfig, servers: list[ServiceProcess], timeout: float,
+              progress: Progress, label: str) -> int | None:
+    """Trains (or resumes) the job in ``job_dir`` up to ``config.env_frames`` as the learner would (its own
+    process, its sessions on ``servers``), with live progress; returns its exit code, None when ``timeout`` ended
+    it (with a checkpoint to resume from). A job trained to its budget already is not trained again."""
+    frames = int(config.env_frames)
+    started = time.time()
+    process: subprocess.Popen[bytes] | None = None
+    task = progress.add_task(label, total=frames)
+    write_job_config(job_dir, config, {"env_server": servers[0].target, "env_servers": [s.target for s in servers],
+                                       "device": "cpu", "progress_interval": 5, "record_episodes": True})
+    records = read_progress(job_dir)
+    if records and records[-1]["env_frames"] >= frames:  # trained already: only summarise (and evaluate)
+        log.info("%s: trained already (%d frames); not training again", label, records[-1]["env_frames"])
+        progress.update(task, visible=False)
+        return 0
+    try:
+        command = train_command(job_dir)
+        command[0] = sys.executable
+        env = {**os.environ, "PYTHONUNBUFFERED": "1",
+               "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        with (job_dir / "train.log").open("ab") as log_file:
+            process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=env,
+                                       cwd=REPO_ROOT, start_new_session=True)
+        while process.poll() is None and time.time() - started < timeout:
+            records = read_progress(job_dir)
+            if records:
+                last = records[-1]
+                progress.update(task, completed=min(frames, last["env_frames"]),
+                                description=f"{label}: {last['fps']:.0f} frames/s, {last['episodes']} episodes")
+            time.sleep(2)
+        rc = process.poll()
+        if rc is None:
+            log.warning("%s: stopped after %.0f s (--timeout); run it again to resume", label, timeout)
+        return rc
+    finally:
+        if process is not None:
+            (job_dir / "stop").touch()  # a clean stop saves a checkpoint to resume from
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                kill_group(process)
+            (job_dir / "stop").unlink(missing_ok=True)
+        progress.update(task, visible=False)
+
+
 def run_variant(variant: str, work: Path, frames: int, seed: int, timeout: float, progress: Progress,
                 eval_episodes: int = 0, library: dict[str, str] | None = None) -> dict[str, Any]:
     """Trains (or resumes) one variant up to ``frames``, summarises its episodes and, with ``eval_episodes``,
@@ -139,50 +189,13 @@ def run_variant(variant: str, work: Path, frames: int, seed: int, timeout: float
     config = crafter_config(variant, frames, seed, tuple(skills))
     started = time.time()
     servers, achievements = start_env_servers(NUM_WORKERS, work / "logs", skills, config)
-    process: subprocess.Popen[bytes] | None = None
-    rc: int | None = None
-    task = progress.add_task(f"{variant}", total=frames)
     try:
-        write_job_config(job_dir, config, {"env_server": servers[0].target,
-                                           "env_servers": [s.target for s in servers], "device": "cpu",
-                                           "progress_interval": 5, "record_episodes": True})
-        records = read_progress(job_dir)
-        if records and records[-1]["env_frames"] >= frames:  # trained already: only summarise (and evaluate)
-            log.info("%s: trained already (%d frames); not training again", variant, records[-1]["env_frames"])
-            rc = 0
-        else:
-            command = train_command(job_dir)
-            command[0] = sys.executable
-            env = {**os.environ, "PYTHONUNBUFFERED": "1",
-                   "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-            with (job_dir / "train.log").open("ab") as log_file:
-                process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=env,
-                                           cwd=REPO_ROOT, start_new_session=True)
-        while process is not None and process.poll() is None and time.time() - started < timeout:
-            records = read_progress(job_dir)
-            if records:
-                last = records[-1]
-                progress.update(task, completed=min(frames, last["env_frames"]),
-                                description=f"{variant}: {last['fps']:.0f} frames/s, {last['episodes']} episodes")
-            time.sleep(2)
-        rc = process.poll() if process is not None else rc
-        if rc is None:
-            log.warning("%s: stopped after %.0f s (--timeout); run it again to resume", variant, timeout)
+        rc = train_job(job_dir, config, servers, timeout, progress, variant)
+        evaluation = (held_out(job_dir, servers[0].target, eval_episodes, seed, achievements)
+                      if eval_episodes else None)
     finally:
-        if process is not None:
-            (job_dir / "stop").touch()  # a clean stop saves a checkpoint to resume from
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                kill_group(process)
-            (job_dir / "stop").unlink(missing_ok=True)
-        try:
-            evaluation = (held_out(job_dir, servers[0].target, eval_episodes, seed, achievements)
-                          if eval_episodes else None)
-        finally:
-            for server in servers:
-                server.stop()
-            progress.update(task, visible=False)
+        for server in servers:
+            server.stop()
     summary = summarise(job_dir, frames, achievements)
     summary["held_out"] = evaluation
     summary.update(variant=variant, skills=list(skills), achievements=achievements, budget=frames,

@@ -1,0 +1,71 @@
+"""collect_diamond with a kept plan: ``make bench-diamond`` runs ``python -m benchmarks.bench_diamond``.
+
+An RL-GPT run's plan for collect_diamond (by default a capable model's recorded relay run, docs/runs/
+claude-relay-collect_diamond) is scored alone, as the all-code chain, on held-out worlds; then Sample Factory APPO
+trains around it for 1M frames (``--frames`` for less): the plan is one macro action next to the primitives
+(``RLConfig.plan``), so the policy learns when to step in (fight, flee, eat, drink, sleep) while the plan keeps
+its order. The policy is scored on the same worlds. Resumable, with live progress; the results go to
+docs/bench-raw/diamond/results.json and the section and plot are rebuilt from them (``--report-only``).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from benchmarks.common import load_results, machine_info, raw_path, save_results, setup_logging, utc_now, write_section
+from benchmarks.crafter.diamond import PLAN_RUN, load_plan, run_diamond
+from benchmarks.crafter.diamond_report import SECTION_TITLE, plot_diamond, render_section
+
+log = logging.getLogger("benchmarks.crafter")
+console = Console(stderr=True)
+
+
+def main(
+    plan_run: Annotated[Path, typer.Option(help="A recorded RL-GPT run whose last plan (every sub-task coded) is "
+                                                "kept.")] = PLAN_RUN,
+    frames: Annotated[int, typer.Option(help="Env frames APPO trains around the plan.", min=1000)] = 1_000_000,
+    seed: Annotated[int, typer.Option(help="Seed of the training worlds (the held-out ones are offset).")] = 0,
+    episodes: Annotated[int, typer.Option(help="Held-out worlds each controller is scored on.", min=1,
+                                          max=256)] = 64,
+    timeout: Annotated[float, typer.Option(help="Seconds the training may take in this invocation; it stops with "
+                                                "a checkpoint and the next invocation resumes it.")] = 6 * 3600,
+    work: Annotated[Path, typer.Option(help="Where the job lives (kept: running again resumes).")] = Path(
+        "runs/bench-diamond"),
+    output: Annotated[Path, typer.Option(help="Markdown file whose section is replaced.")] = Path("docs/BENCHMARKS.md"),
+    figure: Annotated[Path, typer.Option(help="The plot (PNG).")] = Path("docs/figures/diamond_kept_plan.png"),
+    raw_json: Annotated[Path | None, typer.Option(help="Raw results; default docs/bench-raw/diamond/results.json."
+                                                  )] = None,
+    report_only: Annotated[bool, typer.Option(help="Rebuild the section from the saved results.")] = False,
+    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+) -> None:
+    """collect_diamond: an RL-GPT run's all-code chain alone vs APPO trained around it as a kept plan."""
+    setup_logging(console, log_level)
+    raw_json = raw_json or raw_path("diamond")
+    if not report_only:
+        try:
+            plan = load_plan(plan_run)
+        except (OSError, ValueError, KeyError) as exc:
+            raise typer.BadParameter(f"{plan_run}: not a recorded run with a coded plan ({exc})",
+                                     param_hint="--plan-run") from None
+        progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn(
+            "{task.completed:,.0f}/{task.total:,.0f} frames"), TimeElapsedColumn(), console=console)
+        results = {"date_utc": utc_now(), "machine": machine_info(("torch", "sample-factory", "crafter"))}
+        with progress:
+            results["run"] = run_diamond(plan, work.resolve(), frames, seed, timeout, progress, episodes)
+        save_results(raw_json, results)
+    elif not raw_json.exists():
+        raise typer.BadParameter(f"no results at {raw_json}; run without --report-only first")
+    results = load_results(raw_json)
+    plot = plot_diamond(results, figure)
+    write_section(output, SECTION_TITLE, render_section(results, str(plot.relative_to(output.parent))))
+    log.info("wrote %s and %s from %s", output, plot, raw_json)
+
+
+if __name__ == "__main__":
+    typer.run(main)

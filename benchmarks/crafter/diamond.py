@@ -1,0 +1,163 @@
+"""collect_diamond with a kept plan (make bench-diamond): an RL-GPT run's plan for collect_diamond, each sub-task
+a skill its LLM wrote, run alone as the all-code chain on held-out worlds, and APPO trained around it
+(``RLConfig.plan``: the plan is one macro action next to the primitives, and the policy learns when to let it act
+and when to fight, flee, eat, drink or sleep), scored on the same worlds.
+
+The plan and its skills are read from the run's directory (``state.json``: the last plan, each sub-task's best
+code and success conditions; ``recorded.json``: which model answered); nothing in them is typed here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from google.protobuf import json_format
+from rich.progress import Progress
+
+from benchmarks.common import REPO_ROOT
+from benchmarks.crafter.run import EPISODE_LENGTH, read_episodes, start_env_servers, train_job, training_seconds
+from rlgpt.env_client import PLAN_ACTION
+from rlgpt.grpc_client import create_channel
+from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2
+from services.learner.jobs import read_progress
+from services.learner.plan_progress import PlanProgress
+from services.learner.policy import EVAL_SEED_OFFSET, FirstEpisodes
+from services.learner.sf_env import session_request
+
+log = logging.getLogger("benchmarks.crafter")
+PLAN_RUN = REPO_ROOT / "docs" / "runs" / "claude-relay-collect_diamond"
+"""A capable model's recorded RL-GPT run on collect_diamond (through the relay, replayable with --replay)."""
+NUM_WORKERS, ENVS_PER_WORKER = 2, 8
+SKILL_PREFIX = "diamond_"
+"""Registered names of the plan's skills: the sub-task's name with this prefix (apart from other libraries)."""
+K = 16
+"""Frames of one plan action: how often the policy may step in."""
+REWARD = (("stage", 1.0), ("success", 10.0), ("death", -1.0), ("health", 0.1))
+"""Each sub-task of the plan done pays 1, the diamond 10, dying costs 1, and health lost or regained counts a
+little (Crafter's own reward weighs it so), so that damage is felt when it happens, not only at death."""
+PRIMITIVES = ("noop", "move_left", "move_right", "move_up", "move_down", "do", "sleep", "place_stone")
+"""What the policy does besides letting the plan act: move (flee), do (fight, drink, eat), sleep, wall off with
+stone. The crafting primitives are left to the plan's skills."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordedPlan:
+    task: str
+    llm: str
+    run: str
+    steps: tuple[tuple[str, str, tuple[dict[str, Any], ...]], ...]
+    """(sub-task name, its skill's code, its success conditions as JSON), in plan order."""
+
+
+def load_plan(run_dir: Path) -> RecordedPlan:
+    """The last plan of a recorded RL-GPT run with each sub-task's code; ValueError when a sub-task has none."""
+    state = json.loads((run_dir / "state.json").read_text())
+    recorded = json.loads((run_dir / "recorded.json").read_text()) if (run_dir / "recorded.json").exists() else {}
+    steps = []
+    for subtask in state["plan"]["subtasks"]:
+        code = state["subtasks"][subtask["name"]].get("skill_code", "")
+        if not code:
+            raise ValueError(f"{run_dir}: sub-task {subtask['name']} has no code; a kept plan needs a skill per step")
+        steps.append((subtask["name"], code, tuple(subtask["success"])))
+    task = recorded.get("task") or json.loads((run_dir / "request.json").read_text())["task"]["name"]
+    return RecordedPlan(task=task, llm=str(recorded.get("model", "unknown")), run=str(run_dir), steps=tuple(steps))
+
+
+def plan_config(plan: RecordedPlan, frames: int, seed: int) -> learner_pb2.RLConfig:
+    steps = [learner_pb2.PlanStep(skill=SKILL_PREFIX + name,
+                                  success=[json_format.ParseDict(c, common_pb2.Condition()) for c in conditions])
+             for name, _, conditions in plan.steps]
+    return learner_pb2.RLConfig(
+        name=f"{plan.task}-kept-plan", backend="crafter",
+        task=common_pb2.TaskSpec(name=plan.task, terminate_on_success=True), plan=steps,
+        primitive_actions=list(PRIMITIVES),
+        reward_terms=[common_pb2.RewardTerm(kind=kind, weight=weight) for kind, weight in REWARD],
+        episode_length=EPISODE_LENGTH, env_frames=frames, num_workers=NUM_WORKERS, envs_per_worker=ENVS_PER_WORKER,
+        seed=seed, skill_max_steps=K)
+
+
+def outcome(response: learner_pb2.EvaluateResponse, frames: int, seconds: float) -> dict[str, Any]:
+    """What a controller did on the held-out worlds: success, per plan step reached / done, how episodes ended."""
+    return {"episodes": len(response.episodes), "success_rate": response.success_rate,
+            "frames": frames, "seconds": seconds,
+            "links": [json_format.MessageToDict(link, preserving_proto_field_name=True,
+                                                always_print_fields_with_no_presence=True) for link in response.links],
+            "ends": [{"success": e.success, "end_reason": e.end_reason, "death_cause": e.death_cause,
+                      "steps": e.steps} for e in response.episodes]}
+
+
+def chain_alone(target: str, config: learner_pb2.RLConfig, episodes: int, seed: int) -> dict[str, Any]:
+    """The plan with nobody stepping in (every action the plan action) on the worlds the policy is scored on."""
+    started = time.time()
+    channel = create_channel(target, default_timeout=600)
+    stub = env_pb2_grpc.EnvServiceStub(channel)
+    session = stub.CreateSession(session_request(config, seed + EVAL_SEED_OFFSET, num_envs=episodes,
+                                                 client="bench-diamond:chain", record=True, autoreset=True))
+    first = FirstEpisodes(episodes)
+    progress = PlanProgress([step.skill for step in config.plan], episodes)
+    plan_action = list(session.actions).index(PLAN_ACTION)
+    try:
+        while not first.done:
+            step = stub.Step(env_pb2.StepRequest(session_id=session.session_id, actions=[plan_action] * episodes))
+            first.record(step)
+            progress.record(step)
+    finally:
+        stub.CloseSession(env_pb2.CloseSessionRequest(session_id=session.session_id))
+        channel.close()
+    return outcome(first.response(progress.links()), first.frames, time.time() - started)
+
+
+def policy_on(job_dir: Path, target: str, episodes: int, seed: int) -> dict[str, Any]:
+    from services.learner.evaluate import evaluate
+
+    started = time.time()
+    response = evaluate(job_dir, target, episodes, seed, max_frames=episodes * EPISODE_LENGTH)
+    return outcome(response, sum(e.steps for e in response.episodes), time.time() - started)
+
+
+def training_curve(job_dir: Path, window: int = 200) -> list[dict[str, float]]:
+    """Success rate and plan steps done over windows of training episodes, against the env frames by then."""
+    episodes = sorted(read_episodes(job_dir), key=lambda e: e["time"])
+    points, frames = [], 0
+    for start in range(0, len(episodes) - window + 1, window):
+        chunk = episodes[start:start + window]
+        frames += sum(int(e["frames"]) for e in chunk)
+        points.append({"frames": frames, "success_rate": sum(bool(e["success"]) for e in chunk) / len(chunk),
+                       "stages_done": sum(int(e.get("stages_done", 0)) for e in chunk) / len(chunk),
+                       "deaths": sum(e.get("end_reason") == "death" for e in chunk) / len(chunk)})
+    return points
+
+
+def run_diamond(plan: RecordedPlan, work: Path, frames: int, seed: int, timeout: float, progress: Progress,
+                eval_episodes: int) -> dict[str, Any]:
+    """Registers the plan's skills, scores the chain alone, trains (or resumes) APPO around the plan and scores
+    the policy on the same held-out worlds."""
+    job_dir = work / "kept-plan"
+    job_dir.mkdir(parents=True, exist_ok=True)
+    config = plan_config(plan, frames, seed)
+    skills = {SKILL_PREFIX + name: code for name, code, _ in plan.steps}
+    started = time.time()
+    servers, _ = start_env_servers(NUM_WORKERS, work / "logs", skills, config)
+    try:
+        chain = chain_alone(servers[0].target, config, eval_episodes, seed)
+        log.info("the chain alone: %.1f%% of %d held-out worlds", 100 * chain["success_rate"], chain["episodes"])
+        rc = train_job(job_dir, config, servers, timeout, progress, "kept plan + APPO")
+        policy = policy_on(job_dir, servers[0].target, eval_episodes, seed)
+        log.info("APPO around the plan: %.1f%% of the same worlds", 100 * policy["success_rate"])
+    finally:
+        for server in servers:
+            server.stop()
+    episodes = read_episodes(job_dir)
+    records = read_progress(job_dir)
+    last = records[-1] if records else {}
+    return {"task": plan.task, "llm": plan.llm, "run": plan.run, "steps": [name for name, _, _ in plan.steps],
+            "k": K, "reward": [list(term) for term in REWARD], "primitives": list(PRIMITIVES), "budget": frames,
+            "frames": int(last.get("env_frames", 0)), "complete": int(last.get("env_frames", 0)) >= frames,
+            "train_episodes": len(episodes), "rc": rc, "wall_s": time.time() - started,
+            "train_s": training_seconds(records),
+            "chain": chain, "policy": policy, "curve": training_curve(job_dir), "job_dir": str(job_dir)}

@@ -1,0 +1,64 @@
+"""bench-diamond: the recorded plan it keeps, and its section computed from the saved results."""
+
+from __future__ import annotations
+
+from benchmarks.crafter.diamond import PLAN_RUN, load_plan, plan_config
+from benchmarks.crafter.diamond_report import end_kind, ended_in, plot_diamond, render_section
+
+
+def link(name: str, reached: int, succeeded: int) -> dict:
+    return {"name": name, "reached": reached, "succeeded": succeeded, "mean_frames": 10.0}
+
+
+def controller(rate: float, links: list[dict], ends: list[dict]) -> dict:
+    return {"episodes": len(ends), "success_rate": rate, "frames": 100, "seconds": 1.0, "links": links, "ends": ends}
+
+
+def end(success: bool, reason: str = "death", cause: str = "", steps: int = 50) -> dict:
+    return {"success": success, "end_reason": reason, "death_cause": cause, "steps": steps}
+
+
+def results() -> dict:
+    chain = controller(0.25, [link("diamond_wood", 4, 4), link("diamond_iron", 4, 2), link("diamond_gem", 2, 1)],
+                       [end(True, "success"), end(False, cause="attacked by zombie"),
+                        end(False, cause="attacked by zombie and no drink"), end(False, cause="no food")])
+    policy = controller(0.5, [link("diamond_wood", 4, 4), link("diamond_iron", 4, 3), link("diamond_gem", 3, 2)],
+                        [end(True, "success"), end(True, "success"), end(False, cause="shot by skeleton"),
+                         end(False, "time_limit")])
+    return {"date_utc": "2026-11-25 08:00 UTC", "machine": {"cpu_model": "cpu", "cpu_count": 2, "ram_gib": 23.5,
+                                                            "python": "3.11", "torch": "2", "sample_factory": "2",
+                                                            "crafter": "1"},
+            "run": {"task": "collect_diamond", "llm": "a model", "run": "docs/runs/x", "steps": ["wood", "iron", "gem"],
+                    "k": 16, "reward": [["stage", 1.0], ["death", -1.0]], "primitives": ["noop", "do"],
+                    "budget": 1000, "frames": 600, "complete": False, "train_episodes": 30, "rc": None,
+                    "wall_s": 60.0, "train_s": 120.0, "chain": chain, "policy": policy, "job_dir": "j",
+                    "curve": [{"frames": 300, "success_rate": 0.1, "stages_done": 1.0, "deaths": 0.9},
+                              {"frames": 600, "success_rate": 0.3, "stages_done": 2.0, "deaths": 0.6}]}}
+
+
+def test_failed_episodes_are_placed_at_their_first_unfinished_step() -> None:
+    r = results()["run"]
+    assert ended_in(r["chain"]) == {"diamond_wood": 0, "diamond_iron": 2, "diamond_gem": 1}
+    assert sum(ended_in(r["chain"]).values()) == 3 == sum(not e["success"] for e in r["chain"]["ends"])
+    assert [end_kind(e) for e in r["chain"]["ends"][1:]] == ["killed", "killed and worn out", "worn out"]
+
+
+def test_the_section_says_what_the_results_say(tmp_path) -> None:
+    text = render_section(results(), "fig.png")
+    assert "| the chain alone | 25.0% | 4 | 50 | killed 1, killed and worn out 1, worn out 1 |" in text
+    assert "| APPO around the kept plan | 50.0% | 4 | 50 |" in text
+    assert "| iron | 100.0% / 50.0% | 2 | 100.0% / 75.0% | 1 |" in text
+    assert "trained for 600 of 1,000 frames (partial) (30 training episodes, 2 min)" in text
+    assert "50.0% of the held-out worlds, 25.0 points above the chain alone (25.0%)." in text
+    assert "from 10.0% (the first 300 frames) to 30.0% (the last window, by 600 frames)" in text
+    assert plot_diamond(results(), tmp_path / "d.png").stat().st_size > 10_000
+
+
+def test_the_kept_plan_is_the_recorded_runs_own() -> None:
+    plan = load_plan(PLAN_RUN)
+    assert plan.task == "collect_diamond" and plan.llm.startswith("Claude")
+    assert [name for name, _, _ in plan.steps][:2] == ["collect_wood", "make_wood_pickaxe"]
+    assert all(code and conditions for _, code, conditions in plan.steps)
+    config = plan_config(plan, 1000, 0)
+    assert len(config.plan) == len(plan.steps) and config.plan[-1].success[0].achievement == "collect_diamond"
+    assert config.task.terminate_on_success and "do" in config.primitive_actions
