@@ -63,10 +63,15 @@ def main(
             "{task.completed:,.0f}/{task.total:,.0f} frames"), TimeElapsedColumn(), console=console)
         with progress:
             for variant in chosen:
+                began = utc_now()
                 run = run_variant(variant, work.resolve(), frames, seed, timeout, progress, eval_episodes,
                                   skills if variant == "library-skills" else None)
                 if variant == "library-skills":
                     run.update(library=str(library), library_llm=library_llm)
+                previous = results["variants"].get(variant, {})
+                # When its training began; a variant only summarised or evaluated again keeps its date.
+                run["date_utc"] = previous.get("date_utc", began) if run.get("rc") == 0 and previous.get(
+                    "frames", 0) >= run["budget"] else began
                 results["variants"][variant] = run
                 save_results(raw_json, results)  # each variant as soon as it is done
                 log.info("%s: %s frames, %d episodes, score %.2f", variant, f"{run['frames']:,}", run["episodes"],

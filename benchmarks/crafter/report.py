@@ -52,6 +52,10 @@ def render_section(results: dict[str, Any], plot: str | None) -> str:
     lines += ["", *markdown_table(("achievement", *(LABELS.get(r["variant"], r["variant"]) for r in runs)),
                                   [(name, *(fmt_rate(r["rates"].get(name)) for r in runs)) for name in achievements])]
     published = ", ".join(f"{name} {score}" for name, score in PUBLISHED_SCORES.items())
+    lines.append("")
+    dated = [(LABELS.get(r["variant"], r["variant"]), r["date_utc"]) for r in runs if r.get("date_utc")]
+    if len({date for _, date in dated}) > 1:
+        lines.append("Trained from: " + "; ".join(f"{label} {date}" for label, date in dated) + ".")
     for r in runs:
         if r.get("library"):
             lines.append(f"{LABELS['library-skills']}: the skills of `{r['library']}`"
