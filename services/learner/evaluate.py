@@ -9,8 +9,8 @@ from rlgpt.errors import NotFound
 from rlgpt.grpc_client import create_channel
 from rlgpt.tensors import from_tensor
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2
-from services.learner.policy import EVAL_SEED_OFFSET, FirstEpisodes, Policy, latest_checkpoint
 from services.learner.plan_progress import PlanProgress
+from services.learner.policy import EVAL_SEED_OFFSET, FirstEpisodes, Policy, latest_checkpoint
 from services.learner.sf_env import load_job_config, session_request
 
 log = logging.getLogger(__name__)

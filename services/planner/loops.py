@@ -31,10 +31,11 @@ from rlgpt import metrics
 from rlgpt.errors import RlgptError
 from rlgpt.prompts import CompletesJSON
 from rlgpt.v1 import common_pb2, critic_pb2, env_pb2, learner_pb2, planner_pb2
+from services.planner import kept_plan
 from services.planner.agents import FastAgent, SlowAgent
 from services.planner.attempts import Attempts, RLAttempt, training_frames
 from services.planner.context import AgentSetup, Mode, RunContext, StopRequested, Stubs
-from services.planner.controller import NO_CONTROLLER, final_evaluation, iteration_evaluation
+from services.planner.controller import FINAL_SEED_OFFSET, NO_CONTROLLER, final_evaluation, iteration_evaluation
 from services.planner.one_agent import OneAgent, recorded_answer
 from services.planner.planning import PlanMaking
 from services.planner.plans import start_inventory, summary, task_subtask
@@ -98,7 +99,10 @@ class TwoLoops(PlanMaking):
             self._iterate()
         if self.state.final is None:
             self.ctx.check_stop()
-            final = final_evaluation(self.ctx)
+            kept = kept_plan.final_controller(self.ctx)
+            final = (kept_plan.evaluate_kept_plan(self.ctx, kept[0], episodes=self.ctx.budgets.eval_episodes,
+                                                  seed=self.ctx.seed + FINAL_SEED_OFFSET)
+                     if kept else final_evaluation(self.ctx))
             self.state.final = final.as_json()
             self.ctx.run.success_rate = final.success_rate
             self.ctx.save()
@@ -186,6 +190,9 @@ class TwoLoops(PlanMaking):
             pending = [s for s in plan.subtasks if self.state.subtasks[s.name].status != Status.DONE]
             self.state.slow_feedback = "" if not pending else summary(plan, self.state)
             ctx.save()
+            if kept_plan.wanted(ctx, plan, record.success_rate):  # RL inside the chain, not instead of it
+                assert record.success_rate is not None
+                kept_plan.train_kept_plan(ctx, self.attempts, plan, record.success_rate)
             if not pending or ctx.frames_left() == 0:
                 return
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 from google.protobuf import json_format
@@ -139,6 +140,22 @@ def skills_section(state: RunState) -> list[str]:
     return [*lines, ""]
 
 
+def kept_plan_section(kept: dict[str, Any] | None) -> list[str]:
+    """The training around the kept plan (RL inside the chain), when the run had one."""
+    if not kept:
+        return []
+    chain = f"{kept['chain_success_rate']:.0%}"
+    if kept.get("error"):
+        return ["## RL around the kept plan", "", f"The chain scored {chain}; the training around it failed: "
+                f"{kept['error']}", ""]
+    better = kept["success_rate"] > kept["chain_success_rate"]
+    return ["## RL around the kept plan", "",
+            f"Every sub-task was coded and done but the chain scored {chain} on the iteration's worlds, so a policy "
+            f"was trained around the plan (job {kept['job_id']}: the plan one macro action next to the primitives). "
+            f"It scored {kept['success_rate']:.0%} on the same worlds: "
+            + ("it is the final controller." if better else "the chain stays the final controller."), ""]
+
+
 def write_run_report(run_dir: Path, state: RunState | None = None, ended: str = "") -> Path:
     """Writes report.md, curves.png and iterations.png into ``run_dir``; returns report.md's path.
 
@@ -174,6 +191,7 @@ def write_run_report(run_dir: Path, state: RunState | None = None, ended: str = 
         lines.append(f"| {int(it['iteration'])} | {int(it['tokens'])} | {it['seconds']:.0f} | {int(it['frames'])} | "
                      f"{'n/a' if rate is None else f'{rate:.0%}'} | {chain} |")
     lines += ["", f"![tokens and success per iteration]({iterations_png.name})", ""]
+    lines += kept_plan_section(state.kept_plan)
     if final.get("links"):
         lines += ["## The final chain, link by link", "", "| link | episodes reaching it | met its conditions | "
                   "mean frames in it |", "|---|---:|---:|---:|"]

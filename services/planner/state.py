@@ -157,6 +157,9 @@ class RunState:
     """Per outer iteration, an :class:`IterationRecord` as JSON."""
     final: dict[str, Any] | None = None
     """The :class:`FinalResult` as JSON, once the whole task was evaluated."""
+    kept_plan: dict[str, Any] | None = None
+    """The training around the kept plan (kept_plan.py): chain_success_rate, job_id and success_rate on the
+    iteration's worlds, or error; None: none was trained."""
     finished: bool = False
 
     def plan_proto(self) -> planner_pb2.Plan | None:

@@ -15,7 +15,7 @@ from fakes.fake_openai import FakeOpenAIServer, Reply
 from rlgpt_run_support import options
 
 from rlgpt.runner import run_rlgpt
-from services.env_server.skills.reference import COLLECT_WOOD
+from services.env_server.skills.reference import COLLECT_WOOD, PLACE_TABLE
 
 pytestmark = pytest.mark.timeout(900)
 NOOP_SKILL = "def skill(agent):\n    while True:\n        yield 'noop'\n"
@@ -139,3 +139,31 @@ def test_the_one_agent_plans_codes_and_configures_in_one_answer(tmp_path, monkey
     assert state["iterations"][0]["success_rate"] == 1.0
     records = [json.loads(p.read_text())["agent"] for p in sorted((report.parent / "llm").glob("*.json"))]
     assert records == ["one"]
+
+
+# Places a table only in worlds with no cow in sight at the start: the chain fails in the others.
+TABLE_WITHOUT_COWS = ("def skill(agent):\n    yield 'noop'\n    if agent.nearest('cow') is not None:\n        return\n"
+                      + "\n".join(line for line in PLACE_TABLE.splitlines()[1:]) + "\n")
+
+
+def test_a_chain_that_fails_in_some_worlds_gets_a_policy_trained_around_it(tmp_path, monkeypatch) -> None:
+    plan = {"rationale": "a table by code", "subtasks": [subtask("table", "code", achievement="place_table")]}
+    answers = {"Plan": plan, "SkillAnswer": {"name": "table", "description": "a table", "code": TABLE_WITHOUT_COWS},
+               "CriticAnswer": {"success": True, "diagnosis": "scripted", "suggestion": "keep", "target": "keep"}}
+    monkeypatch.setenv("RLGPT_CRITIC_SUCCESS_THRESHOLD", "0.5")  # the skill passes its tests where cows allow
+    report, state = run(tmp_path, monkeypatch, lambda body: Reply.json(answers[schema_of(body)]),
+                        task="place_table", total_frames=9000, eval_episodes=8)
+    chain = state["iterations"][0]["success_rate"]
+    assert state["subtasks"]["table"]["status"] == "done" and 0 < chain < 1
+    kept = state["kept_plan"]
+    assert kept["chain_success_rate"] == chain and kept["job_id"] and 0 <= kept["success_rate"] <= 1
+    config = job_config(tmp_path, kept["job_id"])
+    assert [step["skill"].split("__kept")[0] for step in config["plan"]] == ["table"]
+    assert {t["kind"] for t in config["reward_terms"]} >= {"stage", "success", "death"}
+    final = state["final"]
+    if kept["success_rate"] > chain:  # the better of the two on the iteration's worlds is the final controller
+        assert final["controller"].startswith(f"kept plan: the chain of coded skills with policy {kept['job_id']}")
+        assert final["links"][0]["name"] == config["plan"][0]["skill"]
+    else:
+        assert "kept plan" not in final["controller"]
+    assert "RL around the kept plan" in report.read_text()

@@ -1,0 +1,126 @@
+"""RL inside the chain: when every sub-task of the plan is coded and done but the whole task's chain still fails
+in some worlds, the run trains a policy around the plan instead of letting RL re-learn it. The plan becomes one
+macro action (``RLConfig.plan``: its sub-tasks' skills in order, each until its success holds) next to the
+primitives, and the policy learns when to let it act and when to step in (fight, flee, eat, drink, sleep): what
+kills the chain, which the plan's skills leave out. The plan's order is never re-learned.
+
+The policy is scored on the worlds the chain was scored on after the iteration; the final controller is the one
+that did better there (``final_controller``)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import grpc
+
+from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
+from services.planner.attempts import Attempts, RLAttempt
+from services.planner.context import Mode, RunContext
+from services.planner.controller import ITERATION_SEED_OFFSET
+from services.planner.schemas import SUCCESS_REWARD
+from services.planner.state import Decision, FinalResult, Status, SubTaskState
+
+log = logging.getLogger(__name__)
+KEPT_PLAN_K = 16
+"""Frames of one plan action: how often the policy may step in (the plan's skill is suspended, not restarted)."""
+MIN_FRAMES = 5_000
+"""Fewer frames left than this: no training around the plan (it would not learn anything)."""
+REWARD = (("stage", 1.0, ""), ("success", SUCCESS_REWARD, ""), ("death", -1.0, ""), ("health", 0.1, ""))
+"""Each sub-task the plan gets done pays 1, the task as much as pure RL's success, dying costs 1, and health
+lost or regained counts a little, so that damage is felt when it happens, not only at death."""
+
+
+def kept_plan_name(task: str) -> str:
+    return f"{task[:60]}__kept_plan"
+
+
+def wanted(ctx: RunContext, plan: planner_pb2.Plan | None, chain_success: float | None) -> bool:
+    """Every sub-task coded and done, the chain evaluated and failing somewhere, a learner and frames to train."""
+    if ctx.mode != Mode.RL_GPT or ctx.stubs.learner is None or not ctx.settings.keep_plan or plan is None:
+        return False
+    if ctx.state.kept_plan is not None or chain_success is None or chain_success >= 1.0:
+        return False
+    subs = [ctx.state.subtasks[st.name] for st in plan.subtasks]
+    if not subs or not all(s.status == Status.DONE and s.decision == Decision.CODE and s.skill_code for s in subs):
+        return False
+    left = ctx.frames_left()
+    return left is None or left >= MIN_FRAMES
+
+
+def kept_plan_config(ctx: RunContext, plan: planner_pb2.Plan) -> learner_pb2.RLConfig:
+    """The plan's sub-tasks' code registered under names of this run, as the steps of a kept plan."""
+    task = ctx.run.request.task
+    steps = []
+    for st in plan.subtasks:
+        name = f"{st.name[:40]}__kept{ctx.run.id[-6:]}"
+        ctx.stubs.env.RegisterSkill(env_pb2.RegisterSkillRequest(
+            name=name, code=ctx.state.subtasks[st.name].skill_code, replace=True,
+            description=f"{st.name}: its code as a step of the run's kept plan"))
+        steps.append(learner_pb2.PlanStep(skill=name, success=list(st.success)))
+    left = ctx.frames_left()
+    return learner_pb2.RLConfig(
+        name=kept_plan_name(task.name), plan=steps, skill_max_steps=KEPT_PLAN_K, seed=ctx.seed,
+        task=common_pb2.TaskSpec(name=task.name, success=list(task.success), terminate_on_success=True),
+        reward_terms=[common_pb2.RewardTerm(kind=k, weight=w, target=t) for k, w, t in REWARD],
+        episode_length=ctx.settings.final_episode_frames,
+        env_frames=left if left is not None else ctx.budgets.env_frames_per_training)
+
+
+def train_kept_plan(ctx: RunContext, attempts: Attempts, plan: planner_pb2.Plan, chain_success: float) -> None:
+    """Trains the policy around the plan, scores it on the iteration's worlds and keeps the result in the state
+    (``kept_plan``); a refused config or a failed evaluation is logged and recorded, and the chain stays."""
+    task = ctx.run.request.task
+    name = kept_plan_name(task.name)
+    st = planner_pb2.SubTask(name=name, success=list(task.success), decision=planner_pb2.DECISION_RL,
+                             description="RL around the kept plan: the plan is one macro action")
+    state = ctx.state.subtasks.setdefault(name, SubTaskState(name=name, decision=Decision.RL))
+    record: dict[str, Any] = {"chain_success_rate": chain_success}
+    try:
+        attempt = RLAttempt(st, state, [], config=kept_plan_config(ctx, plan), details={"kept_plan": True})
+        attempts.train_and_evaluate(attempt)
+        if attempt.trained is None:
+            record["error"] = "the learner refused the kept plan's training: " + (state.last_error or state.feedback)
+        else:
+            response = ctx.stubs.learner.Evaluate(learner_pb2.EvaluateRequest(
+                job_id=attempt.trained.job_id, episodes=ctx.budgets.eval_episodes,
+                seed=ctx.seed + ITERATION_SEED_OFFSET, episode_length=ctx.settings.final_episode_frames),
+                timeout=3600)
+            record.update(job_id=attempt.trained.job_id, success_rate=response.success_rate)
+            state.status, state.success_rate = Status.DONE, response.success_rate
+    except grpc.RpcError as exc:
+        if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            raise  # the learner or env server is gone: the run pauses, resumable
+        record["error"] = f"{exc.code().name}: {exc.details()}"
+    ctx.state.kept_plan = record
+    log.info("kept plan: %s", record)
+    ctx.save()
+
+
+def final_controller(ctx: RunContext) -> tuple[str, float] | None:
+    """The kept plan's policy (job id, its score on the iteration's worlds) when it did better there than the
+    chain; None: the chain is the final controller."""
+    kept = ctx.state.kept_plan or {}
+    if kept.get("job_id") and kept.get("success_rate", 0.0) > kept.get("chain_success_rate", 1.0):
+        return kept["job_id"], float(kept["success_rate"])
+    return None
+
+
+def evaluate_kept_plan(ctx: RunContext, job_id: str, *, episodes: int, seed: int) -> FinalResult:
+    """The policy around the kept plan on the whole task (its links: how far episodes got through the plan)."""
+    result = FinalResult(episodes=episodes, frames_used=ctx.state.frames_used,
+                         controller=f"kept plan: the chain of coded skills with policy {job_id} stepping in")
+    assert ctx.stubs.learner is not None
+    try:
+        response = ctx.stubs.learner.Evaluate(learner_pb2.EvaluateRequest(
+            job_id=job_id, episodes=episodes, seed=seed, episode_length=ctx.settings.final_episode_frames),
+            timeout=3600)
+    except grpc.RpcError as exc:
+        if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            raise
+        result.error = f"{exc.code().name}: {exc.details()}"
+        return result
+    result.success_rate, result.returns = response.success_rate, list(response.returns)
+    result.links = [{"name": s.name, "reached": s.reached, "succeeded": s.succeeded,
+                     "mean_frames": round(s.mean_frames, 1)} for s in response.links]
+    return result
