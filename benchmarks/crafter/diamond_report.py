@@ -124,7 +124,7 @@ def plot_diamond(results: dict[str, Any], path: Path) -> Path:
     left.set_xlabel("env frames (millions)")
     left.set_ylabel("% of episodes")
     left.set_ylim(0, 100)
-    left.legend(fontsize=7, loc="upper right")
+    left.legend(fontsize=7, loc="center right")
     left.set_title("training", fontsize=10)
     names = [link["name"].removeprefix("diamond_") for link in r["chain"]["links"]]
     xs = np.arange(len(names))
