@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from benchmarks.common import load_results, machine_info, raw_path, save_results, setup_logging, utc_now, write_section
-from benchmarks.crafter.diamond import PLAN_RUN, load_plan, run_diamond
+from benchmarks.crafter.diamond import PLAN_RUN, REWARD, K, load_plan, run_diamond
 from benchmarks.crafter.diamond_report import SECTION_TITLE, plot_diamond, render_section
 
 log = logging.getLogger("benchmarks.crafter")
@@ -33,6 +33,11 @@ def main(
     seed: Annotated[int, typer.Option(help="Seed of the training worlds (the held-out ones are offset).")] = 0,
     episodes: Annotated[int, typer.Option(help="Held-out worlds each controller is scored on.", min=1,
                                           max=256)] = 64,
+    k: Annotated[int, typer.Option(help="Frames of one plan action (how often the policy may step in).",
+                                   min=1, max=1000)] = K,
+    death: Annotated[float, typer.Option(help="Reward of dying (the death term's weight).")] = dict(REWARD)["death"],
+    health: Annotated[float, typer.Option(help="Weight of the health term (per point of health lost or regained)."
+                                          )] = dict(REWARD)["health"],
     timeout: Annotated[float, typer.Option(help="Seconds the training may take in this invocation; it stops with "
                                                 "a checkpoint and the next invocation resumes it.")] = 6 * 3600,
     work: Annotated[Path, typer.Option(help="Where the job lives (kept: running again resumes).")] = Path(
@@ -57,7 +62,9 @@ def main(
             "{task.completed:,.0f}/{task.total:,.0f} frames"), TimeElapsedColumn(), console=console)
         results = {"date_utc": utc_now(), "machine": machine_info(("torch", "sample-factory", "crafter"))}
         with progress:
-            results["run"] = run_diamond(plan, work.resolve(), frames, seed, timeout, progress, episodes)
+            weights = {**dict(REWARD), "death": death, "health": health}
+            results["run"] = run_diamond(plan, work.resolve(), frames, seed, timeout, progress, episodes, k,
+                                         tuple(weights.items()))
         save_results(raw_json, results)
     elif not raw_json.exists():
         raise typer.BadParameter(f"no results at {raw_json}; run without --report-only first")

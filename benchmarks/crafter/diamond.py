@@ -68,7 +68,8 @@ def load_plan(run_dir: Path) -> RecordedPlan:
     return RecordedPlan(task=task, llm=str(recorded.get("model", "unknown")), run=str(run_dir), steps=tuple(steps))
 
 
-def plan_config(plan: RecordedPlan, frames: int, seed: int) -> learner_pb2.RLConfig:
+def plan_config(plan: RecordedPlan, frames: int, seed: int, k: int = K,
+                reward: tuple[tuple[str, float], ...] = REWARD) -> learner_pb2.RLConfig:
     steps = [learner_pb2.PlanStep(skill=SKILL_PREFIX + name,
                                   success=[json_format.ParseDict(c, common_pb2.Condition()) for c in conditions])
              for name, _, conditions in plan.steps]
@@ -76,9 +77,9 @@ def plan_config(plan: RecordedPlan, frames: int, seed: int) -> learner_pb2.RLCon
         name=f"{plan.task}-kept-plan", backend="crafter",
         task=common_pb2.TaskSpec(name=plan.task, terminate_on_success=True), plan=steps,
         primitive_actions=list(PRIMITIVES),
-        reward_terms=[common_pb2.RewardTerm(kind=kind, weight=weight) for kind, weight in REWARD],
+        reward_terms=[common_pb2.RewardTerm(kind=kind, weight=weight) for kind, weight in reward],
         episode_length=EPISODE_LENGTH, env_frames=frames, num_workers=NUM_WORKERS, envs_per_worker=ENVS_PER_WORKER,
-        seed=seed, skill_max_steps=K)
+        seed=seed, skill_max_steps=k)
 
 
 def outcome(response: learner_pb2.EvaluateResponse, frames: int, seconds: float) -> dict[str, Any]:
@@ -134,12 +135,12 @@ def training_curve(job_dir: Path, window: int = 200) -> list[dict[str, float]]:
 
 
 def run_diamond(plan: RecordedPlan, work: Path, frames: int, seed: int, timeout: float, progress: Progress,
-                eval_episodes: int) -> dict[str, Any]:
+                eval_episodes: int, k: int = K, reward: tuple[tuple[str, float], ...] = REWARD) -> dict[str, Any]:
     """Registers the plan's skills, scores the chain alone, trains (or resumes) APPO around the plan and scores
     the policy on the same held-out worlds."""
     job_dir = work / "kept-plan"
     job_dir.mkdir(parents=True, exist_ok=True)
-    config = plan_config(plan, frames, seed)
+    config = plan_config(plan, frames, seed, k, reward)
     skills = {SKILL_PREFIX + name: code for name, code, _ in plan.steps}
     started = time.time()
     servers, _ = start_env_servers(NUM_WORKERS, work / "logs", skills, config)
@@ -156,7 +157,7 @@ def run_diamond(plan: RecordedPlan, work: Path, frames: int, seed: int, timeout:
     records = read_progress(job_dir)
     last = records[-1] if records else {}
     return {"task": plan.task, "llm": plan.llm, "run": plan.run, "steps": [name for name, _, _ in plan.steps],
-            "k": K, "reward": [list(term) for term in REWARD], "primitives": list(PRIMITIVES), "budget": frames,
+            "k": k, "reward": [list(term) for term in reward], "primitives": list(PRIMITIVES), "budget": frames,
             "frames": int(last.get("env_frames", 0)), "complete": int(last.get("env_frames", 0)) >= frames,
             "train_episodes": len(episodes), "rc": rc, "wall_s": time.time() - started,
             "train_s": training_seconds(records),
