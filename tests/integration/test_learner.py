@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -48,6 +50,19 @@ def start_learner(settings: LearnerSettings, runners=None) -> Learner:
         metrics_label="learner")
     channel = create_channel(f"127.0.0.1:{port}", default_timeout=120, wait_ready_seconds=10)
     return Learner(learner_pb2_grpc.LearnerServiceStub(channel), servicer, server, channel, settings)
+
+
+@contextlib.contextmanager
+def learner_with_skills(env_server, run_dir: Path, skills: dict[str, str]) -> Iterator[Learner]:
+    """A learner on ``env_server`` once the ``skills`` (name -> code) are registered there; closed after."""
+    for name, code in skills.items():
+        env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name=name, code=code, replace=True))
+    running = start_learner(settings_for(env_server.target, run_dir))
+    try:
+        yield running
+    finally:
+        running.servicer.close()
+        running.close()
 
 
 def settings_for(env_target: str, run_dir: Path, **overrides) -> LearnerSettings:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import grpc
 import pytest
-from test_learner import settings_for, start_learner, watch_until_done, wood_config
+from test_learner import learner_with_skills, watch_until_done, wood_config
 
-from rlgpt.v1 import common_pb2, env_pb2, learner_pb2
+from rlgpt.v1 import common_pb2, learner_pb2
 from services.env_server.skills.reference import COLLECT_WOOD
 
 pytestmark = pytest.mark.timeout(300)
@@ -25,12 +25,9 @@ def skill(agent):
 
 @pytest.fixture(scope="module")
 def learner(env_server, tmp_path_factory):
-    for name, code in (("learn_wood", COLLECT_WOOD), ("one_wood", ONE_WOOD)):
-        env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name=name, code=code, replace=True))
-    running = start_learner(settings_for(env_server.target, tmp_path_factory.mktemp("learner")))
-    yield running
-    running.servicer.close()
-    running.close()
+    skills = {"learn_wood": COLLECT_WOOD, "one_wood": ONE_WOOD}
+    with learner_with_skills(env_server, tmp_path_factory.mktemp("learner"), skills) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import grpc
 import pytest
-from test_learner import settings_for, start_learner, watch_until_done
+from test_learner import learner_with_skills, watch_until_done
 
-from rlgpt.v1 import common_pb2, env_pb2, learner_pb2
+from rlgpt.v1 import common_pb2, learner_pb2
 from services.env_server.skills.reference import COLLECT_WOOD, PLACE_TABLE
 
 pytestmark = pytest.mark.timeout(600)
@@ -31,12 +31,9 @@ def table_plan() -> list[learner_pb2.PlanStep]:
 
 @pytest.fixture(scope="module")
 def learner(env_server, tmp_path_factory):
-    for name, code in (("kept_wood", COLLECT_WOOD), ("kept_table", PLACE_TABLE)):
-        env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name=name, code=code, replace=True))
-    running = start_learner(settings_for(env_server.target, tmp_path_factory.mktemp("learner")))
-    yield running
-    running.servicer.close()
-    running.close()
+    skills = {"kept_wood": COLLECT_WOOD, "kept_table": PLACE_TABLE}
+    with learner_with_skills(env_server, tmp_path_factory.mktemp("learner"), skills) as running:
+        yield running
 
 
 def test_rl_around_a_kept_plan_trains_and_evaluates(learner) -> None:
