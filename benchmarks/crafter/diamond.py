@@ -113,11 +113,11 @@ def chain_alone(target: str, config: learner_pb2.RLConfig, episodes: int, seed: 
     return outcome(first.response(progress.links()), first.frames, time.time() - started)
 
 
-def policy_on(job_dir: Path, target: str, episodes: int, seed: int) -> dict[str, Any]:
+def policy_on(job_dir: Path, target: str, episodes: int, seed: int, greedy: bool = False) -> dict[str, Any]:
     from services.learner.evaluate import evaluate
 
     started = time.time()
-    response = evaluate(job_dir, target, episodes, seed, max_frames=episodes * EPISODE_LENGTH)
+    response = evaluate(job_dir, target, episodes, seed, max_frames=episodes * EPISODE_LENGTH, greedy=greedy)
     return outcome(response, sum(e.steps for e in response.episodes), time.time() - started)
 
 
@@ -149,7 +149,9 @@ def run_diamond(plan: RecordedPlan, work: Path, frames: int, seed: int, timeout:
         log.info("the chain alone: %.1f%% of %d held-out worlds", 100 * chain["success_rate"], chain["episodes"])
         rc = train_job(job_dir, config, servers, timeout, progress, "kept plan + APPO")
         policy = policy_on(job_dir, servers[0].target, eval_episodes, seed)
-        log.info("APPO around the plan: %.1f%% of the same worlds", 100 * policy["success_rate"])
+        greedy = policy_on(job_dir, servers[0].target, eval_episodes, seed, greedy=True)
+        log.info("APPO around the plan: %.1f%% of the same worlds sampling, %.1f%% greedy",
+                 100 * policy["success_rate"], 100 * greedy["success_rate"])
     finally:
         for server in servers:
             server.stop()
@@ -161,4 +163,5 @@ def run_diamond(plan: RecordedPlan, work: Path, frames: int, seed: int, timeout:
             "frames": int(last.get("env_frames", 0)), "complete": int(last.get("env_frames", 0)) >= frames,
             "train_episodes": len(episodes), "rc": rc, "wall_s": time.time() - started,
             "train_s": training_seconds(records),
-            "chain": chain, "policy": policy, "curve": training_curve(job_dir), "job_dir": str(job_dir)}
+            "chain": chain, "policy": policy, "policy_greedy": greedy, "curve": training_curve(job_dir),
+            "job_dir": str(job_dir)}

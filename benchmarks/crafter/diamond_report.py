@@ -9,7 +9,13 @@ from typing import Any
 from benchmarks.common import machine_line, markdown_table
 
 SECTION_TITLE = "## collect_diamond with a kept plan: the chain alone vs APPO around it (make bench-diamond)"
-CONTROLLERS = (("chain", "the chain alone"), ("policy", "APPO around the kept plan"))
+CONTROLLERS = (("chain", "the chain alone", "chain"), ("policy", "APPO around the kept plan, sampling", "APPO"),
+               ("policy_greedy", "APPO around the kept plan, greedy", "APPO greedy"))
+"""(results key, row label, short column label); a controller missing from the results is left out."""
+
+
+def controllers(r: dict[str, Any]) -> list[tuple[str, str, str]]:
+    return [c for c in CONTROLLERS if r.get(c[0])]
 
 
 def pct(part: float, whole: float) -> str:
@@ -41,7 +47,7 @@ def end_kind(end: dict[str, Any]) -> str:
 
 def render_section(results: dict[str, Any], plot: str | None) -> str:
     r = results["run"]
-    chain, policy = r["chain"], r["policy"]
+    chain = r["chain"]
     steps = [link["name"].removeprefix("diamond_") for link in chain["links"]]
     frames_cell = f"{r['frames']:,} of {r['budget']:,} frames" + ("" if r["complete"] else " (partial)")
     lines = [
@@ -54,11 +60,12 @@ def render_section(results: dict[str, Any], plot: str | None) -> str:
         f"the suspended skill resumed by the next plan action), reward "
         + ", ".join(f"{kind} {weight:+g}" for kind, weight in r["reward"])
         + f", episodes of up to 10,000 frames, trained for {frames_cell} ({r['train_episodes']:,} training "
-        f"episodes, {r['train_s'] / 60:.0f} min). Both are scored on the same {chain['episodes']} held-out worlds "
-        "(the learner's evaluation seeds, never trained on), the policy sampling its actions.", "",
+        f"episodes, {r['train_s'] / 60:.0f} min). All are scored on the same {chain['episodes']} held-out worlds "
+        "(the learner's evaluation seeds, never trained on); the policy sampling its actions as in training, and "
+        "greedy (its most probable action, `EvaluateRequest.greedy`).", "",
     ]
     rows = []
-    for key, label in CONTROLLERS:
+    for key, label, _ in controllers(r):
         result = r[key]
         n = result["episodes"]
         failed = [e for e in result["ends"] if not e["success"]]
@@ -71,21 +78,25 @@ def render_section(results: dict[str, Any], plot: str | None) -> str:
     lines += ["", "How far the episodes got: per sub-task of the plan, the episodes that reached it (every earlier "
               "one done) and that did it; *ended here*: failed episodes whose first sub-task not done was this one.",
               ""]
-    ends = {key: ended_in(r[key]) for key, _ in CONTROLLERS}
+    ends = {key: ended_in(r[key]) for key, _, _ in controllers(r)}
     table = []
     for j, name in enumerate(steps):
         cells = []
-        for key, _ in CONTROLLERS:
+        for key, _, _ in controllers(r):
             link, n = r[key]["links"][j], r[key]["episodes"]
             cells += [f"{pct(link['reached'], n)} / {pct(link['succeeded'], n)}", ends[key][link["name"]]]
         table.append((name, *cells))
-    lines += markdown_table(("sub-task", "chain: reached / done", "chain: ended here", "APPO: reached / done",
-                             "APPO: ended here"), table)
-    diff = 100 * (policy["success_rate"] - chain["success_rate"])
-    verdict = "above" if diff > 0 else "below" if diff < 0 else "equal to"
-    lines += ["", f"APPO around the kept plan got collect_diamond in {100 * policy['success_rate']:.1f}% of the "
-              f"held-out worlds, {abs(diff):.1f} points {verdict} the chain alone "
-              f"({100 * chain['success_rate']:.1f}%)" + ("." if diff else ", on the same worlds.")]
+    header = ["sub-task"]
+    for _, _, short in controllers(r):
+        header += [f"{short}: reached / done", f"{short}: ended here"]
+    lines += markdown_table(header, table)
+    lines.append("")
+    for key, label, _ in controllers(r)[1:]:
+        diff = 100 * (r[key]["success_rate"] - chain["success_rate"])
+        verdict = "above" if diff > 0 else "below" if diff < 0 else "equal to"
+        lines.append(f"{label[0].upper()}{label[1:]}: collect_diamond in {100 * r[key]['success_rate']:.1f}% of the "
+                     f"held-out worlds, {abs(diff):.1f} points {verdict} the chain alone "
+                     f"({100 * chain['success_rate']:.1f}%).")
     curve = r["curve"]
     if curve:
         first, last = curve[0], curve[-1]
@@ -120,7 +131,7 @@ def plot_diamond(results: dict[str, Any], path: Path) -> Path:
     left.axhline(100 * r["chain"]["success_rate"], color="grey", ls="--",
                  label=f"the chain alone, held-out ({100 * r['chain']['success_rate']:.0f}%)")
     left.axhline(100 * r["policy"]["success_rate"], color="C0", ls="--", alpha=0.5,
-                 label=f"APPO, held-out ({100 * r['policy']['success_rate']:.0f}%)")
+                 label=f"APPO sampling, held-out ({100 * r['policy']['success_rate']:.0f}%)")
     left.set_xlabel("env frames (millions)")
     left.set_ylabel("% of episodes")
     left.set_ylim(0, 100)
@@ -128,10 +139,12 @@ def plot_diamond(results: dict[str, Any], path: Path) -> Path:
     left.set_title("training", fontsize=10)
     names = [link["name"].removeprefix("diamond_") for link in r["chain"]["links"]]
     xs = np.arange(len(names))
-    for k, (key, label) in enumerate(CONTROLLERS):
+    shown = controllers(r)
+    width = 0.8 / len(shown)
+    for k, (key, label, _) in enumerate(shown):
         result = r[key]
         done = [100 * link["succeeded"] / max(1, result["episodes"]) for link in result["links"]]
-        bars = right.bar(xs + (k - 0.5) * 0.4, done, 0.4, label=label)
+        bars = right.bar(xs + (k - (len(shown) - 1) / 2) * width, done, width, label=label)
         for bar, value in zip(bars, done, strict=True):
             if value == 0:  # a bar of height 0 is invisible: mark it
                 right.plot(bar.get_x() + bar.get_width() / 2, 1, marker="o", mfc="none", color=bar.get_facecolor())

@@ -154,7 +154,7 @@ def evaluate_chain(request: learner_pb2.EvaluateRequest, job_dirs: dict[str, Pat
                 else:
                     by_job.setdefault(links[link].job_id, []).append(i)
             for job, envs in by_job.items():  # one batch per policy
-                chosen = policies[job].act(pixels[envs], vectors[envs], generator)
+                chosen = policies[job].act(pixels[envs], vectors[envs], generator, request.greedy)
                 for i, action in zip(envs, to_session[job][chosen].tolist(), strict=True):
                     actions[i] = action
             step = stub.Step(env_pb2.StepRequest(session_id=session.session_id, actions=actions))

@@ -18,9 +18,11 @@ log = logging.getLogger(__name__)
 
 def evaluate(job_dir: Path, env_server: str, episodes: int, seed: int, checkpoint: Path | None = None,
              max_frames: int = 1_000_000, task: common_pb2.TaskSpec | None = None,
-             frames_per_episode: int = 0, episode_length: int = 0) -> learner_pb2.EvaluateResponse:
+             frames_per_episode: int = 0, episode_length: int = 0, greedy: bool = False
+             ) -> learner_pb2.EvaluateResponse:
     """Runs ``episodes`` episodes in parallel (one env each) with the policy sampling its actions; with
-    ``frames_per_episode``, that many of the observations it acted on are sampled from each episode."""
+    ``frames_per_episode``, that many of the observations it acted on are sampled from each episode; ``greedy``:
+    the policy takes its most probable action instead."""
     import torch
 
     if not (job_dir / "config.json").exists():
@@ -45,7 +47,7 @@ def evaluate(job_dir: Path, env_server: str, episodes: int, seed: int, checkpoin
         while not first.done and first.frames < max_frames:
             pixels = from_tensor(observations.image)
             first.see(pixels)
-            actions = policy.act(pixels, from_tensor(observations.vector), generator)
+            actions = policy.act(pixels, from_tensor(observations.vector), generator, greedy)
             step = stub.Step(env_pb2.StepRequest(session_id=session.session_id, actions=actions))
             first.record(step)
             plan.record(step)

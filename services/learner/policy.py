@@ -59,14 +59,18 @@ class Policy:
         log.info("loaded %s (%d actions)", checkpoint, num_actions)
         return cls(model)
 
-    def act(self, images: np.ndarray, vectors: np.ndarray, generator: torch.Generator) -> list[int]:
-        """Sampled actions for ``images`` (uint8 [n, H, W, C]) and ``vectors`` (float32 [n, D])."""
+    def act(self, images: np.ndarray, vectors: np.ndarray, generator: torch.Generator, greedy: bool = False
+            ) -> list[int]:
+        """Sampled actions for ``images`` (uint8 [n, H, W, C]) and ``vectors`` (float32 [n, D]); ``greedy``: the
+        most probable ones."""
         import torch
 
         with torch.no_grad():
             obs = {"image": torch.from_numpy(images.transpose(0, 3, 1, 2).copy()),
                    "vector": torch.from_numpy(np.array(vectors, np.float32, copy=True))}
             out = self.model(obs, torch.zeros(len(images), 1))
+            if greedy:
+                return out["action_logits"].argmax(dim=-1).tolist()
             probs = torch.softmax(out["action_logits"], dim=-1)
             return torch.multinomial(probs, 1, generator=generator).squeeze(1).tolist()
 

@@ -135,7 +135,8 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
             job_dir = self.jobs.root / checkpoint.relative_to(self.jobs.root).parts[0]
         task = request.task if request.HasField("task") else None
         return evaluate(job_dir, self.settings.env_server, request.episodes, request.seed, checkpoint, task=task,
-                        frames_per_episode=request.frames_per_episode, episode_length=request.episode_length)
+                        frames_per_episode=request.frames_per_episode, episode_length=request.episode_length,
+                        greedy=request.greedy)
 
     @grpc_errors
     def ListJobs(self, request: learner_pb2.ListJobsRequest,

@@ -46,10 +46,12 @@ def test_failed_episodes_are_placed_at_their_first_unfinished_step() -> None:
 def test_the_section_says_what_the_results_say(tmp_path) -> None:
     text = render_section(results(), "fig.png")
     assert "| the chain alone | 25.0% | 4 | 50 | killed 1, killed and worn out 1, worn out 1 |" in text
-    assert "| APPO around the kept plan | 50.0% | 4 | 50 |" in text
+    assert "| APPO around the kept plan, sampling | 50.0% | 4 | 50 |" in text
     assert "| iron | 100.0% / 50.0% | 2 | 100.0% / 75.0% | 1 |" in text
+    assert "greedy" not in text.split("\n\n")[2]  # no greedy evaluation in these results: no such row
     assert "trained for 600 of 1,000 frames (partial) (30 training episodes, 2 min)" in text
-    assert "50.0% of the held-out worlds, 25.0 points above the chain alone (25.0%)." in text
+    assert ("APPO around the kept plan, sampling: collect_diamond in 50.0% of the held-out worlds, 25.0 points above "
+            "the chain alone (25.0%).") in text
     assert "from 10.0% (the first 300 frames) to 30.0% (the last window, by 600 frames)" in text
     assert plot_diamond(results(), tmp_path / "d.png").stat().st_size > 10_000
 
@@ -62,3 +64,11 @@ def test_the_kept_plan_is_the_recorded_runs_own() -> None:
     config = plan_config(plan, 1000, 0)
     assert len(config.plan) == len(plan.steps) and config.plan[-1].success[0].achievement == "collect_diamond"
     assert config.task.terminate_on_success and "do" in config.primitive_actions
+
+
+def test_a_greedy_evaluation_gets_its_row_and_columns() -> None:
+    data = results()
+    data["run"]["policy_greedy"] = {**data["run"]["policy"], "success_rate": 0.75}
+    text = render_section(data, None)
+    assert "| APPO around the kept plan, greedy | 75.0% | 4 |" in text and "APPO greedy: reached / done" in text
+    assert "greedy: collect_diamond in 75.0% of the held-out worlds, 50.0 points above the chain alone" in text
