@@ -93,10 +93,12 @@ def render_section(results: dict[str, Any], plot: str | None) -> str:
     lines.append("")
     for key, label, _ in controllers(r)[1:]:
         diff = 100 * (r[key]["success_rate"] - chain["success_rate"])
-        verdict = "above" if diff > 0 else "below" if diff < 0 else "equal to"
+        versus = f"{abs(diff):.1f} points {'above' if diff > 0 else 'below'}" if diff else "equal to"
+        same = r[key]["ends"] == chain["ends"]
         lines.append(f"{label[0].upper()}{label[1:]}: collect_diamond in {100 * r[key]['success_rate']:.1f}% of the "
-                     f"held-out worlds, {abs(diff):.1f} points {verdict} the chain alone "
-                     f"({100 * chain['success_rate']:.1f}%).")
+                     f"held-out worlds, {versus} the chain alone ({100 * chain['success_rate']:.1f}%)."
+                     + (f" Its {len(chain['ends'])} episodes ended exactly as the chain's (same frames, same ends)."
+                        if same else ""))
     curve = r["curve"]
     if curve:
         first, last = curve[0], curve[-1]

@@ -72,3 +72,7 @@ def test_a_greedy_evaluation_gets_its_row_and_columns() -> None:
     text = render_section(data, None)
     assert "| APPO around the kept plan, greedy | 75.0% | 4 |" in text and "APPO greedy: reached / done" in text
     assert "greedy: collect_diamond in 75.0% of the held-out worlds, 50.0 points above the chain alone" in text
+    data["run"]["policy_greedy"] = data["run"]["chain"]
+    text = render_section(data, None)
+    assert ("greedy: collect_diamond in 25.0% of the held-out worlds, equal to the chain alone (25.0%). Its 4 "
+            "episodes ended exactly as the chain's (same frames, same ends).") in text
