@@ -11,6 +11,7 @@ the job at once (``error.json``), instead of leaving Sample Factory waiting on a
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -66,8 +67,12 @@ def remote_session(config: learner_pb2.RLConfig, target: str, num_envs: int, see
     """A new autoreset session of ``num_envs`` envs on ``target``; a lost server writes ``job_dir/error.json``."""
 
     def lost(message: str) -> None:
-        (job_dir / "error.json").write_text(json.dumps(
-            {"message": f"{message} (the training job cannot continue; its checkpoints are kept)"}))
+        # Every rollout worker of the job may lose its server at once: each writes its own file and renames it,
+        # so that a reader (job_watch, the learner) never meets a half-written error.json.
+        tmp = job_dir / f"error.json.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps({"message": f"{message} (the training job cannot continue; its checkpoints are "
+                                              "kept)"}))
+        os.replace(tmp, job_dir / "error.json")
 
     return RemoteSession.connect(target, session_request(config, seed, num_envs=num_envs, autoreset=True,
                                                          client=f"learner:{job_dir}"), timeout=120, on_lost=lost,
