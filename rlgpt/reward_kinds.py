@@ -8,6 +8,7 @@ the planner (its agents' schema and prompt), the learner (config checks) and the
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 
 
 @dataclasses.dataclass(frozen=True)
@@ -19,6 +20,9 @@ class RewardKind:
     """Whether the term names a target (an achievement or item name, or "*" for any); the others take ""."""
     doc: str
     """What the term pays, in the words the agents' prompts use."""
+    needs_stages: bool = False
+    """Pays only in sessions with stages (a kept plan); the agents' RL configs have none, so they are not
+    offered it (:func:`offered`)."""
 
 
 REWARD_KINDS: dict[str, RewardKind] = {k.name: k for k in (
@@ -31,12 +35,19 @@ REWARD_KINDS: dict[str, RewardKind] = {k.name: k for k in (
     RewardKind("death", False, "weight on the frame the player dies (no target)"),
     RewardKind("native", False, "weight times the game's own reward (no target)"),
     RewardKind("stage", False, "weight each time one of the session's stages (a kept plan's sub-tasks) is first "
-                               "done in an episode; a session without stages never pays it (no target)"),
+                               "done in an episode; a session without stages never pays it (no target)",
+               needs_stages=True),
 )}
 """Every kind RewardTerm defines, in the order common.proto lists them."""
 
 TARGETED_KINDS = frozenset(k.name for k in REWARD_KINDS.values() if k.takes_target)
 """The kinds whose target names an achievement or an item."""
+
+
+def offered(kinds: Iterable[str]) -> tuple[str, ...]:
+    """The kinds (as an env server lists them) that can pay in an RL config the agents write: those that need
+    session stages are left out (a kind this module does not know is kept)."""
+    return tuple(k for k in kinds if not (k in REWARD_KINDS and REWARD_KINDS[k].needs_stages))
 
 
 def takes_target(kind: str) -> bool:

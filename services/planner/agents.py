@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from rlgpt import metrics
 from rlgpt.llm.client import CallRecord, StructuredOutputError
 from rlgpt.prompts import CompletesJSON, conditions_text
-from rlgpt.reward_kinds import REWARD_KINDS
+from rlgpt.reward_kinds import REWARD_KINDS, offered
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2, planner_pb2
 from services.planner.plan_rules import goal_conditions, needs_named
 from services.planner.program_writer import draw_program, program_prompt
@@ -102,10 +102,10 @@ def skill_api_text(describe: env_pb2.DescribeResponse) -> str:
 
 
 def reward_kinds_text(describe: env_pb2.DescribeResponse) -> str:
-    """The kinds the env server lists (Describe), each with what it pays (rlgpt.reward_kinds); a kind listed
-    that rlgpt.reward_kinds does not describe is shown by name."""
+    """The kinds the env server lists (Describe) that an agent's RL config can use (``offered``), each with what
+    it pays (rlgpt.reward_kinds); a kind listed that rlgpt.reward_kinds does not describe is shown by name."""
     return "\n".join(f"- {kind}: {REWARD_KINDS[kind].doc}" if kind in REWARD_KINDS else f"- {kind}"
-                      for kind in describe.reward_kinds) or "(none listed)"
+                      for kind in offered(describe.reward_kinds)) or "(none listed)"
 
 
 def curve_text(points: list[dict[str, Any]], limit: int = MAX_CURVE_POINTS) -> str:

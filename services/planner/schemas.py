@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, Field, create_model, model_validator
 
-from rlgpt.reward_kinds import takes_target
+from rlgpt.reward_kinds import offered, takes_target
 from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
 from rlgpt.world_rules import achievement_rule, ways_to_get
 
@@ -167,7 +167,7 @@ def _rl_model(actions: tuple[str, ...], skills: tuple[str, ...], targets: tuple[
 
 def rl_schema(describe: env_pb2.DescribeResponse, skills: tuple[str, ...]) -> type[BaseModel]:
     targets = tuple(dict.fromkeys((*describe.achievements, *describe.items)))
-    return _rl_model(tuple(describe.actions), tuple(sorted(skills)), targets, tuple(describe.reward_kinds))
+    return _rl_model(tuple(describe.actions), tuple(sorted(skills)), targets, offered(describe.reward_kinds))
 
 
 def _value(x: Any) -> Any:

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from rlgpt.config import LLMSettings
 from rlgpt.llm import LLMClient, StructuredOutputError
 from rlgpt.llm.client import record_json
+from rlgpt.reward_kinds import offered
 from rlgpt.v1 import common_pb2, env_pb2, planner_pb2
 from services.env_server.skills.reference import COLLECT_WOOD
 from services.planner.agents import FastAgent
@@ -234,7 +235,7 @@ def test_prompt_from_the_real_describe(env_server, describe, library) -> None:
     assert not _FIELD.findall(prompt), _FIELD.findall(prompt)
     assert "DECISION_" not in prompt and describe.rules.text.strip() in prompt
     assert prompt.count(describe.rules.text.strip()) == 1  # the rules once (they end the skill API)
-    assert all(f"- {kind}" in prompt for kind in describe.reward_kinds)
+    assert all(f"- {kind}" in prompt for kind in offered(describe.reward_kinds))
     assert "fast agent" not in prompt and "slow agent" not in prompt  # one agent: it revises its own answers
     assert "holding: nothing" not in prompt and "holding: what the sub-tasks before it leave" in prompt
     assert 'its "success" must include exactly the task\'s conditions: [{"achievement": "make_wood_pickaxe"}]' in prompt
