@@ -183,15 +183,23 @@ def evaluate_chain(ctx: RunContext, *, episodes: int, seed: int, label: str) -> 
         f"{link.name} ({'policy ' + link.job_id if link.job_id else 'code'})" for link in links)
     if missing:
         result.controller += f"; without a controller yet: {', '.join(missing)}"
+    return learner_evaluation(ctx, learner_pb2.EvaluateRequest(
+        chain=links, task=whole, episodes=episodes, seed=seed, episode_length=ctx.settings.final_episode_frames),
+        result, label)
+
+
+def learner_evaluation(ctx: RunContext, request: learner_pb2.EvaluateRequest, result: FinalResult,
+                       label: str) -> FinalResult:
+    """``result`` filled from the learner's Evaluate (success, returns, per link or plan step how far episodes
+    got); a refusal is the result's error, a learner that is gone pauses the run (the error propagates)."""
+    assert ctx.stubs.learner is not None
     try:
-        response = ctx.stubs.learner.Evaluate(learner_pb2.EvaluateRequest(
-            chain=links, task=whole, episodes=episodes, seed=seed,
-            episode_length=ctx.settings.final_episode_frames), timeout=3600)
+        response = ctx.stubs.learner.Evaluate(request, timeout=3600)
     except grpc.RpcError as exc:
         if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
             raise  # the learner is gone: the run pauses, resumable
         result.error = f"{exc.code().name}: {exc.details()}"
-        log.warning("%s evaluation of the chain failed: %s", label, result.error)
+        log.warning("%s evaluation failed: %s", label, result.error)
         return result
     result.success_rate, result.returns = response.success_rate, list(response.returns)
     result.links = [{"name": s.name, "reached": s.reached, "succeeded": s.succeeded,

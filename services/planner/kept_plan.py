@@ -17,7 +17,7 @@ import grpc
 from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
 from services.planner.attempts import Attempts, RLAttempt
 from services.planner.context import Mode, RunContext
-from services.planner.controller import ITERATION_SEED_OFFSET
+from services.planner.controller import ITERATION_SEED_OFFSET, learner_evaluation
 from services.planner.schemas import SUCCESS_REWARD
 from services.planner.state import Decision, FinalResult, Status, SubTaskState
 
@@ -97,12 +97,12 @@ def train_kept_plan(ctx: RunContext, attempts: Attempts, plan: planner_pb2.Plan,
     ctx.save()
 
 
-def final_controller(ctx: RunContext) -> tuple[str, float] | None:
-    """The kept plan's policy (job id, its score on the iteration's worlds) when it did better there than the
-    chain; None: the chain is the final controller."""
+def final_controller(ctx: RunContext) -> str | None:
+    """The kept plan's policy (its job id) when it did better than the chain on the iteration's worlds; None: the
+    chain is the final controller."""
     kept = ctx.state.kept_plan or {}
     if kept.get("job_id") and kept.get("success_rate", 0.0) > kept.get("chain_success_rate", 1.0):
-        return kept["job_id"], float(kept["success_rate"])
+        return str(kept["job_id"])
     return None
 
 
@@ -110,17 +110,6 @@ def evaluate_kept_plan(ctx: RunContext, job_id: str, *, episodes: int, seed: int
     """The policy around the kept plan on the whole task (its links: how far episodes got through the plan)."""
     result = FinalResult(episodes=episodes, frames_used=ctx.state.frames_used,
                          controller=f"kept plan: the chain of coded skills with policy {job_id} stepping in")
-    assert ctx.stubs.learner is not None
-    try:
-        response = ctx.stubs.learner.Evaluate(learner_pb2.EvaluateRequest(
-            job_id=job_id, episodes=episodes, seed=seed, episode_length=ctx.settings.final_episode_frames),
-            timeout=3600)
-    except grpc.RpcError as exc:
-        if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-            raise
-        result.error = f"{exc.code().name}: {exc.details()}"
-        return result
-    result.success_rate, result.returns = response.success_rate, list(response.returns)
-    result.links = [{"name": s.name, "reached": s.reached, "succeeded": s.succeeded,
-                     "mean_frames": round(s.mean_frames, 1)} for s in response.links]
-    return result
+    return learner_evaluation(ctx, learner_pb2.EvaluateRequest(
+        job_id=job_id, episodes=episodes, seed=seed, episode_length=ctx.settings.final_episode_frames),
+        result, "final (kept plan)")

@@ -100,7 +100,7 @@ class TwoLoops(PlanMaking):
         if self.state.final is None:
             self.ctx.check_stop()
             kept = kept_plan.final_controller(self.ctx)
-            final = (kept_plan.evaluate_kept_plan(self.ctx, kept[0], episodes=self.ctx.budgets.eval_episodes,
+            final = (kept_plan.evaluate_kept_plan(self.ctx, kept, episodes=self.ctx.budgets.eval_episodes,
                                                   seed=self.ctx.seed + FINAL_SEED_OFFSET)
                      if kept else final_evaluation(self.ctx))
             self.state.final = final.as_json()

@@ -48,7 +48,7 @@ if what == "env":
 if what in ("budget", "env"):
     record(); record(); record(final=True, reason="budget")
     sys.exit(0)
-if what == "until_stop":
+if what in ("until_stop", "heartbeat"):
     while not (job / "stop").exists():
         record()
         time.sleep(0.05)
@@ -68,11 +68,6 @@ if what == "error_json_exits":  # what services.learner.train does: checkpoint, 
     time.sleep(0.3)
     record(final=True, reason="env_server_lost")
     sys.exit(3)
-if what == "heartbeat":
-    while not (job / "stop").exists():
-        record()
-        time.sleep(0.05)
-    record(final=True, reason="stopped")
 if what == "ignore_stop":  # a child in the same process group: killing the job must end it too
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     (job / "child.pid").write_text(str(child.pid))
