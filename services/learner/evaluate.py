@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from rlgpt.errors import NotFound
+from rlgpt.env_client import PLAN_ACTION
+from rlgpt.errors import FailedPrecondition, NotFound
 from rlgpt.grpc_client import create_channel
 from rlgpt.tensors import from_tensor
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2
@@ -18,21 +19,24 @@ log = logging.getLogger(__name__)
 
 def evaluate(job_dir: Path, env_server: str, episodes: int, seed: int, checkpoint: Path | None = None,
              max_frames: int = 1_000_000, task: common_pb2.TaskSpec | None = None,
-             frames_per_episode: int = 0, episode_length: int = 0, greedy: bool = False
-             ) -> learner_pb2.EvaluateResponse:
+             frames_per_episode: int = 0, episode_length: int = 0, greedy: bool = False,
+             plan_alone: bool = False) -> learner_pb2.EvaluateResponse:
     """Runs ``episodes`` episodes in parallel (one env each) with the policy sampling its actions; with
     ``frames_per_episode``, that many of the observations it acted on are sampled from each episode; ``greedy``:
-    the policy takes its most probable action instead."""
+    the policy takes its most probable action instead; ``plan_alone``: no policy, every action the job's kept
+    plan (the same worlds: what the policy must beat)."""
     import torch
 
     if not (job_dir / "config.json").exists():
         raise NotFound(f"no job directory at {job_dir}")
     config, _doc = load_job_config(job_dir)
+    if plan_alone and not config.plan:
+        raise FailedPrecondition(f"job {job_dir.name} has no kept plan (RLConfig.plan): plan_alone evaluates one")
     if task is not None and (task.name or task.success):
         config.task.CopyFrom(task)
     if episode_length:
         config.episode_length = episode_length
-    path = checkpoint or latest_checkpoint(job_dir)
+    path = None if plan_alone else checkpoint or latest_checkpoint(job_dir)
     channel = create_channel(env_server, default_timeout=300)
     stub = env_pb2_grpc.EnvServiceStub(channel)
     session = stub.CreateSession(session_request(config, seed + EVAL_SEED_OFFSET, num_envs=episodes,
@@ -41,13 +45,16 @@ def evaluate(job_dir: Path, env_server: str, episodes: int, seed: int, checkpoin
     first = FirstEpisodes(episodes, frames_per_episode)
     plan = PlanProgress([step.skill for step in config.plan], episodes)
     try:
-        policy = Policy.load(job_dir, path, config, session.observation, len(session.actions))
+        policy = None if path is None else Policy.load(job_dir, path, config, session.observation,
+                                                       len(session.actions))
+        plan_action = [list(session.actions).index(PLAN_ACTION)] * episodes if plan_alone else []
         observations = session.observations
         generator = torch.Generator().manual_seed(seed)
         while not first.done and first.frames < max_frames:
             pixels = from_tensor(observations.image)
             first.see(pixels)
-            actions = policy.act(pixels, from_tensor(observations.vector), generator, greedy)
+            actions = plan_action if policy is None else policy.act(pixels, from_tensor(observations.vector),
+                                                                     generator, greedy)
             step = stub.Step(env_pb2.StepRequest(session_id=session.session_id, actions=actions))
             first.record(step)
             plan.record(step)

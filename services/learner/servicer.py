@@ -118,6 +118,9 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
         if not 0 <= request.frames_per_episode <= MAX_EVAL_FRAMES_PER_EPISODE:
             raise InvalidArgument(f"frames_per_episode={request.frames_per_episode} must be in "
                                   f"0..{MAX_EVAL_FRAMES_PER_EPISODE}")
+        if request.plan_alone and (request.chain or request.greedy):
+            raise InvalidArgument("plan_alone evaluates one job's kept plan with no policy acting: set neither "
+                                  "chain nor greedy with it")
         if request.chain:
             check_chain(request)
             job_dirs = {link.job_id: self.jobs.get(link.job_id).job_dir for link in request.chain if link.job_id}
@@ -136,7 +139,7 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
         task = request.task if request.HasField("task") else None
         return evaluate(job_dir, self.settings.env_server, request.episodes, request.seed, checkpoint, task=task,
                         frames_per_episode=request.frames_per_episode, episode_length=request.episode_length,
-                        greedy=request.greedy)
+                        greedy=request.greedy, plan_alone=request.plan_alone)
 
     @grpc_errors
     def ListJobs(self, request: learner_pb2.ListJobsRequest,

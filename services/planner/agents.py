@@ -101,11 +101,12 @@ def skill_api_text(describe: env_pb2.DescribeResponse) -> str:
     return api
 
 
-def reward_kinds_text(describe: env_pb2.DescribeResponse) -> str:
-    """The kinds the env server lists (Describe) that an agent's RL config can use (``offered``), each with what
-    it pays (rlgpt.reward_kinds); a kind listed that rlgpt.reward_kinds does not describe is shown by name."""
+def reward_kinds_text(describe: env_pb2.DescribeResponse, leave_out: tuple[str, ...] = ()) -> str:
+    """The kinds the env server lists (Describe) that an agent's RL config can use (``offered``, less
+    ``leave_out``), each with what it pays (rlgpt.reward_kinds); a kind listed that rlgpt.reward_kinds does not
+    describe is shown by name."""
     return "\n".join(f"- {kind}: {REWARD_KINDS[kind].doc}" if kind in REWARD_KINDS else f"- {kind}"
-                      for kind in offered(describe.reward_kinds)) or "(none listed)"
+                      for kind in offered(describe.reward_kinds) if kind not in leave_out) or "(none listed)"
 
 
 def curve_text(points: list[dict[str, Any]], limit: int = MAX_CURVE_POINTS) -> str:

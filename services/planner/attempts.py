@@ -239,7 +239,7 @@ class Attempts:
         config = answer.config
         # The macro actions written for this sub-task join its action space once the env server accepted them.
         macros = fast.register_macro_actions(st, answer.macro_actions)
-        self._emit_macros(st, macros)
+        self.emit_macros(st, macros)
         joined_skills(config, st, plan, ctx, macros=list(macros.accepted))
         del config.task.start_inventory[:]
         config.task.start_inventory.extend(start)
@@ -252,7 +252,7 @@ class Attempts:
                                       for name, macro, error in macros.refused]}
         return attempt
 
-    def _emit_macros(self, st: planner_pb2.SubTask, macros: MacroActions) -> None:
+    def emit_macros(self, st: planner_pb2.SubTask, macros: MacroActions) -> None:
         """Each macro action the fast agent wrote, emitted as coded skills are: its registered name, code, index in
         the answer, and the env server's refusal (success_rate -1, as for a skill that failed to register); an
         accepted one has success_rate 0 (it is not tested on the sub-task: the policy learns when to use it)."""

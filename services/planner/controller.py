@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import logging
+from typing import Any
 
 import grpc
 
@@ -24,6 +25,8 @@ FINAL_SEED_OFFSET = 1000
 """The final evaluation's worlds are seeded apart from the sub-tasks' tests and evaluations."""
 CHAIN_CONTROLLER = "chain of coded skills"
 NO_CONTROLLER = "none: no sub-task has a skill or a trained policy yet"
+FAILED_TAILS, TAIL_LINES = 3, 12
+"""Failed chain episodes whose trajectory's last lines are kept (for the fast agent's RL around the plan)."""
 
 
 class _Rename(ast.NodeTransformer):
@@ -230,7 +233,25 @@ def _skill_chain(ctx: RunContext, codes: list[tuple[str, str]], whole: common_pb
         result.error = f"{exc.code().name}: {exc.details()}"
         return result
     result.success_rate, result.returns = response.success_rate, [e.episode_return for e in response.episodes]
+    result.failed = failed_episodes(list(response.episodes))
     return result
+
+
+def failed_episodes(episodes: list[common_pb2.EpisodeSummary], tails: int = FAILED_TAILS,
+                    tail_lines: int = TAIL_LINES) -> list[dict[str, Any]]:
+    """How each failed episode ended, what it had done by then, and for the first ``tails`` of them the last
+    ``tail_lines`` lines of its trajectory."""
+    failed = []
+    for e in episodes:
+        if e.success:
+            continue
+        record: dict[str, Any] = {"end_reason": e.end_reason, "death_cause": e.death_cause, "steps": e.steps,
+                                  "achievements": list(e.achievements),
+                                  "inventory": {i.item: i.count for i in e.final_inventory}}
+        if len(failed) < tails and e.text:
+            record["tail"] = e.text.splitlines()[-tail_lines:]
+        failed.append(record)
+    return failed
 
 
 def final_evaluation(ctx: RunContext) -> FinalResult:

@@ -1,11 +1,16 @@
 """RL inside the chain: when every sub-task of the plan is coded and done but the whole task's chain still fails
 in some worlds, the run trains a policy around the plan instead of letting RL re-learn it. The plan becomes one
 macro action (``RLConfig.plan``: its sub-tasks' skills in order, each until its success holds) next to the
-primitives, and the policy learns when to let it act and when to step in (fight, flee, eat, drink, sleep): what
-kills the chain, which the plan's skills leave out. The plan's order is never re-learned.
+primitives, and the policy learns when to let it act and when to step in: what kills the chain, which the plan's
+skills leave out. The plan's order is never re-learned.
 
-The policy is scored on the worlds the chain was scored on after the iteration; the final controller is the one
-that did better there (``final_controller``)."""
+The fast agent configures that training (:mod:`services.planner.kept_plan_agent`): told where and how the chain's
+failed episodes ended, it chooses the primitives, writes macro actions (tested and registered like an RL
+sub-task's), K and reward terms; the planner pays the plan's stages and the task's success itself. Without a fast
+agent of its own (the one-agent setup), or when its answer is unusable, the planner's defaults train.
+
+The policy and the plan alone (``EvaluateRequest.plan_alone``) are scored on the same worlds; the final controller
+is the policy only if it did better there (``final_controller``)."""
 
 from __future__ import annotations
 
@@ -14,10 +19,12 @@ from typing import Any
 
 import grpc
 
+from rlgpt.llm.client import StructuredOutputError
 from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
 from services.planner.attempts import Attempts, RLAttempt
-from services.planner.context import Mode, RunContext
-from services.planner.controller import ITERATION_SEED_OFFSET, learner_evaluation
+from services.planner.context import AgentSetup, Mode, RunContext
+from services.planner.controller import learner_evaluation
+from services.planner.kept_plan_agent import apply_answer, write_kept_plan
 from services.planner.schemas import SUCCESS_REWARD
 from services.planner.state import Decision, FinalResult, Status, SubTaskState
 
@@ -26,9 +33,12 @@ KEPT_PLAN_K = 16
 """Frames of one plan action: how often the policy may step in (the plan's skill is suspended, not restarted)."""
 MIN_FRAMES = 5_000
 """Fewer frames left than this: no training around the plan (it would not learn anything)."""
-REWARD = (("stage", 1.0, ""), ("success", SUCCESS_REWARD, ""), ("death", -1.0, ""), ("health", 0.1, ""))
-"""Each sub-task the plan gets done pays 1, the task as much as pure RL's success, dying costs 1, and health
-lost or regained counts a little, so that damage is felt when it happens, not only at death."""
+OWN_REWARD = (("stage", 1.0, ""), ("success", SUCCESS_REWARD, ""))
+"""Paid in every training around a kept plan: each sub-task the plan gets done pays 1, the task as much as pure
+RL's success."""
+DEFAULT_REWARD = (("death", -1.0, ""), ("health", 0.1, ""))
+"""Without the fast agent's terms: dying costs 1, and health lost or regained counts a little, so that damage is
+felt when it happens, not only at death."""
 
 
 def kept_plan_name(task: str) -> str:
@@ -62,14 +72,55 @@ def kept_plan_config(ctx: RunContext, plan: planner_pb2.Plan) -> learner_pb2.RLC
     return learner_pb2.RLConfig(
         name=kept_plan_name(task.name), plan=steps, skill_max_steps=KEPT_PLAN_K, seed=ctx.seed,
         task=common_pb2.TaskSpec(name=task.name, success=list(task.success), terminate_on_success=True),
-        reward_terms=[common_pb2.RewardTerm(kind=k, weight=w, target=t) for k, w, t in REWARD],
+        reward_terms=[common_pb2.RewardTerm(kind=k, weight=w, target=t) for k, w, t in OWN_REWARD + DEFAULT_REWARD],
         episode_length=ctx.settings.final_episode_frames,
         env_frames=left if left is not None else ctx.budgets.env_frames_per_training)
 
 
-def train_kept_plan(ctx: RunContext, attempts: Attempts, plan: planner_pb2.Plan, chain_success: float) -> None:
-    """Trains the policy around the plan, scores it on the iteration's worlds and keeps the result in the state
-    (``kept_plan``); a refused config or a failed evaluation is logged and recorded, and the chain stays."""
+def own_reward_text() -> str:
+    stage, success = (w for _, w, _ in OWN_REWARD)
+    return (f"{stage:+g} each time a sub-task of the plan is first done in an episode, and {success:+g} when the "
+            "task succeeds")
+
+
+def configure(ctx: RunContext, attempts: Attempts, plan: planner_pb2.Plan, st: planner_pb2.SubTask,
+              state: SubTaskState, chain_success: float, failed: list[dict[str, Any]]) -> RLAttempt:
+    """The training's config: the planner's own (the plan, its stages' and the task's reward, every primitive,
+    K=16, dying and health terms), with the fast agent's answer in place of the last four where it gave one. Its
+    macro actions are registered (RegisterSkill test-runs them) under the kept plan's names; a refused one is
+    left out, with its error in the attempt's details."""
+    config = kept_plan_config(ctx, plan)
+    details: dict[str, Any] = {"kept_plan": True, "config_by": "planner defaults"}
+    fast = attempts.fast
+    if fast is None or ctx.agents is AgentSetup.ONE:
+        return RLAttempt(st, state, [], config=config, details=details)
+    try:
+        answer = write_kept_plan(fast, ctx.run.request.task, plan, success_rate=chain_success, failed=failed,
+                                 env_frames=config.env_frames, own_reward=own_reward_text(),
+                                 iteration=ctx.state.outer_iteration)
+    except StructuredOutputError as exc:  # an unusable answer: the defaults train, and the run says why
+        if exc.record is not None:
+            ctx.run.llm_call(exc.record, st.name)
+        details["config_error"] = str(exc)[:500]
+        log.warning("kept plan: the fast agent's config was unusable (%s); the planner's defaults train", exc)
+        return RLAttempt(st, state, [], config=config, details=details)
+    if answer.record is not None:
+        ctx.run.llm_call(answer.record, st.name)
+    macros = fast.register_macro_actions(st, answer.macro_actions)
+    attempts.emit_macros(st, macros)
+    apply_answer(config, answer, list(macros.accepted))
+    state.macro_actions = dict(macros.accepted)  # registered again on resume, as an RL sub-task's are
+    details.update(config_by="fast agent", macro_actions=list(macros.accepted),
+                   refused_macro_actions=[{"name": name, "error": f"{error.type}: {error.message}"}
+                                          for name, _, error in macros.refused])
+    return RLAttempt(st, state, [], config=config, details=details)
+
+
+def train_kept_plan(ctx: RunContext, attempts: Attempts, plan: planner_pb2.Plan, chain_success: float,
+                    failed: list[dict[str, Any]] | None = None) -> None:
+    """Trains the policy around the plan; scores it and the plan alone on the same worlds and keeps both in the
+    state (``kept_plan``). ``failed``: the chain's failed episodes after the iteration (what the fast agent is
+    told). A refused config or a failed evaluation is logged and recorded, and the chain stays."""
     task = ctx.run.request.task
     name = kept_plan_name(task.name)
     st = planner_pb2.SubTask(name=name, success=list(task.success), decision=planner_pb2.DECISION_RL,
@@ -77,17 +128,25 @@ def train_kept_plan(ctx: RunContext, attempts: Attempts, plan: planner_pb2.Plan,
     state = ctx.state.subtasks.setdefault(name, SubTaskState(name=name, decision=Decision.RL))
     record: dict[str, Any] = {"chain_success_rate": chain_success}
     try:
-        attempt = RLAttempt(st, state, [], config=kept_plan_config(ctx, plan), details={"kept_plan": True})
+        attempt = configure(ctx, attempts, plan, st, state, chain_success, list(failed or []))
+        assert attempt.config is not None
+        record.update({k: v for k, v in attempt.details.items() if k != "kept_plan"},
+                      skill_max_steps=attempt.config.skill_max_steps,
+                      primitive_actions=list(attempt.config.primitive_actions),
+                      reward_terms=[{"kind": t.kind, "target": t.target, "weight": round(t.weight, 4)}
+                                    for t in attempt.config.reward_terms])
         attempts.train_and_evaluate(attempt)
         if attempt.trained is None:
             record["error"] = "the learner refused the kept plan's training: " + (state.last_error or state.feedback)
         else:
-            response = ctx.stubs.learner.Evaluate(learner_pb2.EvaluateRequest(
-                job_id=attempt.trained.job_id, episodes=ctx.budgets.eval_episodes,
-                seed=ctx.seed + ITERATION_SEED_OFFSET, episode_length=ctx.settings.final_episode_frames),
-                timeout=3600)
-            record.update(job_id=attempt.trained.job_id, success_rate=response.success_rate)
-            state.status, state.success_rate = Status.DONE, response.success_rate
+            # The plan alone on the worlds the policy was just evaluated on (the attempt's evaluation): the same
+            # seed, episodes and episode length.
+            job_id, policy = attempt.trained.job_id, attempt.trained.evaluation
+            alone = ctx.stubs.learner.Evaluate(learner_pb2.EvaluateRequest(
+                job_id=job_id, episodes=ctx.budgets.eval_episodes, seed=ctx.seed, plan_alone=True), timeout=3600)
+            record.update(job_id=job_id, success_rate=policy.success_rate,
+                          plan_alone_success_rate=alone.success_rate)
+            state.status, state.success_rate = Status.DONE, policy.success_rate
     except grpc.RpcError as exc:
         if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
             raise  # the learner or env server is gone: the run pauses, resumable
@@ -98,10 +157,12 @@ def train_kept_plan(ctx: RunContext, attempts: Attempts, plan: planner_pb2.Plan,
 
 
 def final_controller(ctx: RunContext) -> str | None:
-    """The kept plan's policy (its job id) when it did better than the chain on the iteration's worlds; None: the
-    chain is the final controller."""
+    """The kept plan's policy (its job id) when it did better than the plan alone on the same worlds; None: the
+    chain is the final controller. (A state written before the plan alone was scored compares with the chain's
+    iteration score.)"""
     kept = ctx.state.kept_plan or {}
-    if kept.get("job_id") and kept.get("success_rate", 0.0) > kept.get("chain_success_rate", 1.0):
+    alone = kept.get("plan_alone_success_rate", kept.get("chain_success_rate", 1.0))
+    if kept.get("job_id") and kept.get("success_rate", 0.0) > alone:
         return str(kept["job_id"])
     return None
 

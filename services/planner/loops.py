@@ -190,17 +190,24 @@ class TwoLoops(PlanMaking):
             pending = [s for s in plan.subtasks if self.state.subtasks[s.name].status != Status.DONE]
             self.state.slow_feedback = "" if not pending else summary(plan, self.state)
             ctx.save()
-            if kept_plan.wanted(ctx, plan, record.success_rate):  # RL inside the chain, not instead of it
-                assert record.success_rate is not None
-                kept_plan.train_kept_plan(ctx, self.attempts, plan, record.success_rate)
             if not pending or ctx.frames_left() == 0:
-                return
+                break
+        self._keep_plan()
+
+    def _keep_plan(self) -> None:
+        """RL inside the chain, not instead of it, after the last iteration: also on a resume that finds the
+        iterations done but the training around the plan not (a stop during it)."""
+        plan = self.state.plan_proto()
+        last = self.state.iterations[-1] if self.state.iterations else {}
+        if kept_plan.wanted(self.ctx, plan, last.get("success_rate")):
+            assert plan is not None
+            kept_plan.train_kept_plan(self.ctx, self.attempts, plan, last["success_rate"], last.get("failed", []))
 
     def _evaluate_iteration(self, record: IterationRecord) -> None:
         """The whole task's chain as it stands after the iteration (the paper's success per iteration)."""
         evaluation = iteration_evaluation(self.ctx)
         record.controller = evaluation.controller + (f"; error: {evaluation.error}" if evaluation.error else "")
-        record.episodes = evaluation.episodes
+        record.episodes, record.failed = evaluation.episodes, evaluation.failed
         if not evaluation.error and evaluation.controller != NO_CONTROLLER:
             record.success_rate = evaluation.success_rate
         log.info("iteration %d: whole task %s with %s", record.iteration,

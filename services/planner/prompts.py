@@ -75,6 +75,18 @@ class EvalProtocol:
             "the same start and length; an episode is a success when the success condition holds at any frame of "
             "it. The sub-task is judged by that success rate.")
 
+    def kept_plan_test(self, env_frames: int) -> str:
+        """RL around a kept plan: its training and how it is judged against the chain."""
+        return (
+            f"The policy trains for {env_frames} frames in total (a frame is one game step; every frame counts, "
+            f"those the chain and your macro actions run included), in episodes of up to {self.final_frames} "
+            "frames. Every episode is a fresh, newly generated world with its own seed; the player starts holding "
+            "nothing (status values at their start values, see the rules). An episode ends when the player dies, "
+            f"when the task succeeds, or after {self.final_frames} frames. Then the policy and the chain alone are "
+            f"both evaluated on the same {self.eval_episodes} new worlds (seeds never used in training); an "
+            "episode is a success when the task's success condition holds. The policy replaces the chain as the "
+            "run's controller only if it succeeds in more of them.")
+
     def plan_test(self) -> str:
         return (
             "Each sub-task is tested on its own, in fresh, newly generated worlds. Its test episodes start with, "

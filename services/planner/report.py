@@ -141,19 +141,32 @@ def skills_section(state: RunState) -> list[str]:
 
 
 def kept_plan_section(kept: dict[str, Any] | None) -> list[str]:
-    """The training around the kept plan (RL inside the chain), when the run had one."""
+    """The training around the kept plan (RL inside the chain), when the run had one: who configured it, with
+    what, and how it and the plan alone did on the same worlds."""
     if not kept:
         return []
     chain = f"{kept['chain_success_rate']:.0%}"
+    lines = ["## RL around the kept plan", "",
+             f"Every sub-task was coded and done but the chain scored {chain} after the last iteration, so a policy "
+             "was trained around the plan (the plan one macro action next to the actions below)."]
+    if kept.get("config_by"):
+        terms = ", ".join(f"{t['kind']}{' ' + t['target'] if t.get('target') else ''} {t['weight']:+g}"
+                          for t in kept.get("reward_terms", []))
+        lines.append(f"Configured by the {kept['config_by']}: K={kept.get('skill_max_steps')}, primitives "
+                     f"{', '.join(kept.get('primitive_actions', [])) or 'all'}, macro actions "
+                     f"{', '.join(kept.get('macro_actions', [])) or 'none'}; reward {terms}.")
+        for refused in kept.get("refused_macro_actions", []):
+            lines.append(f"Macro action {refused['name']} was refused by its test run: {refused['error']}")
+        if kept.get("config_error"):
+            lines.append(f"The fast agent's answer was unusable: {kept['config_error']}")
     if kept.get("error"):
-        return ["## RL around the kept plan", "", f"The chain scored {chain}; the training around it failed: "
-                f"{kept['error']}", ""]
-    better = kept["success_rate"] > kept["chain_success_rate"]
-    return ["## RL around the kept plan", "",
-            f"Every sub-task was coded and done but the chain scored {chain} on the iteration's worlds, so a policy "
-            f"was trained around the plan (job {kept['job_id']}: the plan one macro action next to the primitives). "
-            f"It scored {kept['success_rate']:.0%} on the same worlds: "
-            + ("it is the final controller." if better else "the chain stays the final controller."), ""]
+        return [*lines, f"The training failed: {kept['error']}", ""]
+    alone = kept.get("plan_alone_success_rate", kept["chain_success_rate"])
+    better = kept["success_rate"] > alone
+    lines.append(f"Job {kept['job_id']}: the policy scored {kept['success_rate']:.0%} and the plan alone "
+                 f"{alone:.0%} on the same worlds: "
+                 + ("the policy is the final controller." if better else "the chain stays the final controller."))
+    return [*lines, ""]
 
 
 def write_run_report(run_dir: Path, state: RunState | None = None, ended: str = "") -> Path:

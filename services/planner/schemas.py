@@ -145,14 +145,19 @@ def plan_schema(describe: env_pb2.DescribeResponse, skills: tuple[str, ...], *, 
 
 
 @lru_cache(maxsize=32)
-def _rl_model(actions: tuple[str, ...], skills: tuple[str, ...], targets: tuple[str, ...],
-              kinds: tuple[str, ...]) -> type[BaseModel]:
-    term = create_model(
+def _term_model(targets: tuple[str, ...], kinds: tuple[str, ...]) -> type[BaseModel]:
+    return create_model(
         "RewardTerm",
         kind=(_enum("RewardKind", kinds) if kinds else str, ...),
         target=(_enum("Target", ("", "*", *targets)), ""),
         weight=(_clamped(float, -10, 10), ...),
     )
+
+
+@lru_cache(maxsize=32)
+def _rl_model(actions: tuple[str, ...], skills: tuple[str, ...], targets: tuple[str, ...],
+              kinds: tuple[str, ...]) -> type[BaseModel]:
+    term = _term_model(targets, kinds)
     return create_model(
         "RLConfig",
         primitive_actions=(list[_enum("Action", actions)], Field(min_length=1, max_length=len(actions))),
@@ -168,6 +173,29 @@ def _rl_model(actions: tuple[str, ...], skills: tuple[str, ...], targets: tuple[
 def rl_schema(describe: env_pb2.DescribeResponse, skills: tuple[str, ...]) -> type[BaseModel]:
     targets = tuple(dict.fromkeys((*describe.achievements, *describe.items)))
     return _rl_model(tuple(describe.actions), tuple(sorted(skills)), targets, offered(describe.reward_kinds))
+
+
+@lru_cache(maxsize=32)
+def _kept_plan_model(actions: tuple[str, ...], targets: tuple[str, ...], kinds: tuple[str, ...]) -> type[BaseModel]:
+    return create_model(
+        "KeptPlanConfig",
+        primitive_actions=(list[_enum("Action", actions)], Field(min_length=1, max_length=len(actions))),
+        macro_actions=(list[MacroActionAnswer], Field(default_factory=list, max_length=MAX_MACRO_ACTIONS)),
+        skill_max_steps=(_clamped(int, 1, 200), ...),
+        reward_terms=(list[_term_model(targets, kinds)], Field(default_factory=list, max_length=6)),
+    )
+
+
+def kept_plan_schema(describe: env_pb2.DescribeResponse) -> type[BaseModel]:
+    """The fast agent's answer for RL around a kept plan: the primitives, macro actions, K and reward terms the
+    planner's own (the plan's stages and the task's success, :data:`KEPT_PLAN_OWN_KINDS`) come on top of."""
+    targets = tuple(dict.fromkeys((*describe.achievements, *describe.items)))
+    kinds = tuple(k for k in offered(describe.reward_kinds) if k not in KEPT_PLAN_OWN_KINDS)
+    return _kept_plan_model(tuple(describe.actions), targets, kinds)
+
+
+KEPT_PLAN_OWN_KINDS = ("stage", "success")
+"""The reward kinds the planner pays around a kept plan itself (the plan's progress and the task's success)."""
 
 
 def _value(x: Any) -> Any:

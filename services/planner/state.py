@@ -83,6 +83,8 @@ class IterationRecord:
     controller: str = ""
     """The chain that was evaluated (links and their controllers)."""
     episodes: int = 0
+    failed: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    """The chain's failed episodes (:attr:`FinalResult.failed`): what RL around a kept plan is told."""
 
     def as_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -101,6 +103,9 @@ class FinalResult:
     links: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     """Per link of the chain (learner-run chains): name, episodes that reached it, that met its conditions,
     mean frames spent in it."""
+    failed: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    """Per failed episode of an all-code chain: end_reason, death_cause, steps, achievements, inventory (item ->
+    count at the end) and, for the first few, the last lines of its trajectory (``tail``)."""
 
     def as_json(self) -> dict[str, Any]:
         return _without_empty(self, ("episodes", "frames_used", "controller", "success_rate"))

@@ -75,3 +75,11 @@ def test_evaluating_a_plan_job_reports_how_far_its_episodes_got(learner) -> None
     greedy = learner.stub.Evaluate(learner_pb2.EvaluateRequest(job_id=job_id, episodes=4, seed=2, greedy=True),
                                    timeout=300)  # the policy's most probable actions: the same worlds played again
     assert len(greedy.episodes) == 4 and [link.name for link in greedy.links] == ["kept_wood", "kept_table"]
+    # The plan alone on the same worlds: no policy acts, so the same seed plays every episode the same way.
+    alone = [learner.stub.Evaluate(learner_pb2.EvaluateRequest(job_id=job_id, episodes=4, seed=2, plan_alone=True),
+                                   timeout=300) for _ in range(2)]
+    assert [(e.steps, e.success) for e in alone[0].episodes] == [(e.steps, e.success) for e in alone[1].episodes]
+    assert alone[0].links[0].reached == 4 and alone[0].success_rate > 0  # the reference skills place tables
+    with pytest.raises(grpc.RpcError) as refused:
+        learner.stub.Evaluate(learner_pb2.EvaluateRequest(job_id=job_id, episodes=1, plan_alone=True, greedy=True))
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "plan_alone" in refused.value.details()

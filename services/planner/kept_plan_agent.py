@@ -1,0 +1,139 @@
+"""The fast agent's part in RL around a kept plan (:mod:`services.planner.kept_plan`): what it reads (the plan,
+and how and where the chain's failed episodes ended), what it answers (primitives, macro actions, K, reward terms)
+and that answer applied to the training's config. The planner's own terms (the plan's stages and the task's
+success) are always paid; the agent adds what the chain fails at."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from typing import Any
+
+from pydantic import BaseModel
+
+from rlgpt.env_client import PLAN_ACTION
+from rlgpt.llm.client import CallRecord
+from rlgpt.prompts import conditions_text
+from rlgpt.v1 import common_pb2, learner_pb2, planner_pb2
+from services.planner.agents import FastAgent, reward_kinds_text, skill_api_text
+from services.planner.prompts import render
+from services.planner.schemas import KEPT_PLAN_OWN_KINDS, MacroActionAnswer, kept_plan_schema
+
+MAX_FAILURE_LINES = 40
+"""Lines of failed chain episodes' trajectories shown (their last lines, a few episodes)."""
+_ENDS = {"death": "died", "time_limit": "ran out of frames", "skill_finished": "the chain's skills had all returned",
+         "error": "a skill error"}
+
+
+@dataclasses.dataclass
+class KeptPlanAnswer:
+    """The fast agent's answer: what the policy may do besides the plan action, and what it is paid for."""
+
+    primitive_actions: list[str]
+    macro_actions: list[MacroActionAnswer]
+    skill_max_steps: int
+    reward_terms: list[common_pb2.RewardTerm]
+    record: CallRecord | None
+
+
+def _holds(conditions: list[common_pb2.Condition], achievements: set[str], inventory: dict[str, int]) -> bool:
+    return bool(conditions) and all(
+        c.achievement in achievements if c.WhichOneof("kind") == "achievement"
+        else inventory.get(c.inventory.item, 0) >= c.inventory.count for c in conditions)
+
+
+def stage_ended(plan: planner_pb2.Plan, episode: dict[str, Any]) -> str:
+    """The sub-task a failed chain episode ended in: the first whose conditions had not held by the end, counting
+    every sub-task before one whose conditions held as done (what a later sub-task used up does not undo it)."""
+    achievements, inventory = set(episode.get("achievements", [])), dict(episode.get("inventory", {}))
+    done = [i for i, st in enumerate(plan.subtasks) if _holds(list(st.success), achievements, inventory)]
+    last = max(done, default=-1)
+    return plan.subtasks[min(last + 1, len(plan.subtasks) - 1)].name
+
+
+def _ending(episodes: list[dict[str, Any]]) -> str:
+    reasons = collections.Counter(e.get("end_reason", "") for e in episodes)
+    parts = []
+    for reason, n in reasons.most_common():
+        words = _ENDS.get(reason, reason or "unknown")
+        if reason == "death":
+            causes = collections.Counter(e.get("death_cause") or "unknown" for e in episodes
+                                         if e.get("end_reason") == "death")
+            words += " (" + ", ".join(f"{cause} {k}" for cause, k in causes.most_common()) + ")"
+        parts.append(f"{words}: {n}")
+    return "; ".join(parts)
+
+
+def failures_text(plan: planner_pb2.Plan, success_rate: float, failed: list[dict[str, Any]]) -> str:
+    """How the chain's evaluation went, in words: its success, where its failed episodes ended (sub-task, how,
+    death causes) and the last lines of a few of their trajectories."""
+    lines = [f"The chain succeeded in {success_rate:.0%} of its evaluation episodes; {len(failed)} failed."]
+    by_stage: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
+    for episode in failed:
+        by_stage[stage_ended(plan, episode)].append(episode)
+    for st in plan.subtasks:
+        if st.name in by_stage:
+            episodes = by_stage[st.name]
+            lines.append(f"- {len(episodes)} ended before {st.name} was done: {_ending(episodes)}")
+    tails = [e for e in failed if e.get("tail")]
+    if tails:
+        lines.append("The last lines of some failed episodes (step N at (x, y): what happened):")
+        shown = 0
+        for episode in tails:
+            if shown >= MAX_FAILURE_LINES:
+                break
+            tail = episode["tail"][-(MAX_FAILURE_LINES - shown):]
+            lines.append(f"episode ending before {stage_ended(plan, episode)} was done, {episode.get('steps', 0)} "
+                         "frames:")
+            lines += [f"  {line}" for line in tail]
+            shown += len(tail)
+    return "\n".join(lines)
+
+
+def plan_text(plan: planner_pb2.Plan) -> str:
+    return "\n".join(f"{i}. {st.name}: {st.description} (done when: {conditions_text(list(st.success))})"
+                     for i, st in enumerate(plan.subtasks, 1))
+
+
+def kept_plan_prompt(fast: FastAgent, task: common_pb2.TaskSpec, plan: planner_pb2.Plan, *, success_rate: float,
+                     failed: list[dict[str, Any]], env_frames: int, own_reward: str) -> tuple[str, type[BaseModel]]:
+    """The prompt and its answer schema (primitives and reward kinds from Describe)."""
+    describe = fast.describe
+    prompt = render("fast_agent_kept_plan", task=task.name, success=conditions_text(list(task.success)),
+                    plan=plan_text(plan), failures=failures_text(plan, success_rate, failed),
+                    plan_action=PLAN_ACTION, own_reward=own_reward,
+                    reward_kinds=reward_kinds_text(describe, leave_out=KEPT_PLAN_OWN_KINDS),
+                    protocol=fast.protocol.kept_plan_test(env_frames), skill_api=skill_api_text(describe))
+    return prompt, kept_plan_schema(describe)
+
+
+def write_kept_plan(fast: FastAgent, task: common_pb2.TaskSpec, plan: planner_pb2.Plan, *, success_rate: float,
+                    failed: list[dict[str, Any]], env_frames: int, own_reward: str,
+                    iteration: int = 0) -> KeptPlanAnswer:
+    """The fast agent's answer (one LLM call; StructuredOutputError when it gives none that fits)."""
+    prompt, schema = kept_plan_prompt(fast, task, plan, success_rate=success_rate, failed=failed,
+                                      env_frames=env_frames, own_reward=own_reward)
+    answer, record = fast.llm.complete("fast", [{"role": "user", "content": prompt}], schema, iteration=iteration)
+    return KeptPlanAnswer(
+        primitive_actions=list(dict.fromkeys(_value(a) for a in answer.primitive_actions)),
+        macro_actions=list(answer.macro_actions), skill_max_steps=int(answer.skill_max_steps),
+        reward_terms=[common_pb2.RewardTerm(kind=_value(t.kind), target=_value(t.target), weight=float(t.weight))
+                      for t in answer.reward_terms if t.weight != 0],
+        record=record)
+
+
+def apply_answer(config: learner_pb2.RLConfig, answer: KeptPlanAnswer, macro_skills: list[str]) -> None:
+    """The answer in the training's config: its primitives, its accepted macro actions (registered names), its K,
+    and its reward terms after the planner's own."""
+    del config.primitive_actions[:]
+    config.primitive_actions.extend(answer.primitive_actions)
+    del config.skills[:]
+    config.skills.extend(macro_skills)
+    config.skill_max_steps = answer.skill_max_steps
+    own = [t for t in config.reward_terms if t.kind in KEPT_PLAN_OWN_KINDS]
+    del config.reward_terms[:]
+    config.reward_terms.extend([*own, *answer.reward_terms])
+
+
+def _value(x: Any) -> Any:
+    return getattr(x, "value", x)

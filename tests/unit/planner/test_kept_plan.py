@@ -1,0 +1,204 @@
+"""RL around a kept plan, the planner's side: what the fast agent is told about the chain's failures, its answer
+applied to the training (macro actions registered on a real env server), and the training done after the last
+iteration, also when a resumed run finds the iterations done but the training not (test doubles of the LLM and the
+learner; the whole method runs against real services in tests/integration/test_rlgpt_method.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pydantic
+import pytest
+
+from rlgpt.llm.client import CallRecord, StructuredOutputError
+from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
+from services.planner.agents import FastAgent
+from services.planner.context import Stubs
+from services.planner.kept_plan import OWN_REWARD, final_controller, kept_plan_name
+from services.planner.kept_plan_agent import failures_text, kept_plan_prompt, stage_ended
+from services.planner.loops import TwoLoops
+from services.planner.runs import Run
+from services.planner.schemas import kept_plan_schema
+from services.planner.settings import PlannerSettings
+from services.planner.skill_library import SkillLibrary
+from services.planner.state import IterationRecord, RunState, Status
+
+WOOD = common_pb2.Condition(inventory=common_pb2.ItemCount(item="wood", count=5))
+TABLE = common_pb2.Condition(achievement="place_table")
+PICKAXE = common_pb2.Condition(achievement="make_wood_pickaxe")
+PLAN = planner_pb2.Plan(subtasks=[
+    planner_pb2.SubTask(name="wood", description="get wood", success=[WOOD], decision=planner_pb2.DECISION_CODE),
+    planner_pb2.SubTask(name="table", description="place a table", success=[TABLE],
+                        decision=planner_pb2.DECISION_CODE),
+    planner_pb2.SubTask(name="pickaxe", description="make a pickaxe", success=[PICKAXE],
+                        decision=planner_pb2.DECISION_CODE)])
+WALK = "def skill(agent):\n    for _ in range(4):\n        yield 'move_left'\n"
+FAILED = [
+    {"end_reason": "death", "death_cause": "zombie", "steps": 300, "achievements": [], "inventory": {"wood": 2},
+     "tail": ["step 290 at (3, 4): health 3->1 (zombie)", "end: died (zombie)"]},
+    # The table used up wood: the wood sub-task still counts as done.
+    {"end_reason": "death", "death_cause": "arrow", "steps": 500, "achievements": ["place_table"],
+     "inventory": {"wood": 1}},
+    {"end_reason": "time_limit", "death_cause": "", "steps": 1000, "achievements": ["place_table"],
+     "inventory": {}},
+]
+
+
+def test_a_failed_episode_ended_in_the_first_subtask_not_done() -> None:
+    assert [stage_ended(PLAN, e) for e in FAILED] == ["wood", "pickaxe", "pickaxe"]
+    assert stage_ended(PLAN, {"achievements": ["make_wood_pickaxe"]}) == "pickaxe"  # all done: the last one
+
+
+def test_the_failures_say_where_and_how_episodes_ended() -> None:
+    text = failures_text(PLAN, 0.25, FAILED)
+    assert text.splitlines()[:3] == [
+        "The chain succeeded in 25% of its evaluation episodes; 3 failed.",
+        "- 1 ended before wood was done: died (zombie 1): 1",
+        "- 2 ended before pickaxe was done: died (arrow 1): 1; ran out of frames: 1"]
+    assert "  end: died (zombie)" in text and "episode ending before wood was done, 300 frames:" in text
+
+
+class ScriptedLLM:
+    """A test double of the LLM: one answer for the kept plan's schema (None: an unusable answer)."""
+
+    def __init__(self, answer: dict[str, Any] | None) -> None:
+        self.answer = answer
+        self.prompts: list[str] = []
+
+    def complete(self, agent: str, messages: list[dict[str, str]], schema: type[Any], *, iteration: int = 0,
+                 **_: Any) -> tuple[Any, CallRecord]:
+        self.prompts.append(messages[-1]["content"])
+        record = CallRecord(seq=0, agent=agent, iteration=iteration, model="scripted", messages=messages,
+                            response="{}", parsed=self.answer or {}, prompt_tokens=1, completion_tokens=1,
+                            latency_seconds=0.0, attempts=1)
+        if self.answer is None:
+            raise StructuredOutputError("no JSON object in the answer", record)
+        return schema.model_validate(self.answer), record
+
+
+def test_the_schema_offers_the_envs_actions_and_no_kind_the_planner_pays_itself(env_server) -> None:
+    describe = env_server.stub.Describe(env_pb2.DescribeRequest())
+    schema = kept_plan_schema(describe)
+    good = {"primitive_actions": ["noop", "do"], "macro_actions": [], "skill_max_steps": 8,
+            "reward_terms": [{"kind": "death", "target": "", "weight": -2}]}
+    assert schema.model_validate(good).skill_max_steps == 8
+    for kind in ("success", "stage"):
+        with pytest.raises(pydantic.ValidationError, match=r"reward_terms\.0\.kind"):
+            schema.model_validate({**good, "reward_terms": [{"kind": kind, "target": "", "weight": 1}]})
+    with pytest.raises(pydantic.ValidationError, match=r"primitive_actions\.0"):
+        schema.model_validate({**good, "primitive_actions": ["fly"]})
+
+
+class PlanLearner:
+    """A test double of the learner for one kept-plan job: trains at once; the policy and the plan alone score
+    ``policy`` and ``alone``."""
+
+    def __init__(self, policy: float, alone: float) -> None:
+        self.policy, self.alone = policy, alone
+        self.configs: list[learner_pb2.RLConfig] = []
+        self.evaluations: list[learner_pb2.EvaluateRequest] = []
+
+    def StartTraining(self, request: learner_pb2.StartTrainingRequest) -> learner_pb2.StartTrainingResponse:
+        self.configs.append(request.config)
+        return learner_pb2.StartTrainingResponse(job_id=f"job-{len(self.configs)}")
+
+    def WatchJob(self, request: learner_pb2.WatchJobRequest, timeout: float):
+        yield learner_pb2.JobProgress(job_id=request.job_id, env_frames=self.configs[-1].env_frames,
+                                      state=learner_pb2.JOB_STATE_SUCCEEDED)
+
+    def Evaluate(self, request: learner_pb2.EvaluateRequest, timeout: float) -> learner_pb2.EvaluateResponse:
+        self.evaluations.append(request)
+        return learner_pb2.EvaluateResponse(success_rate=self.alone if request.plan_alone else self.policy)
+
+
+def finished_iterations(tmp_path: Path, env_server, llm: ScriptedLLM | None, learner: PlanLearner,
+                        agents: str = "") -> TwoLoops:
+    """TwoLoops whose iterations are all done (as a resumed run finds them): every sub-task coded and done, the
+    chain at 25% after the last one."""
+    task = common_pb2.TaskSpec(name="make_wood_pickaxe", success=[PICKAXE])
+    run = Run(tmp_path / "run", planner_pb2.StartRunRequest(task=task, agents=agents))
+    describe = env_server.stub.Describe(env_pb2.DescribeRequest())
+    state = RunState(outer_iteration=2, iterations=[
+        IterationRecord(iteration=1, tokens=0, seconds=0, frames=0, success_rate=0.25, failed=FAILED).as_json()])
+    state.set_plan(PLAN)
+    for sub in state.subtasks.values():
+        sub.status, sub.skill_code = Status.DONE, WALK
+    two = TwoLoops(run, state, describe, llm, SkillLibrary(tmp_path / "library.json"),
+                   Stubs(env=env_server.stub, learner=learner, critic=None),
+                   PlannerSettings(max_outer_iterations=2, total_env_frames=50_000))
+    two.attempts.fast = FastAgent(llm, env_server.stub, describe, two.ctx.library) if llm is not None else None
+    return two
+
+
+def kinds(config: learner_pb2.RLConfig) -> dict[str, float]:
+    return {t.kind: round(t.weight, 4) for t in config.reward_terms}
+
+
+def test_a_resumed_run_with_its_iterations_done_trains_around_the_plan_with_the_fast_agents_config(
+        tmp_path: Path, env_server) -> None:
+    answer = {"primitive_actions": ["noop", "do", "move_left"], "skill_max_steps": 12,
+              "macro_actions": [{"name": "step_aside", "description": "walks left", "code": WALK},
+                                {"name": "broken", "description": "never yields", "code": "def skill(agent):\n"
+                                                                                          "    return\n"}],
+              "reward_terms": [{"kind": "death", "target": "", "weight": -3}, {"kind": "health", "weight": 0.5}]}
+    llm, learner = ScriptedLLM(answer), PlanLearner(policy=0.5, alone=0.25)
+    two = finished_iterations(tmp_path, env_server, llm, learner)
+    two._iterate()  # no iteration left to run: the training around the plan is what remains
+    config = learner.configs[0]
+    assert [step.skill.split("__kept")[0] for step in config.plan] == ["wood", "table", "pickaxe"]
+    assert list(config.primitive_actions) == ["noop", "do", "move_left"] and config.skill_max_steps == 12
+    name = kept_plan_name("make_wood_pickaxe")
+    assert list(config.skills) == [f"{name}__step_aside"]  # the one that never yields was refused
+    assert kinds(config) == {**{k: w for k, w, _ in OWN_REWARD}, "death": -3.0, "health": 0.5}
+    assert "ended before wood was done: died (zombie 1)" in llm.prompts[0]
+    kept = two.state.kept_plan
+    assert kept["config_by"] == "fast agent" and kept["refused_macro_actions"][0]["name"] == f"{name}__broken"
+    assert (kept["success_rate"], kept["plan_alone_success_rate"]) == (0.5, 0.25)
+    # Both on the same worlds: the same seed and episodes, the second the plan alone.
+    policy, alone = learner.evaluations
+    assert (policy.seed, policy.episodes) == (alone.seed, alone.episodes)
+    assert (policy.plan_alone, alone.plan_alone) == (False, True)
+    assert final_controller(two.ctx) == kept["job_id"]
+    assert two.state.subtasks[name].macro_actions == {f"{name}__step_aside": WALK}  # restored on a resume
+    two._iterate()
+    assert len(learner.configs) == 1  # done once
+
+
+def test_an_unusable_answer_trains_the_planners_defaults_and_a_worse_policy_keeps_the_chain(
+        tmp_path: Path, env_server) -> None:
+    learner = PlanLearner(policy=0.25, alone=0.25)
+    two = finished_iterations(tmp_path, env_server, ScriptedLLM(None), learner)
+    two._iterate()
+    config = learner.configs[0]
+    assert list(config.primitive_actions) == [] and config.skill_max_steps == 16 and not config.skills
+    assert kinds(config) == {"stage": 1.0, "success": 10.0, "death": -1.0, "health": 0.1}
+    kept = two.state.kept_plan
+    assert kept["config_by"] == "planner defaults" and "no JSON object" in kept["config_error"]
+    assert final_controller(two.ctx) is None  # not better than the plan alone on the same worlds
+
+
+def test_the_prompt_shows_the_plan_the_failures_and_the_planners_own_reward(env_server) -> None:
+    describe = env_server.stub.Describe(env_pb2.DescribeRequest())
+    fast = FastAgent(ScriptedLLM(None), env_server.stub, describe, SkillLibrary(Path("/nonexistent/lib.json")))
+    prompt, _ = kept_plan_prompt(fast, common_pb2.TaskSpec(name="make_wood_pickaxe", success=[PICKAXE]), PLAN,
+                                 success_rate=0.25, failed=FAILED, env_frames=40_000, own_reward="+1 per stage")
+    assert "1. wood: get wood (done when: at least 5 wood)" in prompt
+    assert "the planner always pays +1 per stage" in prompt and "trains for 40000 frames" in prompt
+    assert "- stage:" not in prompt and "- success:" not in prompt and "- death:" in prompt
+    assert "{" + "plan_action" not in prompt and "`plan`: the chain acts" in prompt
+
+
+def test_the_one_agent_setup_trains_the_planners_defaults(tmp_path: Path, env_server) -> None:
+    learner = PlanLearner(policy=0.5, alone=0.25)
+    llm = ScriptedLLM({"primitive_actions": ["noop"], "skill_max_steps": 3, "macro_actions": [], "reward_terms": []})
+    two = finished_iterations(tmp_path, env_server, llm, learner, agents="one")
+    two.attempts.fast = FastAgent(llm, env_server.stub, two.ctx.describe, two.ctx.library)
+    two._iterate()
+    assert llm.prompts == [] and two.state.kept_plan["config_by"] == "planner defaults"
+
+
+def test_a_state_without_the_plan_alone_compares_with_the_chain(tmp_path: Path, env_server) -> None:
+    two = finished_iterations(tmp_path, env_server, None, PlanLearner(0, 0))
+    two.state.kept_plan = {"chain_success_rate": 0.25, "job_id": "job-1", "success_rate": 0.5}
+    assert final_controller(two.ctx) == "job-1"
