@@ -10,6 +10,7 @@ docs/bench-raw/diamond/results.json and the section and plot are rebuilt from th
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Annotated
@@ -20,6 +21,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from benchmarks.common import load_results, machine_info, raw_path, save_results, setup_logging, utc_now, write_section
 from benchmarks.crafter.diamond import PLAN_RUN, REWARD, K, load_plan, run_diamond
+from benchmarks.crafter.diamond import agent_prompt as diamond_agent_prompt
 from benchmarks.crafter.diamond_report import SECTION_TITLE, plot_diamond, render_section
 
 log = logging.getLogger("benchmarks.crafter")
@@ -46,6 +48,13 @@ def main(
     figure: Annotated[Path, typer.Option(help="The plot (PNG).")] = Path("docs/figures/diamond_kept_plan.png"),
     raw_json: Annotated[Path | None, typer.Option(help="Raw results; default docs/bench-raw/diamond/results.json."
                                                   )] = None,
+    agent_prompt: Annotated[Path | None, typer.Option(help="Write the planner's prompt to the fast agent for RL "
+                                                           "around this plan (the chain alone played on briefing "
+                                                           "worlds says how it fails) to this file, and stop.")] = None,
+    agent_answer: Annotated[Path | None, typer.Option(help="A model's answer to that prompt (JSON): train around "
+                                                           "the plan with its config as the second variant; the "
+                                                           "first stays as saved.")] = None,
+    agent_llm: Annotated[str, typer.Option(help="Who wrote --agent-answer (for the section).")] = "unknown",
     report_only: Annotated[bool, typer.Option(help="Rebuild the section from the saved results.")] = False,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
 ) -> None:
@@ -58,13 +67,23 @@ def main(
         except (OSError, ValueError, KeyError) as exc:
             raise typer.BadParameter(f"{plan_run}: not a recorded run with a coded plan ({exc})",
                                      param_hint="--plan-run") from None
+        if agent_prompt is not None:
+            agent_prompt.write_text(diamond_agent_prompt(plan, work.resolve(), frames, seed, episodes))
+            log.info("wrote the fast agent's prompt to %s", agent_prompt)
+            return
+        answer = json.loads(agent_answer.read_text()) if agent_answer is not None else None
         progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn(
             "{task.completed:,.0f}/{task.total:,.0f} frames"), TimeElapsedColumn(), console=console)
-        results = {"date_utc": utc_now(), "machine": machine_info(("torch", "sample-factory", "crafter"))}
+        results = load_results(raw_json) if raw_json.exists() else {}
+        run = {"date_utc": utc_now(), "machine": machine_info(("torch", "sample-factory", "crafter"))}
         with progress:
             weights = {**dict(REWARD), "death": death, "health": health}
-            results["run"] = run_diamond(plan, work.resolve(), frames, seed, timeout, progress, episodes, k,
-                                         tuple(weights.items()))
+            run["run"] = run_diamond(plan, work.resolve(), frames, seed, timeout, progress, episodes, k,
+                                     tuple(weights.items()), answer=answer)
+        if answer is not None:
+            results["agent"] = {**run, "llm": agent_llm, "answer": str(agent_answer)}
+        else:
+            results.update(run)
         save_results(raw_json, results)
     elif not raw_json.exists():
         raise typer.BadParameter(f"no results at {raw_json}; run without --report-only first")

@@ -23,11 +23,18 @@ from benchmarks.common import REPO_ROOT
 from benchmarks.crafter.run import EPISODE_LENGTH, read_episodes, start_env_servers, train_job, training_seconds
 from rlgpt.env_client import PLAN_ACTION
 from rlgpt.grpc_client import create_channel
-from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2
+from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2, planner_pb2
 from services.learner.jobs import read_progress
 from services.learner.plan_progress import PlanProgress
 from services.learner.policy import EVAL_SEED_OFFSET, FirstEpisodes
 from services.learner.sf_env import session_request
+from services.planner.agents import FastAgent
+from services.planner.controller import failed_episodes
+from services.planner.kept_plan import own_reward_text
+from services.planner.kept_plan_agent import apply_answer, kept_plan_answer, kept_plan_prompt
+from services.planner.prompts import EvalProtocol
+from services.planner.schemas import kept_plan_schema
+from services.planner.skill_library import SkillLibrary
 
 log = logging.getLogger("benchmarks.crafter")
 PLAN_RUN = REPO_ROOT / "docs" / "runs" / "claude-relay-collect_diamond"
@@ -45,6 +52,13 @@ PRIMITIVES = ("noop", "move_left", "move_right", "move_up", "move_down", "do", "
 stone. The crafting primitives are left to the plan's skills."""
 
 
+BRIEFING_SEED_OFFSET = 3_000_000
+"""The worlds the chain alone is played on to tell the fast agent how it fails (``--agent-prompt``): apart from
+the training worlds (seed upward) and the held-out ones (the learner's evaluation seeds)."""
+AGENT_MACRO_PREFIX = "diamond_macro_"
+"""Registered names of the macro actions of the fast agent's answer."""
+
+
 @dataclasses.dataclass(frozen=True)
 class RecordedPlan:
     task: str
@@ -52,6 +66,10 @@ class RecordedPlan:
     run: str
     steps: tuple[tuple[str, str, tuple[dict[str, Any], ...]], ...]
     """(sub-task name, its skill's code, its success conditions as JSON), in plan order."""
+    plan: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """The plan as state.json holds it (the planner's Plan as JSON)."""
+    success: tuple[dict[str, Any], ...] = ()
+    """The task's success conditions as JSON (the run's request)."""
 
 
 def load_plan(run_dir: Path) -> RecordedPlan:
@@ -64,8 +82,11 @@ def load_plan(run_dir: Path) -> RecordedPlan:
         if not code:
             raise ValueError(f"{run_dir}: sub-task {subtask['name']} has no code; a kept plan needs a skill per step")
         steps.append((subtask["name"], code, tuple(subtask["success"])))
-    task = recorded.get("task") or json.loads((run_dir / "request.json").read_text())["task"]["name"]
-    return RecordedPlan(task=task, llm=str(recorded.get("model", "unknown")), run=str(run_dir), steps=tuple(steps))
+    request = json.loads((run_dir / "request.json").read_text())
+    task = recorded.get("task") or request["task"]["name"]
+    return RecordedPlan(task=task, llm=str(recorded.get("model", "unknown")), run=str(run_dir), steps=tuple(steps),
+                        plan=state["plan"],  # a task named by its achievement alone succeeds with it
+                        success=tuple(request["task"].get("success", ())) or ({"achievement": task},))
 
 
 def plan_config(plan: RecordedPlan, frames: int, seed: int, k: int = K,
@@ -92,12 +113,14 @@ def outcome(response: learner_pb2.EvaluateResponse, frames: int, seconds: float)
                       "steps": e.steps} for e in response.episodes]}
 
 
-def chain_alone(target: str, config: learner_pb2.RLConfig, episodes: int, seed: int) -> dict[str, Any]:
-    """The plan with nobody stepping in (every action the plan action) on the worlds the policy is scored on."""
+def play_plan_alone(target: str, config: learner_pb2.RLConfig, episodes: int,
+                    first_seed: int) -> tuple[learner_pb2.EvaluateResponse, float]:
+    """The plan with nobody stepping in (every action the plan action), ``episodes`` worlds from ``first_seed``;
+    the episodes' summaries (recorded: their text too) and the seconds it took."""
     started = time.time()
     channel = create_channel(target, default_timeout=600)
     stub = env_pb2_grpc.EnvServiceStub(channel)
-    session = stub.CreateSession(session_request(config, seed + EVAL_SEED_OFFSET, num_envs=episodes,
+    session = stub.CreateSession(session_request(config, first_seed, num_envs=episodes,
                                                  client="bench-diamond:chain", record=True, autoreset=True))
     first = FirstEpisodes(episodes)
     progress = PlanProgress([step.skill for step in config.plan], episodes)
@@ -110,7 +133,13 @@ def chain_alone(target: str, config: learner_pb2.RLConfig, episodes: int, seed: 
     finally:
         stub.CloseSession(env_pb2.CloseSessionRequest(session_id=session.session_id))
         channel.close()
-    return outcome(first.response(progress.links()), first.frames, time.time() - started)
+    return first.response(progress.links()), time.time() - started
+
+
+def chain_alone(target: str, config: learner_pb2.RLConfig, episodes: int, seed: int) -> dict[str, Any]:
+    """The plan alone on the worlds the policy is scored on."""
+    response, seconds = play_plan_alone(target, config, episodes, seed + EVAL_SEED_OFFSET)
+    return outcome(response, sum(e.steps for e in response.episodes), seconds)
 
 
 def policy_on(job_dir: Path, target: str, episodes: int, seed: int, greedy: bool = False) -> dict[str, Any]:
@@ -134,17 +163,59 @@ def training_curve(job_dir: Path, window: int = 200) -> list[dict[str, float]]:
     return points
 
 
+def describe_of(target: str) -> env_pb2.DescribeResponse:
+    channel = create_channel(target, default_timeout=60)
+    try:
+        return env_pb2_grpc.EnvServiceStub(channel).Describe(env_pb2.DescribeRequest(backend="crafter"))
+    finally:
+        channel.close()
+
+
+def agent_prompt(plan: RecordedPlan, work: Path, frames: int, seed: int, episodes: int) -> str:
+    """The planner's prompt to the fast agent for RL around this plan, as a run would render it: the chain alone
+    played on briefing worlds (neither trained nor scored on) tells how and where it fails."""
+    config = plan_config(plan, frames, seed)
+    servers, _ = start_env_servers(1, work / "logs", {SKILL_PREFIX + name: code for name, code, _ in plan.steps},
+                                   config)
+    try:
+        response, _ = play_plan_alone(servers[0].target, config, episodes, seed + BRIEFING_SEED_OFFSET)
+        describe = describe_of(servers[0].target)
+    finally:
+        servers[0].stop()
+    protocol = EvalProtocol(eval_episodes=episodes, final_frames=EPISODE_LENGTH)
+    fast = FastAgent(None, None, describe, SkillLibrary(work / "unused-library.json"), protocol=protocol)
+    task = common_pb2.TaskSpec(name=plan.task, success=[json_format.ParseDict(c, common_pb2.Condition())
+                                                        for c in plan.success])
+    prompt, _ = kept_plan_prompt(fast, task, json_format.ParseDict(plan.plan, planner_pb2.Plan()),
+                                 success_rate=response.success_rate, failed=failed_episodes(list(response.episodes)),
+                                 env_frames=frames, own_reward=own_reward_text())
+    return prompt
+
+
+def agent_skills(answer: dict[str, Any]) -> dict[str, str]:
+    """The registered name -> code of an answer's macro actions (checked against the schema once registered)."""
+    return {AGENT_MACRO_PREFIX + str(m.get("name", "")): str(m.get("code", ""))
+            for m in answer.get("macro_actions", [])}
+
+
 def run_diamond(plan: RecordedPlan, work: Path, frames: int, seed: int, timeout: float, progress: Progress,
-                eval_episodes: int, k: int = K, reward: tuple[tuple[str, float], ...] = REWARD) -> dict[str, Any]:
+                eval_episodes: int, k: int = K, reward: tuple[tuple[str, float], ...] = REWARD,
+                answer: dict[str, Any] | None = None) -> dict[str, Any]:
     """Registers the plan's skills, scores the chain alone, trains (or resumes) APPO around the plan and scores
-    the policy on the same held-out worlds."""
-    job_dir = work / "kept-plan"
+    the policy on the same held-out worlds. ``answer``: the fast agent's config for it (its primitives, macro
+    actions, K and reward terms after the plan's stage and success terms), in the job ``kept-plan-agent``; without
+    it the bench's own (``k``, ``reward``, :data:`PRIMITIVES`)."""
+    job_dir = work / ("kept-plan-agent" if answer is not None else "kept-plan")
     job_dir.mkdir(parents=True, exist_ok=True)
     config = plan_config(plan, frames, seed, k, reward)
     skills = {SKILL_PREFIX + name: code for name, code, _ in plan.steps}
+    macros = agent_skills(answer) if answer is not None else {}
     started = time.time()
-    servers, _ = start_env_servers(NUM_WORKERS, work / "logs", skills, config)
+    servers, _ = start_env_servers(NUM_WORKERS, work / "logs", {**skills, **macros}, config)
     try:
+        if answer is not None:
+            parsed = kept_plan_answer(kept_plan_schema(describe_of(servers[0].target)).model_validate(answer))
+            apply_answer(config, parsed, list(macros))
         chain = chain_alone(servers[0].target, config, eval_episodes, seed)
         log.info("the chain alone: %.1f%% of %d held-out worlds", 100 * chain["success_rate"], chain["episodes"])
         rc = train_job(job_dir, config, servers, timeout, progress, "kept plan + APPO")
@@ -159,7 +230,8 @@ def run_diamond(plan: RecordedPlan, work: Path, frames: int, seed: int, timeout:
     records = read_progress(job_dir)
     last = records[-1] if records else {}
     return {"task": plan.task, "llm": plan.llm, "run": plan.run, "steps": [name for name, _, _ in plan.steps],
-            "k": k, "reward": [list(term) for term in reward], "primitives": list(PRIMITIVES), "budget": frames,
+            "k": config.skill_max_steps, "reward": [[t.kind, round(t.weight, 4)] for t in config.reward_terms],
+            "primitives": list(config.primitive_actions), "macro_actions": macros, "budget": frames,
             "frames": int(last.get("env_frames", 0)), "complete": int(last.get("env_frames", 0)) >= frames,
             "train_episodes": len(episodes), "rc": rc, "wall_s": time.time() - started,
             "train_s": training_seconds(records),

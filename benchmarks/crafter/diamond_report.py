@@ -9,13 +9,23 @@ from typing import Any
 from benchmarks.common import machine_line, markdown_table
 
 SECTION_TITLE = "## collect_diamond with a kept plan: the chain alone vs APPO around it (make bench-diamond)"
-CONTROLLERS = (("chain", "the chain alone", "chain"), ("policy", "APPO around the kept plan, sampling", "APPO"),
-               ("policy_greedy", "APPO around the kept plan, greedy", "APPO greedy"))
-"""(results key, row label, short column label); a controller missing from the results is left out."""
+CONTROLLERS = (("run", "chain", "the chain alone", "chain"),
+               ("run", "policy", "APPO around the kept plan, sampling", "APPO"),
+               ("run", "policy_greedy", "APPO around the kept plan, greedy", "APPO greedy"),
+               ("agent", "policy", "APPO with the fast agent's config, sampling", "agent APPO"),
+               ("agent", "policy_greedy", "APPO with the fast agent's config, greedy", "agent APPO greedy"))
+"""(variant, results key, row label, short column label); a controller missing from the results is left out.
+Variant ``run``: the bench's own config; ``agent``: the config a model wrote for it (``--agent-answer``)."""
 
 
-def controllers(r: dict[str, Any]) -> list[tuple[str, str, str]]:
-    return [c for c in CONTROLLERS if r.get(c[0])]
+def variant(results: dict[str, Any], name: str) -> dict[str, Any]:
+    return (results.get(name) or {}).get("run") or {} if name == "agent" else results.get(name) or {}
+
+
+def controllers(results: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    """(row label, short label, its held-out result) of each controller the results have, in table order."""
+    return [(label, short, variant(results, v)[key]) for v, key, label, short in CONTROLLERS
+            if variant(results, v).get(key)]
 
 
 def pct(part: float, whole: float) -> str:
@@ -64,9 +74,22 @@ def render_section(results: dict[str, Any], plot: str | None) -> str:
         "(the learner's evaluation seeds, never trained on); the policy sampling its actions as in training, and "
         "greedy (its most probable action, `EvaluateRequest.greedy`).", "",
     ]
+    if agent := results.get("agent"):
+        a = agent["run"]
+        frames_cell = f"{a['frames']:,} of {a['budget']:,} frames" + ("" if a["complete"] else " (partial)")
+        macros = ", ".join(name.removeprefix("diamond_macro_") for name in a.get("macro_actions", {})) or "none"
+        lines += [
+            f"**The fast agent's config.** {agent['llm']} answered the planner's prompt for RL around this plan "
+            "(`--agent-prompt` renders it as a run would: the plan, and how the chain alone failed on 64 briefing "
+            f"worlds, seeded apart from the training and held-out ones) with K={a['k']}, the primitives "
+            f"{', '.join(a['primitives'])}, its macro actions {macros}, and reward "
+            + ", ".join(f"{kind} {weight:+g}" for kind, weight in a["reward"])
+            + f" (stage and success are the planner's). Trained for {frames_cell} ({a['train_episodes']:,} "
+            f"training episodes, {a['train_s'] / 60:.0f} min, {agent['date_utc']}); the answer is "
+            f"`{agent['answer']}`.", ""]
+    shown = controllers(results)
     rows = []
-    for key, label, _ in controllers(r):
-        result = r[key]
+    for label, _, result in shown:
         n = result["episodes"]
         failed = [e for e in result["ends"] if not e["success"]]
         kinds = Counter(end_kind(e) for e in failed)
@@ -78,34 +101,35 @@ def render_section(results: dict[str, Any], plot: str | None) -> str:
     lines += ["", "How far the episodes got: per sub-task of the plan, the episodes that reached it (every earlier "
               "one done) and that did it; *ended here*: failed episodes whose first sub-task not done was this one.",
               ""]
-    ends = {key: ended_in(r[key]) for key, _, _ in controllers(r)}
+    ends = [ended_in(result) for _, _, result in shown]
     table = []
     for j, name in enumerate(steps):
         cells = []
-        for key, _, _ in controllers(r):
-            link, n = r[key]["links"][j], r[key]["episodes"]
-            cells += [f"{pct(link['reached'], n)} / {pct(link['succeeded'], n)}", ends[key][link["name"]]]
+        for (_, _, result), ended in zip(shown, ends, strict=True):
+            link, n = result["links"][j], result["episodes"]
+            cells += [f"{pct(link['reached'], n)} / {pct(link['succeeded'], n)}", ended[link["name"]]]
         table.append((name, *cells))
     header = ["sub-task"]
-    for _, _, short in controllers(r):
+    for _, short, _ in shown:
         header += [f"{short}: reached / done", f"{short}: ended here"]
     lines += markdown_table(header, table)
     lines.append("")
-    for key, label, _ in controllers(r)[1:]:
-        diff = 100 * (r[key]["success_rate"] - chain["success_rate"])
+    for label, _, result in shown[1:]:
+        diff = 100 * (result["success_rate"] - chain["success_rate"])
         versus = f"{abs(diff):.1f} points {'above' if diff > 0 else 'below'}" if diff else "equal to"
-        same = r[key]["ends"] == chain["ends"]
-        lines.append(f"{label[0].upper()}{label[1:]}: collect_diamond in {100 * r[key]['success_rate']:.1f}% of the "
+        same = result["ends"] == chain["ends"]
+        lines.append(f"{label[0].upper()}{label[1:]}: collect_diamond in {100 * result['success_rate']:.1f}% of the "
                      f"held-out worlds, {versus} the chain alone ({100 * chain['success_rate']:.1f}%)."
                      + (f" Its {len(chain['ends'])} episodes ended exactly as the chain's (same frames, same ends)."
                         if same else ""))
-    curve = r["curve"]
-    if curve:
-        first, last = curve[0], curve[-1]
-        lines.append(f"In training, the success rate went from {100 * first['success_rate']:.1f}% (the first "
-                     f"{first['frames']:,} frames) to {100 * last['success_rate']:.1f}% (the last window, by "
-                     f"{last['frames']:,} frames); deaths from {100 * first['deaths']:.0f}% to "
-                     f"{100 * last['deaths']:.0f}% of episodes.")
+    for name, who in (("run", "the bench's config"), ("agent", "the fast agent's config")):
+        curve = variant(results, name).get("curve")
+        if curve:
+            first, last = curve[0], curve[-1]
+            lines.append(f"In training with {who}, the success rate went from {100 * first['success_rate']:.1f}% "
+                         f"(the first {first['frames']:,} frames) to {100 * last['success_rate']:.1f}% (the last "
+                         f"window, by {last['frames']:,} frames); deaths from {100 * first['deaths']:.0f}% to "
+                         f"{100 * last['deaths']:.0f}% of episodes.")
     if plot:
         lines += ["", f"![collect_diamond with a kept plan]({plot})"]
     return "\n".join(lines) + "\n"
@@ -124,16 +148,19 @@ def plot_diamond(results: dict[str, Any], path: Path) -> Path:
 
     r = results["run"]
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.5), gridspec_kw={"width_ratios": [1, 1.4]})
-    curve = r["curve"]
-    if curve:
-        x = [p["frames"] / 1e6 for p in curve]
-        left.plot(x, [100 * p["success_rate"] for p in curve], marker="o", ms=3, label="APPO around the plan: "
-                  "collect_diamond (training episodes)")
-        left.plot(x, [100 * p["deaths"] for p in curve], ls=":", label="APPO: episodes ended by death")
+    for color, (name, who) in zip(("C0", "C3"), (("run", "APPO"), ("agent", "APPO, agent's config")), strict=True):
+        v = variant(results, name)
+        if curve := v.get("curve"):
+            x = [p["frames"] / 1e6 for p in curve]
+            left.plot(x, [100 * p["success_rate"] for p in curve], marker="o", ms=3, color=color,
+                      label=f"{who}: collect_diamond (training episodes)")
+            left.plot(x, [100 * p["deaths"] for p in curve], ls=":", color=color,
+                      label=f"{who}: episodes ended by death")
+        if v.get("policy"):
+            left.axhline(100 * v["policy"]["success_rate"], color=color, ls="--", alpha=0.5,
+                         label=f"{who} sampling, held-out ({100 * v['policy']['success_rate']:.0f}%)")
     left.axhline(100 * r["chain"]["success_rate"], color="grey", ls="--",
                  label=f"the chain alone, held-out ({100 * r['chain']['success_rate']:.0f}%)")
-    left.axhline(100 * r["policy"]["success_rate"], color="C0", ls="--", alpha=0.5,
-                 label=f"APPO sampling, held-out ({100 * r['policy']['success_rate']:.0f}%)")
     left.set_xlabel("env frames (millions)")
     left.set_ylabel("% of episodes")
     left.set_ylim(0, 100)
@@ -141,10 +168,9 @@ def plot_diamond(results: dict[str, Any], path: Path) -> Path:
     left.set_title("training", fontsize=10)
     names = [link["name"].removeprefix("diamond_") for link in r["chain"]["links"]]
     xs = np.arange(len(names))
-    shown = controllers(r)
+    shown = controllers(results)
     width = 0.8 / len(shown)
-    for k, (key, label, _) in enumerate(shown):
-        result = r[key]
+    for k, (label, _, result) in enumerate(shown):
         done = [100 * link["succeeded"] / max(1, result["episodes"]) for link in result["links"]]
         bars = right.bar(xs + (k - (len(shown) - 1) / 2) * width, done, width, label=label)
         for bar, value in zip(bars, done, strict=True):

@@ -21,8 +21,8 @@ from services.planner.schemas import KEPT_PLAN_OWN_KINDS, MacroActionAnswer, kep
 
 MAX_FAILURE_LINES = 40
 """Lines of failed chain episodes' trajectories shown (their last lines, a few episodes)."""
-_ENDS = {"death": "died", "time_limit": "ran out of frames", "skill_finished": "the chain's skills had all returned",
-         "error": "a skill error"}
+_ENDS = {"death": "died", "time_limit": "ran out of frames", "skill_finished": "ended with the chain's skills all "
+         "returned", "error": "ended in a skill error"}
 
 
 @dataclasses.dataclass
@@ -55,12 +55,12 @@ def _ending(episodes: list[dict[str, Any]]) -> str:
     reasons = collections.Counter(e.get("end_reason", "") for e in episodes)
     parts = []
     for reason, n in reasons.most_common():
-        words = _ENDS.get(reason, reason or "unknown")
+        words = f"{n} {_ENDS.get(reason, reason or 'ended for an unknown reason')}"
         if reason == "death":
             causes = collections.Counter(e.get("death_cause") or "unknown" for e in episodes
                                          if e.get("end_reason") == "death")
-            words += " (" + ", ".join(f"{cause} {k}" for cause, k in causes.most_common()) + ")"
-        parts.append(f"{words}: {n}")
+            words += " (" + ", ".join(f"{cause}: {k}" for cause, k in causes.most_common()) + ")"
+        parts.append(words)
     return "; ".join(parts)
 
 
@@ -114,6 +114,12 @@ def write_kept_plan(fast: FastAgent, task: common_pb2.TaskSpec, plan: planner_pb
     prompt, schema = kept_plan_prompt(fast, task, plan, success_rate=success_rate, failed=failed,
                                       env_frames=env_frames, own_reward=own_reward)
     answer, record = fast.llm.complete("fast", [{"role": "user", "content": prompt}], schema, iteration=iteration)
+    return kept_plan_answer(answer, record)
+
+
+def kept_plan_answer(answer: BaseModel, record: CallRecord | None = None) -> KeptPlanAnswer:
+    """An answer of :func:`~services.planner.schemas.kept_plan_schema` as plain values (terms of weight 0, which
+    pay nothing, and repeated primitives left out)."""
     return KeptPlanAnswer(
         primitive_actions=list(dict.fromkeys(_value(a) for a in answer.primitive_actions)),
         macro_actions=list(answer.macro_actions), skill_max_steps=int(answer.skill_max_steps),

@@ -54,8 +54,8 @@ def test_the_failures_say_where_and_how_episodes_ended() -> None:
     text = failures_text(PLAN, 0.25, FAILED)
     assert text.splitlines()[:3] == [
         "The chain succeeded in 25% of its evaluation episodes; 3 failed.",
-        "- 1 ended before wood was done: died (zombie 1): 1",
-        "- 2 ended before pickaxe was done: died (arrow 1): 1; ran out of frames: 1"]
+        "- 1 ended before wood was done: 1 died (zombie: 1)",
+        "- 2 ended before pickaxe was done: 1 died (arrow: 1); 1 ran out of frames"]
     assert "  end: died (zombie)" in text and "episode ending before wood was done, 300 frames:" in text
 
 
@@ -151,7 +151,7 @@ def test_a_resumed_run_with_its_iterations_done_trains_around_the_plan_with_the_
     name = kept_plan_name("make_wood_pickaxe")
     assert list(config.skills) == [f"{name}__step_aside"]  # the one that never yields was refused
     assert kinds(config) == {**{k: w for k, w, _ in OWN_REWARD}, "death": -3.0, "health": 0.5}
-    assert "ended before wood was done: died (zombie 1)" in llm.prompts[0]
+    assert "ended before wood was done: 1 died (zombie: 1)" in llm.prompts[0]
     kept = two.state.kept_plan
     assert kept["config_by"] == "fast agent" and kept["refused_macro_actions"][0]["name"] == f"{name}__broken"
     assert (kept["success_rate"], kept["plan_alone_success_rate"]) == (0.5, 0.25)
