@@ -4,6 +4,7 @@ attached as images where configured."""
 from __future__ import annotations
 
 import base64
+import json
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,19 @@ def code_text(code: str) -> str:
     return "\n".join(shown)
 
 
+def rl_config_text(text: str) -> str:
+    """An RL attempt's config (JSON) in a line, then each of its macro actions' code with line numbers."""
+    if not text.strip():
+        return "(none)"
+    config = json.loads(text)  # the servicer checked it is a JSON object
+    macros = config.pop("macro_actions", None) or []
+    lines = [json.dumps(config)]
+    for macro in macros if isinstance(macros, list) else []:
+        if isinstance(macro, dict):
+            lines += [f"Macro action {macro.get('name', '?')}:", code_text(str(macro.get("code", "")))]
+    return "\n".join(lines)
+
+
 def curve_text(curve: list[critic_pb2.CurvePoint]) -> str:
     if not curve:
         return "(none)"
@@ -97,6 +111,7 @@ def prompt_text(request: critic_pb2.JudgeRequest, findings: Findings, settings: 
         threshold=f"{settings.success_threshold:.2f}", success_rate=f"{findings.success_rate:.2f}",
         findings="\n".join(f"- {f}" for f in findings.findings) or "(none)",
         rollouts=rollouts_text(list(request.rollouts)), code=code_text(request.code),
+        rl_config=rl_config_text(request.rl_config),
         curve=curve_text(list(request.curve)), protocol=request.test_protocol.strip() or "(not given)",
         start=", ".join(f"{i.count} {i.item}" for i in request.start_inventory if i.count) or "nothing",
         rules=request.rules.text.strip() or "(not given)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
@@ -20,6 +21,20 @@ from services.critic.settings import CriticSettings
 log = logging.getLogger(__name__)
 SERVICE_NAME = critic_pb2.DESCRIPTOR.services_by_name["CriticService"].full_name
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def rl_config_problems(text: str, max_bytes: int) -> list[str]:
+    """What is wrong with a JudgeRequest's rl_config: too large, or not a JSON object (its start shown)."""
+    if not text:
+        return []
+    size = len(text.encode())
+    if size > max_bytes:
+        return [f"rl_config: {size} bytes, at most {max_bytes}"]
+    try:
+        parsed = json.loads(text)
+    except ValueError as exc:
+        return [f"rl_config: not JSON ({exc}); it starts {text[:40]!r}"]
+    return [] if isinstance(parsed, dict) else [f"rl_config: a JSON object is needed, not {type(parsed).__name__}"]
 
 
 class CriticServicer(critic_pb2_grpc.CriticServiceServicer):
@@ -51,6 +66,7 @@ class CriticServicer(critic_pb2_grpc.CriticServiceServicer):
         code_bytes = len(request.code.encode())
         if code_bytes > s.max_code_bytes:
             problems.append(f"code: {code_bytes} bytes, at most {s.max_code_bytes}")
+        problems.extend(rl_config_problems(request.rl_config, s.max_code_bytes))
         if len(request.frames) > s.max_frames:
             problems.append(f"frames: {len(request.frames)} given, at most {s.max_frames}")
         for i, frame in enumerate(request.frames[: s.max_frames + 1]):

@@ -6,6 +6,7 @@ critic's, or without a critic one from the measured success rate). Each attempt 
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import threading
 import time
@@ -20,6 +21,7 @@ from rlgpt.v1 import common_pb2, critic_pb2, env_pb2, learner_pb2, learner_pb2_g
 from services.planner.agents import FastAgent, MacroActions, SkillCandidate
 from services.planner.context import AgentSetup, RunContext, StopRequested
 from services.planner.program_code import program_of
+from services.planner.schemas import rl_config_answer
 from services.planner.state import Decision, Status, SubTaskState, TestRecord
 
 log = logging.getLogger(__name__)
@@ -373,7 +375,9 @@ class Attempts:
             episodes = list(trained.evaluation.episodes)
             verdict = self.judge(attempt.st, Decision.RL, episodes, curve=increasing(points), start=attempt.start,
                                  env_frames=config.env_frames if config else None,
-                                 frames=judge_frames(episodes, list(trained.evaluation.frames)))
+                                 frames=judge_frames(episodes, list(trained.evaluation.frames)),
+                                 rl_config=json.dumps(rl_config_answer(config, attempt.state.macro_actions))
+                                 if config else "")
         if attempt.refused:
             if verdict is not None:
                 verdict.diagnosis = f"{verdict.diagnosis} {attempt.refused}".strip()
@@ -399,8 +403,10 @@ class Attempts:
     def judge(self, st: planner_pb2.SubTask, decision: Decision, rollouts: list[common_pb2.EpisodeSummary], *,
               code: str = "", errors: list[common_pb2.SkillError] | None = None,
               curve: list[critic_pb2.CurvePoint] | None = None, start: list[common_pb2.ItemCount] | None = None,
-              env_frames: int | None = None, frames: list[bytes] | None = None) -> critic_pb2.Verdict:
-        """The critic's verdict; without a critic (or in a setup without one), :func:`measured_verdict`."""
+              env_frames: int | None = None, frames: list[bytes] | None = None,
+              rl_config: str = "") -> critic_pb2.Verdict:
+        """The critic's verdict; without a critic (or in a setup without one), :func:`measured_verdict`.
+        ``rl_config``: an RL attempt's config in the fast agent's answer form, its macro actions' code included."""
         ctx = self.ctx
         if not self._critic_judges():
             return measured_verdict(rollouts, errors or [])
@@ -408,7 +414,8 @@ class Attempts:
             subtask=st.name, description=st.description, success=list(st.success), rollouts=rollouts[:64],
             code=code[:60000], errors=(errors or [])[:64], curve=(curve or [])[-2000:], decision=str(decision),
             rules=ctx.describe.rules, start_inventory=start or [], frames=frames or [],
-            test_protocol=ctx.protocol.judge_text(str(decision), list(start or []), env_frames)), timeout=600)
+            test_protocol=ctx.protocol.judge_text(str(decision), list(start or []), env_frames),
+            rl_config=rl_config), timeout=600)
         if response.llm_record:
             try:
                 ctx.run.llm_call(record_from_json(response.llm_record), st.name)

@@ -77,6 +77,9 @@ def test_judge_round_trip(critic) -> None:
     ({"curve": [critic_pb2.CurvePoint(env_frames=i) for i in range(9)]}, "curve: 9 points, at most 8"),
     ({"curve": [critic_pb2.CurvePoint(env_frames=5), critic_pb2.CurvePoint(env_frames=1)]}, "ordered"),
     ({"curve": [critic_pb2.CurvePoint(success_rate=1.5)]}, "success_rate must be in 0..1"),
+    ({"rl_config": "{" * 257}, "rl_config: 257 bytes, at most 256"),
+    ({"rl_config": "primitive_actions: [do]"}, "rl_config: not JSON"),
+    ({"rl_config": "[1, 2]"}, "rl_config: a JSON object is needed, not list"),
 ])
 def test_bad_requests_are_invalid_argument(critic, fields, needle) -> None:
     stub, _fake = critic

@@ -70,11 +70,16 @@ def test_a_coded_and_two_rl_subtasks_one_with_its_macro_action_run_as_one_chain(
         if name == "RLConfig":
             macros = [{"name": "hit", "description": "hit what is ahead three times", "code": MACRO}]
             return Reply.json({**RL, "macro_actions": macros if asked_subtask(body) == "table" else []})
+        judged.append(prompt_of(body))
         return Reply.json({"success": False, "diagnosis": "scripted critic", "suggestion": "go on",
                            "target": "fast"})
 
+    judged: list[str] = []
     report, state = run(tmp_path, monkeypatch, reply, task="make_wood_pickaxe", frames_per_training=1500,
                         total_frames=9000)
+    # The critic judging the table's training read its config and its macro action's code.
+    table_verdict = next(p for p in judged if "Sub-task: table" in p)
+    assert "Macro action hit:\n  1 | def skill(agent):" in table_verdict and '"skill_max_steps": 8' in table_verdict
     subs = state["subtasks"]
     assert subs["get_wood"]["status"] == "done" and subs["get_wood"]["decision"] == "code"
     table, pickaxe = subs["table"], subs["pickaxe"]

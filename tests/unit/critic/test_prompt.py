@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 
 from critic_samples import curve, episode, request
 
@@ -39,6 +40,15 @@ def test_code_is_numbered_and_cut_at_whole_lines() -> None:
     long = prompt.code_text("\n".join("x = 1" * 100 for _ in range(20)))
     assert long.endswith("more lines not shown)") and len(long) <= prompt.MAX_PROMPT_CODE + 40
     assert prompt.code_text("  \n") == "(none)"
+
+
+def test_an_rl_config_shows_its_macro_actions_code_with_line_numbers() -> None:
+    config = {"primitive_actions": ["do"], "skill_max_steps": 8,
+              "macro_actions": [{"name": "hit", "code": "def skill(agent):\n    yield 'do'"}]}
+    assert prompt.rl_config_text(json.dumps(config)).splitlines() == [
+        '{"primitive_actions": ["do"], "skill_max_steps": 8}', "Macro action hit:", "  1 | def skill(agent):",
+        "  2 |     yield 'do'"]
+    assert prompt.rl_config_text("") == "(none)"
 
 
 def test_curve_shows_its_last_points() -> None:
