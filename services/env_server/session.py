@@ -67,8 +67,10 @@ class Session:
     def __init__(self, *, session_id: str, backend: Backend, task: Task, reward_terms: tuple[RewardTerm, ...],
                  seed: int, num_envs: int, episode_length: int, actions: list[Action], skill_max_steps: int,
                  autoreset: bool, settings: EnvServerSettings, record: bool = False, client: str = "",
-                 stages: tuple[Task, ...] = ()):
+                 stages: tuple[Task, ...] = (), observe: np.ndarray | None = None):
         self.id = session_id
+        self.observe = observe
+        """Per vector entry 1 (observed) or 0 (left at 0 for the policy); None: all observed."""
         self.backend = backend
         self.task = task
         self.stages = stages
@@ -154,8 +156,9 @@ class Session:
         return chosen
 
     def observations(self, indices: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        vectors = np.stack([self.slots[i].vector for i in indices])
         return (np.stack([self.slots[i].image for i in indices]),
-                np.stack([self.slots[i].vector for i in indices]))
+                vectors if self.observe is None else vectors * self.observe)
 
     # --- step ---------------------------------------------------------------------------------------
     def step(self, actions: list[int], should_stop: Callable[[], bool] | None = None,

@@ -3,7 +3,10 @@ task, reward terms and action space (primitives and registered skills) read for 
 
 from __future__ import annotations
 
+import numpy as np
+
 from rlgpt.errors import InvalidArgument, join_problems, shown
+from rlgpt.observation_choice import choices, observed
 from rlgpt.v1 import env_pb2
 from services.env_server.backends.base import Backend, get_backend
 from services.env_server.macro_actions import PLAN_ACTION, SKILL_PREFIX
@@ -61,6 +64,21 @@ def plan_action(backend: Backend, plan: list[str], stages: int, skills: SkillReg
     return [Action(name=PLAN_ACTION, plan=tuple(records))]
 
 
+def observe_mask(backend: Backend, chosen: list[str]) -> np.ndarray | None:
+    """The vector entries a session fills (1) and leaves at 0, from the request's ``observe``; None: all."""
+    if not chosen:
+        return None
+    labels = backend.spec.vector_labels
+    if len(chosen) > len(choices(labels)):
+        raise InvalidArgument(f"observe names {len(chosen)} entries; there are {len(choices(labels))} labels and "
+                              "groups")
+    keep, unknown = observed(labels, chosen)
+    if unknown:
+        raise InvalidArgument(f"observe: unknown {', '.join(shown(name) for name in unknown[:5])}; name a vector "
+                              f"label or group: {', '.join(choices(labels))}")
+    return np.asarray(keep, dtype=np.float32)
+
+
 def build_session(settings: EnvServerSettings, skills: SkillRegistry, session_id: str,
                   request: env_pb2.CreateSessionRequest, *, record: bool = False) -> Session:
     """The session ``request`` asks for; ``record`` keeps trajectories even when the request does not."""
@@ -81,6 +99,7 @@ def build_session(settings: EnvServerSettings, skills: SkillRegistry, session_id
     actions = action_space(backend, list(request.primitive_actions), list(request.skills), skills)
     actions += plan_action(backend, list(request.plan), len(stages), skills)
     return Session(session_id=session_id, backend=backend, task=task, reward_terms=terms, seed=request.seed,
+                   observe=observe_mask(backend, list(request.observe)),
                    num_envs=n, episode_length=request.episode_length or backend.spec.default_episode_length,
                    actions=actions, skill_max_steps=request.skill_max_steps or s.default_skill_steps,
                    autoreset=request.autoreset, settings=s, record=record or request.record_trajectories,

@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable
 
 from rlgpt.errors import FailedPrecondition, InvalidArgument, shown
+from rlgpt.observation_choice import choices, observed
 from rlgpt.reward_kinds import takes_target
 from rlgpt.v1 import env_pb2, learner_pb2
 from services.learner.settings import LearnerSettings
@@ -26,6 +27,8 @@ class EnvVocabulary:
     max_skill_steps: int
     max_episode_length: int
     max_envs_per_session: int
+    vector_labels: tuple[str, ...] = ()
+    """The observation vector's entry names (Describe's vector field), for ``observe``."""
 
     @classmethod
     def from_env_server(cls, describe: env_pb2.DescribeResponse, skills: env_pb2.ListSkillsResponse
@@ -36,7 +39,8 @@ class EnvVocabulary:
                    skills=tuple(s.name for s in skills.skills if s.backend == describe.backend),
                    max_skill_steps=describe.limits.max_skill_steps,
                    max_episode_length=describe.limits.max_episode_length,
-                   max_envs_per_session=describe.limits.max_envs_per_session)
+                   max_envs_per_session=describe.limits.max_envs_per_session,
+                   vector_labels=next((tuple(f.labels) for f in describe.observation if f.name == "vector"), ()))
 
 
 # The learner's defaults for the RLConfig fields a client leaves at 0 (the learner alone defaults the RL config:
@@ -125,6 +129,10 @@ def validate_rl_config(config: learner_pb2.RLConfig, vocabulary: EnvVocabulary,
     for name in config.primitive_actions:
         if name not in vocabulary.actions:
             problems.append(f"primitive_actions: unknown action {name!r}; known: {', '.join(vocabulary.actions)}")
+    _, unknown = observed(vocabulary.vector_labels, list(config.observe))
+    if unknown:
+        problems.append(f"observe: unknown {', '.join(shown(n) for n in unknown[:5])}; name a vector label or "
+                        f"group: {', '.join(choices(vocabulary.vector_labels))}")
     for name in config.skills:
         if name not in vocabulary.skills:
             known = ", ".join(vocabulary.skills) or "none registered"

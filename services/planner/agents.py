@@ -109,6 +109,16 @@ def reward_kinds_text(describe: env_pb2.DescribeResponse, leave_out: tuple[str, 
                       for kind in offered(describe.reward_kinds) if kind not in leave_out) or "(none listed)"
 
 
+def observable_text(describe: env_pb2.DescribeResponse) -> str:
+    """The observation vector's groups and their entries, as Describe names them (for ``observe``)."""
+    labels = next((list(f.labels) for f in describe.observation if f.name == "vector"), [])
+    by_group: dict[str, list[str]] = {}
+    for label in labels:
+        group, _, _ = label.partition("/")
+        by_group.setdefault(group, []).append(label)
+    return "; ".join(f"{group} ({', '.join(names)})" for group, names in by_group.items()) or "(none)"
+
+
 def curve_text(points: list[dict[str, Any]], limit: int = MAX_CURVE_POINTS) -> str:
     """A training's learning curve in a few lines (frames trained: success rate, mean return): ``limit`` points
     spread evenly over it, the first and the last included. ``points``: one training's, in order, each with
@@ -335,7 +345,7 @@ class FastAgent:
         suggested = [name for name in subtask.skills if name in names]
         prompt = render("fast_agent_rl", actions=", ".join(self.describe.actions),
                         skills=library_text(skills), suggested=", ".join(suggested) or "(none)",
-                        reward_kinds=reward_kinds_text(self.describe),
+                        reward_kinds=reward_kinds_text(self.describe), observable=observable_text(self.describe),
                         subtask=f"{subtask.name}: {subtask.description}",
                         success=conditions_text(list(subtask.success)),
                         protocol=self.protocol.rl_test(list(start_inventory or []), env_frames),

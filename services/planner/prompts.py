@@ -70,7 +70,8 @@ class EvalProtocol:
             f"(your choice). Every episode is a fresh, newly generated world with its own seed, so {self._placed()} "
             f"is in it; the player starts holding: {inventory_text(start)} (status values at their start values, "
             "see the rules). An episode ends when the player dies or after `episode_length` frames; reaching the "
-            "success condition does not end it (the \"success\" reward is paid once). Then the policy is "
+            "success condition ends it only where `end_on_success` is true (the \"success\" reward is paid "
+            "once). Then the policy is "
             f"evaluated on {self.eval_episodes} episodes in other new worlds (seeds never used in training), with "
             "the same start and length; an episode is a success when the success condition holds at any frame of "
             "it. The sub-task is judged by that success rate.")

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, Field, create_model, model_validator
 
+from rlgpt.observation_choice import choices
 from rlgpt.reward_kinds import offered, takes_target
 from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
 from rlgpt.world_rules import achievement_rule, ways_to_get
@@ -149,15 +150,19 @@ def _term_model(targets: tuple[str, ...], kinds: tuple[str, ...]) -> type[BaseMo
     return create_model(
         "RewardTerm",
         kind=(_enum("RewardKind", kinds) if kinds else str, ...),
-        target=(_enum("Target", ("", "*", *targets)), ""),
+        # null is how many models write "no target": it reads as "".
+        target=(Annotated[_enum("Target", ("", "*", *targets)), BeforeValidator(lambda v: "" if v is None else v)],
+                ""),
         weight=(_clamped(float, -10, 10), ...),
     )
 
 
 @lru_cache(maxsize=32)
 def _rl_model(actions: tuple[str, ...], skills: tuple[str, ...], targets: tuple[str, ...],
-              kinds: tuple[str, ...]) -> type[BaseModel]:
+              kinds: tuple[str, ...], observable: tuple[str, ...] = ()) -> type[BaseModel]:
     term = _term_model(targets, kinds)
+    observe: Any = (list[_enum("Observed", observable)] if observable else list[str],
+                    Field(default_factory=list, max_length=max(1, len(observable))))
     return create_model(
         "RLConfig",
         primitive_actions=(list[_enum("Action", actions)], Field(min_length=1, max_length=len(actions))),
@@ -167,12 +172,16 @@ def _rl_model(actions: tuple[str, ...], skills: tuple[str, ...], targets: tuple[
         reward_terms=(list[term], Field(min_length=1, max_length=8)),
         episode_length=(_clamped(int, 50, 5000), ...),
         env_frames=(AskedFrames, None),
+        observe=observe,
+        end_on_success=(bool, False),
     )
 
 
 def rl_schema(describe: env_pb2.DescribeResponse, skills: tuple[str, ...]) -> type[BaseModel]:
     targets = tuple(dict.fromkeys((*describe.achievements, *describe.items)))
-    return _rl_model(tuple(describe.actions), tuple(sorted(skills)), targets, offered(describe.reward_kinds))
+    labels = next((tuple(f.labels) for f in describe.observation if f.name == "vector"), ())
+    return _rl_model(tuple(describe.actions), tuple(sorted(skills)), targets, offered(describe.reward_kinds),
+                     choices(labels))
 
 
 @lru_cache(maxsize=32)
@@ -240,7 +249,10 @@ def rl_config_to_proto(answer: BaseModel, subtask: planner_pb2.SubTask, env_fram
     env_frames = training_budget(getattr(answer, "env_frames", None), env_frames)
     return learner_pb2.RLConfig(
         name=subtask.name, task=common_pb2.TaskSpec(name=subtask.name, description=subtask.description,
-                                                    success=list(subtask.success)),
+                                                    success=list(subtask.success),
+                                                    terminate_on_success=bool(getattr(answer, "end_on_success",
+                                                                                      False))),
+        observe=list(dict.fromkeys(_value(o) for o in getattr(answer, "observe", None) or [])),
         primitive_actions=list(dict.fromkeys(_value(a) for a in answer.primitive_actions)),
         skills=list(dict.fromkeys(_value(s) for s in answer.skills)), skill_max_steps=answer.skill_max_steps,
         # Only some kinds take a target (rlgpt.reward_kinds); a model's stray target elsewhere is dropped.
@@ -301,7 +313,8 @@ def rl_config_answer(config: learner_pb2.RLConfig, macro_actions: dict[str, str]
             "skill_max_steps": config.skill_max_steps,
             "reward_terms": [{"kind": t.kind, "target": t.target, "weight": round(t.weight, 4)}
                              for t in config.reward_terms],
-            "episode_length": config.episode_length, "env_frames": config.env_frames}
+            "episode_length": config.episode_length, "env_frames": config.env_frames,
+            "observe": list(config.observe), "end_on_success": config.task.terminate_on_success}
 
 
 _MOVES = ("move_left", "move_right", "move_up", "move_down")

@@ -110,6 +110,23 @@ def test_truncation_start_inventory_and_reward_terms(env_server) -> None:
     assert r.infos[0].end_reason == "time_limit" and r.infos[0].was_reset and not r.terminated[0]
 
 
+def test_a_session_fills_only_the_observed_vector_entries(env_server) -> None:
+    stub = env_server.stub
+    start = [common_pb2.ItemCount(item="wood", count=2)]
+    s = stub.CreateSession(env_pb2.CreateSessionRequest(
+        num_envs=1, seed=1, task=common_pb2.TaskSpec(start_inventory=start), observe=["status", "inventory/wood"]))
+    labels = list({f.name: f for f in s.observation}["vector"].labels)
+    vector = from_tensor(stub.Step(env_pb2.StepRequest(session_id=s.session_id, actions=[0])).observations.vector)[0]
+    seen = {label for label, value in zip(labels, vector, strict=True) if value}
+    assert {"status/health", "inventory/wood"} <= seen and all(
+        label.startswith("status/") or label == "inventory/wood" for label in seen)
+    assert vector[labels.index("facing/y")] == 0 and vector[labels.index("status/health")] == 9
+    code, details = rpc_error(stub.CreateSession, env_pb2.CreateSessionRequest(num_envs=1, observe=["mood" * 50]))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "observe: unknown 'moodmood" in details
+    assert "name a vector label or group: status, inventory" in details and len(details) < 1200
+    assert_healthy(env_server)
+
+
 def test_stages_are_judged_like_the_task_every_step(env_server) -> None:
     stub = env_server.stub
     wood = common_pb2.Condition(inventory=common_pb2.ItemCount(item="wood", count=2))

@@ -8,7 +8,8 @@ from services.learner.settings import LearnerSettings
 
 VOCAB = EnvVocabulary(backend="crafter", actions=("noop", "move_left", "do"), achievements=("collect_wood",),
                       items=("wood",), reward_kinds=("success", "step", "inventory_gain"), skills=("chop",),
-                      max_skill_steps=100, max_episode_length=10000, max_envs_per_session=16)
+                      max_skill_steps=100, max_episode_length=10000, max_envs_per_session=16,
+                      vector_labels=("status/health", "inventory/wood"))
 SETTINGS = LearnerSettings(max_workers=2)
 
 
@@ -19,7 +20,7 @@ def config(**fields) -> learner_pb2.RLConfig:
 
 
 def test_defaults_are_filled() -> None:
-    filled = validate_rl_config(config(skills=["chop"]), VOCAB, SETTINGS)
+    filled = validate_rl_config(config(skills=["chop"], observe=["status", "inventory/wood"]), VOCAB, SETTINGS)
     assert filled.backend == "crafter" and filled.runner == "local" and filled.skill_max_steps == 32
     assert filled.num_workers >= 1 and filled.envs_per_worker == 4 and filled.episode_length == 1000
 
@@ -35,6 +36,8 @@ def test_defaults_are_filled() -> None:
     ({"runner": "slurm"}, "runner='slurm'"),
     ({"envs_per_worker": 17}, "envs_per_worker=17: a rollout worker's envs share one env-server session and the env "
                               "server allows 16 envs per session"),
+    ({"observe": ["status", "mood"]}, "observe: unknown 'mood'; name a vector label or group: status, inventory, "
+                                      "status/health, inventory/wood"),
 ])
 def test_bad_config(fields: dict, needle: str) -> None:
     with pytest.raises(InvalidArgument, match="invalid RL config") as info:

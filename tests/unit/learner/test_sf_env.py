@@ -161,3 +161,16 @@ def test_a_job_that_records_episodes_logs_each_with_its_achievements(env_server,
     untracked = make_sf_env("rlgpt", job(tmp_path / "b", env_server.target, envs_per_worker=2), slot(0, 0))
     untracked.close()
     assert not (tmp_path / "b" / "episodes").exists()  # only when the job asks for it
+
+
+def test_a_jobs_sessions_ask_for_its_config_as_the_env_server_reads_it() -> None:
+    from services.learner.sf_env import session_request
+
+    wood = common_pb2.Condition(inventory=common_pb2.ItemCount(item="wood", count=2))
+    config = learner_pb2.RLConfig(primitive_actions=["noop"], skills=["chop"], skill_max_steps=8, episode_length=50,
+                                  observe=["status", "inventory/wood"],
+                                  plan=[learner_pb2.PlanStep(skill="chop", success=[wood])])
+    request = session_request(config, 11, num_envs=3, record=True)
+    assert (request.seed, request.num_envs, request.skill_max_steps, request.episode_length) == (11, 3, 8, 50)
+    assert list(request.observe) == ["status", "inventory/wood"] and list(request.plan) == ["chop"]
+    assert list(request.stages[0].success) == [wood] and request.record_trajectories

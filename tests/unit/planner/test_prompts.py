@@ -214,7 +214,7 @@ def test_previous_answers_are_shown_in_the_answers_own_form(rendered) -> None:
     previous_config = rendered["fast_rl"].split("in the answer's form; its macro actions' code included):\n", 1)[1]
     config = json.loads(previous_config.split("\n", 1)[0])
     assert set(config) == {"primitive_actions", "skills", "macro_actions", "skill_max_steps", "reward_terms",
-                           "episode_length", "env_frames"}
+                           "episode_length", "env_frames", "observe", "end_on_success"}
     assert config["reward_terms"] == [{"kind": "success", "target": "", "weight": 10.0}]
     assert config["skills"] == ["get_wood"] and config["macro_actions"] == [{"name": "turn", "code": TURN}]
     rl_schema(*_describe_and_skills(rendered)).model_validate(config)  # a valid answer, as the prompt says

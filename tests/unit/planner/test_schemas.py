@@ -164,6 +164,22 @@ def test_rl_config_to_proto_dedupes_actions_and_drops_stray_targets() -> None:
     assert again == config
 
 
+def test_an_rl_answer_chooses_what_the_policy_observes_and_whether_success_ends_an_episode(env_server) -> None:
+    describe = env_server.stub.Describe(env_pb2.DescribeRequest())
+    schema = rl_schema(describe, ())
+    subtask = planner_pb2.SubTask(name="get_wood", success=[common_pb2.Condition(achievement="collect_wood")])
+    chosen = {**RL_ANSWER, "observe": ["status", "inventory/wood", "status"], "end_on_success": True,
+              "reward_terms": [{"kind": "success", "target": None, "weight": 1}]}  # null target: none
+    config = rl_config_to_proto(schema.model_validate(chosen), subtask, env_frames=5000, seed=7)
+    assert list(config.observe) == ["status", "inventory/wood"] and config.task.terminate_on_success
+    assert config.reward_terms[0].target == ""
+    assert rl_config_to_proto(schema.model_validate(rl_config_answer(config)), subtask, 5000, 7) == config
+    plain = rl_config_to_proto(schema.model_validate(RL_ANSWER), subtask, env_frames=5000, seed=7)
+    assert list(plain.observe) == [] and not plain.task.terminate_on_success  # the defaults: all, episodes go on
+    with pytest.raises(pydantic.ValidationError, match="observe"):
+        schema.model_validate({**RL_ANSWER, "observe": ["mood"]})
+
+
 @pytest.mark.parametrize(("terms", "expected", "says"), [
     # Gemma 3 270M's make_wood_pickaxe answer: nothing paid the goal, training stayed at chance.
     ([("health", "", 0.0), ("death", "", -1.0)], [("death", "", -1.0), ("success", "", SUCCESS_REWARD)],
