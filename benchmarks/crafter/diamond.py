@@ -210,6 +210,7 @@ def run_diamond(plan: RecordedPlan, work: Path, frames: int, seed: int, timeout:
     config = plan_config(plan, frames, seed, k, reward)
     skills = {SKILL_PREFIX + name: code for name, code, _ in plan.steps}
     macros = agent_skills(answer) if answer is not None else {}
+    config.skills.extend(macros)  # so that every env server gets them with the plan's skills
     started = time.time()
     servers, _ = start_env_servers(NUM_WORKERS, work / "logs", {**skills, **macros}, config)
     try:
