@@ -32,15 +32,20 @@ def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actio
     ends the plan action (``plan_error`` / ``skill_finished``) and the policy acts again. A plan skill still
     running after K frames is suspended, not stopped (``session.plan_running``): the next plan action resumes
     it, with its locals and its agent's memory of the map (restarting it every K frames cost the recorded diamond
-    chain most of its successes), unless its stage got done meanwhile or the env ran another skill."""
+    chain most of its successes), unless its stage got done meanwhile. Plan skills live in a sandbox slot of
+    their own (:func:`plan_slot`), so a skill action in between runs beside the suspended plan skill and leaves
+    it as it was."""
     names = list(session.backend.spec.actions)
     backend = session.backend.spec.name
     running: dict[int, SkillRecord] = {}
     plans: dict[int, tuple[SkillRecord, ...]] = {}
 
+    def slot(i: int) -> int:
+        return plan_slot(session, i) if i in plans else i
+
     def start(i: int, skill: SkillRecord) -> None:
         out.infos[i]["skill"] = skill.name
-        error = executor.start(i, skill, backend, names)
+        error = executor.start(slot(i), skill, backend, names)
         if error:
             failed(i, error, skill)
         else:
@@ -67,19 +72,19 @@ def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actio
                 out.infos[i]["skill"] = skill.name
                 running[i] = skill
                 continue
+            suspended.pop(i, None)  # another stage's skill: it replaces the suspended one in the plan slot
         else:
             assert action.skill is not None
             skill = action.skill
-        suspended.pop(i, None)  # starting a skill in env i's slot replaces whatever was suspended there
         start(i, skill)
     k = 0
     while running and k < session.skill_max_steps:
         if should_stop is not None and should_stop():
             break
-        results = executor.advance({i: session.slots[i].perception() for i in running})
+        results = executor.advance({slot(i): session.slots[i].perception() for i in running})
         still: dict[int, SkillRecord] = {}
         for i, skill in running.items():
-            result = results.get(i, {"error": {"type": "WorkerCrashed", "message": "no result", "line": 0}})
+            result = results.get(slot(i), {"error": {"type": "WorkerCrashed", "message": "no result", "line": 0}})
             if "action" in result:
                 if not session.frame(i, session.primitive_index[result["action"]], result["action"], out):
                     still[i] = skill
@@ -105,6 +110,11 @@ def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actio
         metrics.ENV_SKILL_RUNS.labels(outcome).inc(len(running))
     suspended.update({i: skill for i, skill in running.items() if i in plans})
     executor.stop([i for i in running if i not in plans])
+
+
+def plan_slot(session: Session, i: int) -> int:
+    """Env ``i``'s sandbox slot for plan skills (its skill actions use slot ``i``)."""
+    return session.num_envs + i
 
 
 def plan_failed(session: Session, i: int, error: dict[str, Any], skill: SkillRecord, out: StepOutcome) -> None:

@@ -16,7 +16,7 @@ from rlgpt import metrics
 from rlgpt.errors import FailedPrecondition, NotFound, shown
 from services.env_server.backends.base import Backend, RawStep
 from services.env_server.episode import EnvSlot, Episode
-from services.env_server.macro_actions import run_skills
+from services.env_server.macro_actions import plan_slot, run_skills
 from services.env_server.recording import episode_summary, record_frame, recorder_for
 from services.env_server.settings import EnvServerSettings
 from services.env_server.skills.executor import SkillExecutor, SkillRecord
@@ -126,7 +126,7 @@ class Session:
     # --- reset --------------------------------------------------------------------------------------
     def _reset_slot(self, i: int) -> None:
         if self.plan_running.pop(i, None) is not None and self._executor is not None:
-            self._executor.stop([i])  # a new episode starts its plan afresh
+            self._executor.stop([plan_slot(self, i)])  # a new episode starts its plan afresh
         slot = self.slots[i]
         episode_seed = self.seed + i + slot.episodes_started * self.num_envs
         slot.episodes_started += 1

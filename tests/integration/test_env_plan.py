@@ -123,7 +123,6 @@ def test_a_plan_skill_cut_at_k_frames_resumes_where_it_was(env_server, plan_skil
     r = act(plan)  # resumed: frames 5 and 6, then its error
     assert r.frames[0] == 2 and r.infos[0].plan_error.message == "plan skill plan_six: six frames done"
     assert act(plan).frames[0] == 4  # after an error the plan skill starts again
-    act(skill)  # another skill ran in env 0's slot: the suspended plan skill is gone
-    r = act(plan)
-    assert r.frames[0] == 4 and not r.infos[0].HasField("plan_error")  # started afresh
-    assert act(plan).infos[0].plan_error.message.endswith("six frames done")
+    assert act(skill).frames[0] >= 1  # a skill action in between runs beside the suspended plan skill
+    r = act(plan)  # which goes on where it was: frames 5 and 6, then its error
+    assert r.frames[0] == 2 and r.infos[0].plan_error.message.endswith("six frames done")
