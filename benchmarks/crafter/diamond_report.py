@@ -12,6 +12,7 @@ SECTION_TITLE = "## collect_diamond with a kept plan: the chain alone vs APPO ar
 CONTROLLERS = (("run", "chain", "the chain alone", "chain"),
                ("run", "policy", "APPO around the kept plan, sampling", "APPO"),
                ("run", "policy_greedy", "APPO around the kept plan, greedy", "APPO greedy"),
+               ("agent", "chain", "the chain alone, at the fast agent's K", "agent's chain"),
                ("agent", "policy", "APPO with the fast agent's config, sampling", "agent APPO"),
                ("agent", "policy_greedy", "APPO with the fast agent's config, greedy", "agent APPO greedy"))
 """(variant, results key, row label, short column label); a controller missing from the results is left out.
@@ -26,6 +27,18 @@ def controllers(results: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]
     """(row label, short label, its held-out result) of each controller the results have, in table order."""
     return [(label, short, variant(results, v)[key]) for v, key, label, short in CONTROLLERS
             if variant(results, v).get(key)]
+
+
+def comparisons(results: dict[str, Any]) -> list[tuple[str, dict[str, Any], str, dict[str, Any]]]:
+    """(label, result, its chain's label, the chain's result): each policy against the chain alone of its own
+    variant (the same K, the same worlds)."""
+    out = []
+    for v, key, label, _ in CONTROLLERS:
+        chain = variant(results, v).get("chain")
+        if key != "chain" and variant(results, v).get(key) and chain:
+            out.append((label, variant(results, v)[key],
+                        "the chain alone" + (" at the same K" if v == "agent" else ""), chain))
+    return out
 
 
 def pct(part: float, whole: float) -> str:
@@ -114,14 +127,14 @@ def render_section(results: dict[str, Any], plot: str | None) -> str:
         header += [f"{short}: reached / done", f"{short}: ended here"]
     lines += markdown_table(header, table)
     lines.append("")
-    for label, _, result in shown[1:]:
-        diff = 100 * (result["success_rate"] - chain["success_rate"])
+    for label, result, chain_label, own_chain in comparisons(results):
+        diff = 100 * (result["success_rate"] - own_chain["success_rate"])
         versus = f"{abs(diff):.1f} points {'above' if diff > 0 else 'below'}" if diff else "equal to"
-        same = result["ends"] == chain["ends"]
+        same = result["ends"] == own_chain["ends"]
         lines.append(f"{label[0].upper()}{label[1:]}: collect_diamond in {100 * result['success_rate']:.1f}% of the "
-                     f"held-out worlds, {versus} the chain alone ({100 * chain['success_rate']:.1f}%)."
-                     + (f" Its {len(chain['ends'])} episodes ended exactly as the chain's (same frames, same ends)."
-                        if same else ""))
+                     f"held-out worlds, {versus} {chain_label} ({100 * own_chain['success_rate']:.1f}%)."
+                     + (f" Its {len(own_chain['ends'])} episodes ended exactly as the chain's (same frames, same "
+                        "ends)." if same else ""))
     for name, who in (("run", "the bench's config"), ("agent", "the fast agent's config")):
         curve = variant(results, name).get("curve")
         if curve:

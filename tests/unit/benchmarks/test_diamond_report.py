@@ -84,6 +84,7 @@ def test_the_fast_agents_config_gets_its_paragraph_rows_and_curve(tmp_path) -> N
                  "reward": [["stage", 1.0], ["health", 0.5]],
                  "macro_actions": {"diamond_macro_fight": "def skill(agent): ..."}, "frames": 1000, "complete": True,
                  "policy": {**data["run"]["policy"], "success_rate": 0.75},
+                 "chain": {**data["run"]["chain"], "success_rate": 0.5},
                  "curve": [{"frames": 500, "success_rate": 0.2, "stages_done": 1.0, "deaths": 0.5}]}
     data["agent"] = {"date_utc": "2026-11-25 11:00 UTC", "llm": "a capable model", "answer": "docs/runs/a.json",
                      "run": agent_run}
@@ -93,7 +94,8 @@ def test_the_fast_agents_config_gets_its_paragraph_rows_and_curve(tmp_path) -> N
                 "+0.5" in text and "Trained for 1,000 of 1,000 frames (30 training episodes" in text)
     assert "| APPO with the fast agent's config, sampling | 75.0% | 4 |" in text
     assert "agent APPO: reached / done" in text
-    assert "APPO with the fast agent's config, sampling: collect_diamond in 75.0% of the held-out worlds, 50.0 " \
-           "points above the chain alone (25.0%)." in text
+    assert "| the chain alone, at the fast agent's K | 50.0% | 4 |" in text
+    assert "APPO with the fast agent's config, sampling: collect_diamond in 75.0% of the held-out worlds, 25.0 " \
+           "points above the chain alone at the same K (50.0%)." in text
     assert "In training with the fast agent's config, the success rate went from 20.0%" in text
     assert plot_diamond(data, tmp_path / "d.png").stat().st_size > 10_000
