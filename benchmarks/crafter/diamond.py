@@ -231,7 +231,8 @@ def run_diamond(plan: RecordedPlan, work: Path, frames: int, seed: int, timeout:
     records = read_progress(job_dir)
     last = records[-1] if records else {}
     return {"task": plan.task, "llm": plan.llm, "run": plan.run, "steps": [name for name, _, _ in plan.steps],
-            "k": config.skill_max_steps, "reward": [[t.kind, round(t.weight, 4)] for t in config.reward_terms],
+            "k": config.skill_max_steps,
+            "reward": [[t.kind, round(t.weight, 4), *([t.target] if t.target else [])] for t in config.reward_terms],
             "primitives": list(config.primitive_actions), "macro_actions": macros, "budget": frames,
             "frames": int(last.get("env_frames", 0)), "complete": int(last.get("env_frames", 0)) >= frames,
             "train_episodes": len(episodes), "rc": rc, "wall_s": time.time() - started,

@@ -68,6 +68,11 @@ def end_kind(end: dict[str, Any]) -> str:
         "worn out" if needs else f"died ({cause or 'unknown'})")
 
 
+def reward_text(terms: list[list[Any]]) -> str:
+    """Reward terms as "kind [target] weight" ([kind, weight] or [kind, weight, target])."""
+    return ", ".join(f"{t[0]}{' ' + t[2] if len(t) > 2 else ''} {t[1]:+g}" for t in terms)
+
+
 def render_section(results: dict[str, Any], plot: str | None) -> str:
     r = results["run"]
     chain = r["chain"]
@@ -81,7 +86,7 @@ def render_section(results: dict[str, Any], plot: str | None) -> str:
         f"APPO around the kept plan (`RLConfig.plan`): the primitives {', '.join(r['primitives'])} and the plan "
         f"action (K={r['k']} frames, "
         f"the suspended skill resumed by the next plan action), reward "
-        + ", ".join(f"{kind} {weight:+g}" for kind, weight in r["reward"])
+        + reward_text(r["reward"])
         + f", episodes of up to 10,000 frames, trained for {frames_cell} ({r['train_episodes']:,} training "
         f"episodes, {r['train_s'] / 60:.0f} min). All are scored on the same {chain['episodes']} held-out worlds "
         "(the learner's evaluation seeds, never trained on); the policy sampling its actions as in training, and "
@@ -92,11 +97,12 @@ def render_section(results: dict[str, Any], plot: str | None) -> str:
         frames_cell = f"{a['frames']:,} of {a['budget']:,} frames" + ("" if a["complete"] else " (partial)")
         macros = ", ".join(name.removeprefix("diamond_macro_") for name in a.get("macro_actions", {})) or "none"
         lines += [
-            f"**The fast agent's config.** {agent['llm']} answered the planner's prompt for RL around this plan "
+            f"**The fast agent's config.** The model ({agent['llm']}) answered the planner's prompt for RL around "
+            "this plan "
             "(`--agent-prompt` renders it as a run would: the plan, and how the chain alone failed on 64 briefing "
             f"worlds, seeded apart from the training and held-out ones) with K={a['k']}, the primitives "
             f"{', '.join(a['primitives'])}, its macro actions {macros}, and reward "
-            + ", ".join(f"{kind} {weight:+g}" for kind, weight in a["reward"])
+            + reward_text(a["reward"])
             + f" (stage and success are the planner's). Trained for {frames_cell} ({a['train_episodes']:,} "
             f"training episodes, {a['train_s'] / 60:.0f} min, {agent['date_utc']}); the answer is "
             f"`{agent['answer']}`.", ""]
@@ -160,7 +166,7 @@ def plot_diamond(results: dict[str, Any], path: Path) -> Path:
     from benchmarks.common import save_plot
 
     r = results["run"]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.5), gridspec_kw={"width_ratios": [1, 1.4]})
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5.5), gridspec_kw={"width_ratios": [1, 1.4]})
     for color, (name, who) in zip(("C0", "C3"), (("run", "APPO"), ("agent", "APPO, agent's config")), strict=True):
         v = variant(results, name)
         if curve := v.get("curve"):
@@ -192,7 +198,7 @@ def plot_diamond(results: dict[str, Any], path: Path) -> Path:
     right.set_xticks(xs, [n.replace("_", " ") for n in names], rotation=40, ha="right", fontsize=8)
     right.set_ylabel("% of held-out episodes that did it (o = 0%)")
     right.set_ylim(0, 100)
-    right.legend(fontsize=8)
+    right.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=2)  # below: bars stay visible
     right.set_title("how far the plan got", fontsize=10)
     fig.suptitle(f"{r['task']}: the chain alone vs APPO around the kept plan")
     return save_plot(fig, path)

@@ -89,7 +89,7 @@ def test_the_fast_agents_config_gets_its_paragraph_rows_and_curve(tmp_path) -> N
     data["agent"] = {"date_utc": "2026-11-25 11:00 UTC", "llm": "a capable model", "answer": "docs/runs/a.json",
                      "run": agent_run}
     text = render_section(data, None)
-    assert ("a capable model answered the planner's prompt for RL around this plan" in text
+    assert ("The model (a capable model) answered the planner's prompt for RL around this plan" in text
             and "with K=8, the primitives noop, move_left, its macro actions fight, and reward stage +1, health "
                 "+0.5" in text and "Trained for 1,000 of 1,000 frames (30 training episodes" in text)
     assert "| APPO with the fast agent's config, sampling | 75.0% | 4 |" in text
