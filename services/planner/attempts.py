@@ -132,6 +132,8 @@ class Trained:
     job_id: str
     curve: list[dict[str, float]]
     evaluation: learner_pb2.EvaluateResponse
+    asked: learner_pb2.EvaluateRequest
+    """The evaluation's request (its worlds: seed, episodes)."""
 
 
 @dataclasses.dataclass
@@ -284,7 +286,7 @@ class Attempts:
         if not job_id:
             return
         curve = self._watch(attempt, job_id, halt)
-        attempt.trained = Trained(job_id, curve, self._evaluate(attempt, job_id, curve))
+        attempt.trained = Trained(job_id, curve, *self._evaluate(attempt, job_id, curve))
 
     def _halted(self, halt: threading.Event | None) -> bool:
         return self.ctx.run.stop_requested.is_set() or (halt is not None and halt.is_set())
@@ -349,18 +351,18 @@ class Attempts:
         return curve
 
     def _evaluate(self, attempt: RLAttempt, job_id: str, curve: list[dict[str, float]]
-                  ) -> learner_pb2.EvaluateResponse:
-        """The trained policy's evaluation, recorded (a TestRecord, the attempt's file)."""
+                  ) -> tuple[learner_pb2.EvaluateResponse, learner_pb2.EvaluateRequest]:
+        """The trained policy's evaluation, recorded (a TestRecord, the attempt's file), and its request."""
         ctx, st, state = self.ctx, attempt.st, attempt.state
-        evaluation = self._learner(st).Evaluate(learner_pb2.EvaluateRequest(
-            job_id=job_id, episodes=ctx.budgets.eval_episodes, seed=ctx.seed,
-            frames_per_episode=self._frames_per_episode()), timeout=3600)
+        asked = learner_pb2.EvaluateRequest(job_id=job_id, episodes=ctx.budgets.eval_episodes, seed=ctx.seed,
+                                            frames_per_episode=self._frames_per_episode())
+        evaluation = self._learner(st).Evaluate(asked, timeout=3600)
         state.record(TestRecord(iteration=ctx.state.outer_iteration, kind=Decision.RL, job_id=job_id,
                                 success_rate=evaluation.success_rate, frames=state.frames))
         ctx.attempt_file(f"{st.name}_rl{state.inner_iterations}", {
             **attempt.details, "job_id": job_id, "env_frames": attempt.config.env_frames, "curve": curve,
             "evaluation_success_rate": evaluation.success_rate})
-        return evaluation
+        return evaluation, asked
 
     def verdict(self, attempt: RLAttempt) -> critic_pb2.Verdict | None:
         """Step 3: the verdict on a trained attempt (the critic's, an LLM call: one after another in plan order),

@@ -139,11 +139,11 @@ def train_kept_plan(ctx: RunContext, attempts: Attempts, plan: planner_pb2.Plan,
         if attempt.trained is None:
             record["error"] = "the learner refused the kept plan's training: " + (state.last_error or state.feedback)
         else:
-            # The plan alone on the worlds the policy was just evaluated on (the attempt's evaluation): the same
-            # seed, episodes and episode length.
+            # The plan alone on the worlds the policy was just evaluated on (the attempt's own request).
             job_id, policy = attempt.trained.job_id, attempt.trained.evaluation
             alone = ctx.stubs.learner.Evaluate(learner_pb2.EvaluateRequest(
-                job_id=job_id, episodes=ctx.budgets.eval_episodes, seed=ctx.seed, plan_alone=True), timeout=3600)
+                job_id=job_id, episodes=attempt.trained.asked.episodes, seed=attempt.trained.asked.seed,
+                episode_length=attempt.trained.asked.episode_length, plan_alone=True), timeout=3600)
             record.update(job_id=job_id, success_rate=policy.success_rate,
                           plan_alone_success_rate=alone.success_rate)
             state.status, state.success_rate = Status.DONE, policy.success_rate
