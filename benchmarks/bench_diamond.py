@@ -55,12 +55,19 @@ def main(
                                                            "the plan with its config as the second variant; the "
                                                            "first stays as saved.")] = None,
     agent_llm: Annotated[str, typer.Option(help="Who wrote --agent-answer (for the section).")] = "unknown",
+    plan_prior: Annotated[float, typer.Option(help="Train the bench's config with the policy starting on the plan "
+                                                   "action with this probability (RLConfig.plan_prior) as a variant "
+                                                   "of its own; 0: the bench's config as it is.", min=0.0,
+                                              max=0.99)] = 0.0,
     report_only: Annotated[bool, typer.Option(help="Rebuild the section from the saved results.")] = False,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
 ) -> None:
     """collect_diamond: an RL-GPT run's all-code chain alone vs APPO trained around it as a kept plan."""
     setup_logging(console, log_level)
     raw_json = raw_json or raw_path("diamond")
+    if agent_answer is not None and plan_prior:
+        raise typer.BadParameter("the plan prior is a variant of the bench's config, not of the fast agent's answer: "
+                                 "give one of --agent-answer and --plan-prior", param_hint="--plan-prior")
     if not report_only:
         try:
             plan = load_plan(plan_run)
@@ -79,9 +86,11 @@ def main(
         with progress:
             weights = {**dict(REWARD), "death": death, "health": health}
             run["run"] = run_diamond(plan, work.resolve(), frames, seed, timeout, progress, episodes, k,
-                                     tuple(weights.items()), answer=answer)
+                                     tuple(weights.items()), answer=answer, plan_prior=plan_prior)
         if answer is not None:
             results["agent"] = {**run, "llm": agent_llm, "answer": str(agent_answer)}
+        elif plan_prior:
+            results["prior"] = run
         else:
             results.update(run)
         save_results(raw_json, results)

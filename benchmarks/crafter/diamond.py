@@ -90,7 +90,7 @@ def load_plan(run_dir: Path) -> RecordedPlan:
 
 
 def plan_config(plan: RecordedPlan, frames: int, seed: int, k: int = K,
-                reward: tuple[tuple[str, float], ...] = REWARD) -> learner_pb2.RLConfig:
+                reward: tuple[tuple[str, float], ...] = REWARD, plan_prior: float = 0.0) -> learner_pb2.RLConfig:
     steps = [learner_pb2.PlanStep(skill=SKILL_PREFIX + name,
                                   success=[json_format.ParseDict(c, common_pb2.Condition()) for c in conditions])
              for name, _, conditions in plan.steps]
@@ -100,7 +100,7 @@ def plan_config(plan: RecordedPlan, frames: int, seed: int, k: int = K,
         primitive_actions=list(PRIMITIVES),
         reward_terms=[common_pb2.RewardTerm(kind=kind, weight=weight) for kind, weight in reward],
         episode_length=EPISODE_LENGTH, env_frames=frames, num_workers=NUM_WORKERS, envs_per_worker=ENVS_PER_WORKER,
-        seed=seed, skill_max_steps=k)
+        seed=seed, skill_max_steps=k, plan_prior=plan_prior)
 
 
 def outcome(response: learner_pb2.EvaluateResponse, frames: int, seconds: float) -> dict[str, Any]:
@@ -200,14 +200,15 @@ def agent_skills(answer: dict[str, Any]) -> dict[str, str]:
 
 def run_diamond(plan: RecordedPlan, work: Path, frames: int, seed: int, timeout: float, progress: Progress,
                 eval_episodes: int, k: int = K, reward: tuple[tuple[str, float], ...] = REWARD,
-                answer: dict[str, Any] | None = None) -> dict[str, Any]:
+                answer: dict[str, Any] | None = None, plan_prior: float = 0.0) -> dict[str, Any]:
     """Registers the plan's skills, scores the chain alone, trains (or resumes) APPO around the plan and scores
     the policy on the same held-out worlds. ``answer``: the fast agent's config for it (its primitives, macro
     actions, K and reward terms after the plan's stage and success terms), in the job ``kept-plan-agent``; without
-    it the bench's own (``k``, ``reward``, :data:`PRIMITIVES`)."""
-    job_dir = work / ("kept-plan-agent" if answer is not None else "kept-plan")
+    it the bench's own (``k``, ``reward``, :data:`PRIMITIVES`). ``plan_prior``: the untrained policy's probability
+    of the plan action (``RLConfig.plan_prior``), in the job ``kept-plan-prior``."""
+    job_dir = work / ("kept-plan-agent" if answer is not None else "kept-plan-prior" if plan_prior else "kept-plan")
     job_dir.mkdir(parents=True, exist_ok=True)
-    config = plan_config(plan, frames, seed, k, reward)
+    config = plan_config(plan, frames, seed, k, reward, plan_prior)
     skills = {SKILL_PREFIX + name: code for name, code, _ in plan.steps}
     macros = agent_skills(answer) if answer is not None else {}
     config.skills.extend(macros)  # so that every env server gets them with the plan's skills
@@ -231,7 +232,7 @@ def run_diamond(plan: RecordedPlan, work: Path, frames: int, seed: int, timeout:
     records = read_progress(job_dir)
     last = records[-1] if records else {}
     return {"task": plan.task, "llm": plan.llm, "run": plan.run, "steps": [name for name, _, _ in plan.steps],
-            "k": config.skill_max_steps,
+            "k": config.skill_max_steps, "plan_prior": round(config.plan_prior, 4),
             "reward": [[t.kind, round(t.weight, 4), *([t.target] if t.target else [])] for t in config.reward_terms],
             "primitives": list(config.primitive_actions), "macro_actions": macros, "budget": frames,
             "frames": int(last.get("env_frames", 0)), "complete": int(last.get("env_frames", 0)) >= frames,

@@ -14,13 +14,20 @@ CONTROLLERS = (("run", "chain", "the chain alone", "chain"),
                ("run", "policy_greedy", "APPO around the kept plan, greedy", "APPO greedy"),
                ("agent", "chain", "the chain alone, at the fast agent's K", "agent's chain"),
                ("agent", "policy", "APPO with the fast agent's config, sampling", "agent APPO"),
-               ("agent", "policy_greedy", "APPO with the fast agent's config, greedy", "agent APPO greedy"))
+               ("agent", "policy_greedy", "APPO with the fast agent's config, greedy", "agent APPO greedy"),
+               ("prior", "policy", "APPO starting on the plan, sampling", "prior APPO"),
+               ("prior", "policy_greedy", "APPO starting on the plan, greedy", "prior APPO greedy"))
 """(variant, results key, row label, short column label); a controller missing from the results is left out.
-Variant ``run``: the bench's own config; ``agent``: the config a model wrote for it (``--agent-answer``)."""
+Variant ``run``: the bench's own config; ``agent``: the config a model wrote for it (``--agent-answer``);
+``prior``: the bench's config with the untrained policy on the plan action (``--plan-prior``; its chain alone is
+the bench config's, the same K on the same worlds)."""
+VARIANTS = (("run", "the bench's config", "APPO"), ("agent", "the fast agent's config", "APPO, agent's config"),
+            ("prior", "the policy starting on the plan", "APPO starting on the plan"))
+"""(variant, how the section names it, how the plot names it)."""
 
 
 def variant(results: dict[str, Any], name: str) -> dict[str, Any]:
-    return (results.get(name) or {}).get("run") or {} if name == "agent" else results.get(name) or {}
+    return results.get(name) or {} if name == "run" else (results.get(name) or {}).get("run") or {}
 
 
 def controllers(results: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
@@ -36,8 +43,9 @@ def comparisons(results: dict[str, Any]) -> list[tuple[str, dict[str, Any], str,
     for v, key, label, _ in CONTROLLERS:
         chain = variant(results, v).get("chain")
         if key != "chain" and variant(results, v).get(key) and chain:
-            out.append((label, variant(results, v)[key],
-                        "the chain alone" + (" at the same K" if v == "agent" else ""), chain))
+            same_k = variant(results, v).get("k") == variant(results, "run").get("k")
+            out.append((label, variant(results, v)[key], "the chain alone" + ("" if same_k else " at the same K"),
+                        chain))
     return out
 
 
@@ -106,6 +114,16 @@ def render_section(results: dict[str, Any], plot: str | None) -> str:
             + f" (stage and success are the planner's). Trained for {frames_cell} ({a['train_episodes']:,} "
             f"training episodes, {a['train_s'] / 60:.0f} min, {agent['date_utc']}); the answer is "
             f"`{agent['answer']}`.", ""]
+    if prior := variant(results, "prior"):
+        frames_cell = f"{prior['frames']:,} of {prior['budget']:,} frames" + ("" if prior["complete"] else
+                                                                              " (partial)")
+        lines += [
+            f"**Starting on the plan.** The bench's config (K={prior['k']}, reward {reward_text(prior['reward'])}) "
+            f"with `RLConfig.plan_prior` {prior['plan_prior']:g}: the untrained policy gives the plan action "
+            f"probability {prior['plan_prior']:g} (the action head's bias; uniform otherwise), so it starts near "
+            f"the chain alone and its exploration is steps away from the plan, not the plan's order. Trained for "
+            f"{frames_cell} ({prior['train_episodes']:,} training episodes, {prior['train_s'] / 60:.0f} min, "
+            f"{results['prior']['date_utc']}).", ""]
     shown = controllers(results)
     rows = []
     for label, _, result in shown:
@@ -141,7 +159,7 @@ def render_section(results: dict[str, Any], plot: str | None) -> str:
                      f"held-out worlds, {versus} {chain_label} ({100 * own_chain['success_rate']:.1f}%)."
                      + (f" Its {len(own_chain['ends'])} episodes ended exactly as the chain's (same frames, same "
                         "ends)." if same else ""))
-    for name, who in (("run", "the bench's config"), ("agent", "the fast agent's config")):
+    for name, who, _ in VARIANTS:
         curve = variant(results, name).get("curve")
         if curve:
             first, last = curve[0], curve[-1]
@@ -167,7 +185,7 @@ def plot_diamond(results: dict[str, Any], path: Path) -> Path:
 
     r = results["run"]
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5.5), gridspec_kw={"width_ratios": [1, 1.4]})
-    for color, (name, who) in zip(("C0", "C3"), (("run", "APPO"), ("agent", "APPO, agent's config")), strict=True):
+    for color, (name, _, who) in zip(("C0", "C3", "C2"), VARIANTS, strict=True):
         v = variant(results, name)
         if curve := v.get("curve"):
             x = [p["frames"] / 1e6 for p in curve]

@@ -1,11 +1,14 @@
-"""Encoder for the env server's dict observation: a conv net on the image, an MLP on the vector."""
+"""The policy's network: an encoder for the env server's dict observation (a conv net on the image, an MLP on the
+vector), and Sample Factory's actor-critic around it, its plan action given a starting probability when asked."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
 from sample_factory.algo.utils.torch_utils import calc_num_elements
+from sample_factory.model.actor_critic import ActorCritic, default_make_actor_critic_func
 from sample_factory.model.encoder import Encoder
 from sample_factory.model.model_utils import nonlinearity
 from torch import nn
@@ -38,3 +41,22 @@ class ImageVectorEncoder(Encoder):
 
 def make_encoder(cfg: Any, obs_space: Any) -> Encoder:
     return ImageVectorEncoder(cfg, obs_space)
+
+
+def plan_prior_bias(actions: int, prior: float) -> float:
+    """The logit bias that gives the last of ``actions`` actions probability ``prior`` when the other logits are
+    equal (softmax: p = e^b / (e^b + n - 1))."""
+    return math.log(prior * (actions - 1) / (1 - prior))
+
+
+def make_actor_critic(cfg: Any, obs_space: Any, action_space: Any) -> ActorCritic:
+    """Sample Factory's actor-critic; with ``--rlgpt_plan_prior`` the action head's bias starts the policy on the
+    plan action (the last action, RLConfig.plan) with that probability. A checkpoint loaded later replaces it."""
+    model = default_make_actor_critic_func(cfg, obs_space, action_space)
+    prior = float(getattr(cfg, "rlgpt_plan_prior", 0.0) or 0.0)
+    if prior > 0 and getattr(action_space, "n", 0) > 1:
+        head = model.action_parameterization.distribution_linear
+        with torch.no_grad():
+            head.bias.zero_()
+            head.bias[-1] = plan_prior_bias(int(action_space.n), prior)
+    return model

@@ -123,6 +123,10 @@ def validate_rl_config(config: learner_pb2.RLConfig, vocabulary: EnvVocabulary,
         problems.append("gpu=true needs the kubernetes runner or a learner started with RLGPT_LEARNER_DEVICE=cuda")
     if not math.isfinite(config.learning_rate) or config.learning_rate < 0:
         problems.append(f"learning_rate={config.learning_rate}: must be a finite number >= 0")
+    if not math.isfinite(config.plan_prior) or not 0 <= config.plan_prior < 1:
+        problems.append(f"plan_prior={config.plan_prior}: must be a probability, at least 0 and below 1")
+    elif config.plan_prior and not config.plan:
+        problems.append("plan_prior is the plan action's starting probability: it needs a plan (RLConfig.plan)")
     if filled.backend != vocabulary.backend:
         problems.append(f"backend={filled.backend!r}: the env server described {vocabulary.backend!r}")
 

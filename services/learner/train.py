@@ -30,7 +30,7 @@ from sample_factory.train import make_runner
 from rlgpt.v1 import learner_pb2
 from services.learner.job_watch import DEFAULT_STOP_GRACE, JobWatch, exit_later, pid_alive
 from services.learner.jobs import LEARNER_PID_ENV
-from services.learner.model import make_encoder
+from services.learner.model import make_actor_critic, make_encoder
 from services.learner.sf_env import ENV_NAME, load_job_config, make_sf_env, worker_splits
 
 log = logging.getLogger(__name__)
@@ -69,18 +69,23 @@ def sf_argv(config: learner_pb2.RLConfig, job_dir: Path, device: str) -> list[st
     ]
     if config.learning_rate:
         argv.append(f"--learning_rate={config.learning_rate}")
+    if config.plan_prior:
+        argv.append(f"--rlgpt_plan_prior={config.plan_prior}")
     return argv
 
 
 def parse_cfg(argv: list[str], evaluation: bool = False) -> Any:
     parser, _ = parse_sf_args(argv, evaluation=evaluation)
     parser.add_argument("--rlgpt_job_dir", type=str, required=True, help="rlgpt job directory")
+    parser.add_argument("--rlgpt_plan_prior", type=float, default=0.0,
+                        help="starting probability of the plan action (the last action; 0: none set)")
     return parse_full_cfg(parser, argv)
 
 
 def register_components() -> None:
     register_env(ENV_NAME, make_sf_env)
     global_model_factory().register_encoder_factory(make_encoder)
+    global_model_factory().register_actor_critic_factory(make_actor_critic)
 
 
 class ProgressObserver(AlgoObserver):

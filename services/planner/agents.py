@@ -183,6 +183,23 @@ def library_text(skills: list[LibrarySkill], code_of: tuple[str, ...] = ()) -> s
     return "\n".join(lines)
 
 
+def closed_plan_schema(describe: env_pb2.DescribeResponse, task: common_pb2.TaskSpec, skills: tuple[str, ...],
+                       feedback: str = "") -> type[BaseModel]:
+    """The plan schema with closed names: sub-task and condition names are enums of the goal's prerequisites by the
+    rules and of the needs the critic's ``feedback`` names (for small models, which copy placeholders as names)."""
+    goal = goal_conditions(task)
+    vocabulary = Vocabulary.of(describe).narrowed(describe.rules, goal, list(describe.actions))
+    # A goal's own names stay offered even where no rule covers it (a creature, sleeping), and so does a need the
+    # critic named (drinking on a long task).
+    names = {*vocabulary.achievements, *(c.achievement for c in goal if c.achievement),
+             *needs_named(feedback, describe.achievements)}
+    items = {*vocabulary.items, *(c.inventory.item for c in goal if c.WhichOneof("kind") == "inventory"),
+             *needs_named(feedback, describe.items)}
+    ordered = tuple(a for a in describe.achievements if a in names)  # Describe's order: see Vocabulary
+    return plan_schema(describe, skills, achievements=ordered, names=ordered,
+                       items=tuple(i for i in describe.items if i in items))
+
+
 class SlowAgent:
     """Decomposes a task into sub-tasks and decides code or RL for each."""
 
@@ -200,17 +217,7 @@ class SlowAgent:
     def _schema(self, task: common_pb2.TaskSpec, skills: tuple[str, ...], feedback: str) -> type[BaseModel]:
         if not self.closed_names:
             return plan_schema(self.describe, skills)
-        goal = goal_conditions(task)
-        vocabulary = Vocabulary.of(self.describe).narrowed(self.describe.rules, goal, list(self.describe.actions))
-        # A goal's own names stay offered even where no rule covers it (a creature, sleeping), and so does a need
-        # the critic named (drinking on a long task).
-        names = {*vocabulary.achievements, *(c.achievement for c in goal if c.achievement),
-                 *needs_named(feedback, self.describe.achievements)}
-        items = {*vocabulary.items, *(c.inventory.item for c in goal if c.WhichOneof("kind") == "inventory"),
-                 *needs_named(feedback, self.describe.items)}
-        ordered = tuple(a for a in self.describe.achievements if a in names)  # Describe's order: see Vocabulary
-        return plan_schema(self.describe, skills, achievements=ordered, names=ordered,
-                           items=tuple(i for i in self.describe.items if i in items))
+        return closed_plan_schema(self.describe, task, skills, feedback)
 
     def prompt(self, task: common_pb2.TaskSpec, previous: planner_pb2.Plan | None = None,
                feedback: str = "") -> tuple[str, type[BaseModel]]:

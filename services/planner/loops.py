@@ -68,13 +68,14 @@ class TwoLoops(PlanMaking):
                  library: SkillLibrary, stubs: Stubs, settings: PlannerSettings):
         self.ctx = ctx = RunContext.create(run, state, describe, stubs, library, settings)
         self.one: OneAgent | None = None
+        skill_format = resolve_skill_format(settings.skill_format, str(getattr(llm, "model", "")), describe)
         if llm is not None and ctx.agents == AgentSetup.ONE:
             # One LLM plans, codes and configures in one answer; its revision is the next outer iteration's answer.
             self.one = OneAgent(llm, stubs.env, describe, library, seed=ctx.seed, protocol=ctx.protocol,
-                                allow_rl=ctx.mode != Mode.PURE_CODE and stubs.learner is not None)
+                                allow_rl=ctx.mode != Mode.PURE_CODE and stubs.learner is not None,
+                                skill_format=skill_format)
             if state.plan and (parsed := recorded_answer(run.dir)):
                 self.one.restore(parsed, state.outer_iteration)  # a resumed run serves the answer it had
-        skill_format = resolve_skill_format(settings.skill_format, str(getattr(llm, "model", "")), describe)
         self.check_plans = settings.plan_check == "on" or (settings.plan_check == "auto" and skill_format == "program")
         # Small models (programs) name sub-tasks and conditions from the goal's prerequisites: they copy placeholders.
         self.slow = SlowAgent(llm, describe, library, ctx.protocol, closed_names=skill_format == "program") \

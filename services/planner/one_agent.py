@@ -17,7 +17,7 @@ import json
 import logging
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal, Union, get_args
 
 from google.protobuf import json_format
 from pydantic import BaseModel, Field, ValidationError, create_model, model_validator
@@ -29,13 +29,18 @@ from services.planner.agents import (
     MAX_SHOWN_CODE,
     FastAgent,
     SkillCandidate,
+    closed_plan_schema,
     describe_env,
     library_text,
     offered_skills,
     reward_kinds_text,
     skill_api_text,
 )
+from services.planner.plan_rules import goal_conditions
 from services.planner.plans import ending_in_goal, task_subtask
+from services.planner.program_code import compile_program, program_of
+from services.planner.program_writer import rules_text, steps_text
+from services.planner.programs import Vocabulary, check_program, program_schema, program_steps
 from services.planner.prompts import EvalProtocol, inventory_text, render
 from services.planner.schemas import (
     MAX_SUBTASKS,
@@ -58,17 +63,23 @@ _FAST_REVISES = "A sub-task that fails is revised by the fast agent, then by you
 _ONE_REVISES = "A sub-task that fails is revised by you, in your next answer (with how it did)."
 _START_ANY = (f"holding: {inventory_text([])}",
               "holding: what the sub-tasks before it leave")
-_DECISIONS = (
-    '- "code": a short Python skill using the agent API can do it reliably (for example walking to the nearest\n'
+_CODE_WHEN = (
+    '- "code": a short {what} using the agent API can do it reliably (for example walking to the nearest\n'
     '  cell of a material that has been seen, using an action on it, placing or making something). Write the\n'
-    '  skill in the sub-task\'s "code".\n'
+    '  {what} in the sub-task\'s "{field}".\n')
+_RL_WHEN = (
     '- "rl": it needs reactive low-level control that is hard to code (for example keeping away from creatures,\n'
     '  fighting, hitting a moving creature, searching terrain nothing is known about). Write its reinforcement-\n'
     '  learning configuration in the sub-task\'s "rl"; library skills its policy may call as macro actions go\n'
     '  in the "rl" "skills" (the sub-task\'s own "skills" may stay []).')
+_DECISIONS = _CODE_WHEN.format(what="Python skill", field="code") + _RL_WHEN
 _CODE_ONLY = (
     '- "code" only: this run trains no policies. Write every sub-task\'s skill, a short Python generator using\n'
     '  the agent API, in its "code" (leave out the "rl" parts of the form below).')
+_PROGRAM_DECISIONS = _CODE_WHEN.format(what="skill program", field="program").replace(" using the agent API", "") \
+    + _RL_WHEN
+_PROGRAM_ONLY = ('- "code" only: this run trains no policies. Write every sub-task\'s skill program in its "program"\n'
+                 '  (decision "code" for every sub-task).')
 
 
 def _code_type() -> Any:
@@ -102,11 +113,40 @@ def _one_models(plan: type[BaseModel], rl: type[BaseModel], allow_rl: bool) -> t
                         subtasks=(list[one_subtask], Field(min_length=1, max_length=MAX_SUBTASKS)))
 
 
+@lru_cache(maxsize=32)
+def _one_program_models(plan: type[BaseModel], rl: type[BaseModel], program: type[BaseModel],
+                        allow_rl: bool) -> type[BaseModel]:
+    """The one agent's answer in program form: each sub-task is either a coded one (decision "code", its
+    ``program``: the steps of ``program``) or an RL one (decision "rl", its ``rl``), told apart by ``decision``,
+    so a grammar-constrained model cannot leave out the part its decision needs."""
+    [subtask] = get_args(plan.model_fields["subtasks"].annotation)
+    steps = program.model_fields["steps"]
+    coded = create_model("CodedSubTask", __base__=subtask, decision=(Literal["code"], ...),
+                         program=(Annotated[(steps.annotation, *steps.metadata)], Field(description=(
+                             "The skill program: steps that run in order."))))
+    item: Any = coded
+    if allow_rl:
+        learned = create_model("LearnedSubTask", __base__=subtask, decision=(Literal["rl"], ...), rl=(rl, ...))
+        item = Annotated[Union[coded, learned], Field(discriminator="decision")]  # noqa: UP007 (runtime models)
+    return create_model("Plan", __base__=plan, subtasks=(list[item], Field(min_length=1, max_length=MAX_SUBTASKS)))
+
+
 def one_schema(describe: env_pb2.DescribeResponse, skills: tuple[str, ...], *,
-               allow_rl: bool = True) -> type[BaseModel]:
+               allow_rl: bool = True, programs_for: common_pb2.TaskSpec | None = None,
+               feedback: str = "") -> type[BaseModel]:
     """The one agent's answer schema: the slow agent's plan, each sub-task with its ``code`` or ``rl``; names,
-    conditions and RL fields are the enums and limits of :func:`plan_schema` and :func:`rl_schema`."""
-    return _one_models(plan_schema(describe, skills), rl_schema(describe, skills), allow_rl)
+    conditions and RL fields are the enums and limits of :func:`plan_schema` and :func:`rl_schema`.
+
+    ``programs_for``: the task, for the program form (small models): closed names (the slow agent's, see
+    :func:`closed_plan_schema`, with ``feedback``'s needs) and a ``program`` per coded sub-task, its names the
+    enums of the task's prerequisites by the rules."""
+    rl = rl_schema(describe, skills)
+    if programs_for is None:
+        return _one_models(plan_schema(describe, skills), rl, allow_rl)
+    vocabulary = Vocabulary.of(describe).narrowed(describe.rules, goal_conditions(programs_for),
+                                                  list(describe.actions))
+    return _one_program_models(closed_plan_schema(describe, programs_for, skills, feedback), rl,
+                               program_schema(vocabulary), allow_rl)
 
 
 @dataclasses.dataclass
@@ -143,9 +183,13 @@ class AnsweredPlan:
                 st["rl"] = self.rl[st["name"]]
         lines = [json.dumps(doc)]
         for st in self.plan.subtasks:
-            if self.code.get(st.name):
-                lines.append(f'"code" of {st.name}:')
-                lines += [f"    {line}" for line in self.code[st.name].rstrip().splitlines()]
+            if not self.code.get(st.name):
+                continue
+            if (steps := program_of(self.code[st.name])) is not None:  # a compiled program: shown as written
+                lines.append(f'"program" of {st.name}: {json.dumps(steps)}')
+                continue
+            lines.append(f'"code" of {st.name}:')
+            lines += [f"    {line}" for line in self.code[st.name].rstrip().splitlines()]
         return "\n".join(lines)
 
 
@@ -162,9 +206,13 @@ class OneAgent:
 
     def __init__(self, llm: CompletesJSON, env: env_pb2_grpc.EnvServiceStub, describe: env_pb2.DescribeResponse,
                  library: SkillLibrary, *, seed: int = 0, protocol: EvalProtocol | None = None,
-                 allow_rl: bool = True):
+                 allow_rl: bool = True, skill_format: str = "python"):
         """``allow_rl``: whether sub-tasks may be learned (False: mode pure-code, or no learner), as the loops
-        decide the appended goal's decision."""
+        decide the appended goal's decision. ``skill_format``: ``python`` (a coded sub-task's ``code``) or
+        ``program`` (its skill program, compiled as the fast agent's are; closed names: for small models)."""
+        if skill_format not in ("python", "program"):
+            raise ValueError(f"skill_format must be python or program, not {skill_format!r}")
+        self.programs = skill_format == "program"
         self.llm = llm
         self.env = env
         self.describe = describe
@@ -194,15 +242,22 @@ class OneAgent:
         relevant = tuple(s.name for s in self.library.retrieve(text, k=MAX_SHOWN_CODE) if s.name in names)
         answered = self._previous(previous)
         protocol = self.protocol
-        prompt = render(
-            "one_agent", decisions=_DECISIONS if self.allow_rl else _CODE_ONLY, max_subtasks=str(MAX_SUBTASKS),
+        common = dict(
+            max_subtasks=str(MAX_SUBTASKS), env=describe_env(self.describe),
             goal=json.dumps([condition_answer(c) for c in task.success]) if task.success else "(none given)",
-            env=describe_env(self.describe), skill_api=skill_api_text(self.describe),
             plan_protocol=protocol.plan_test().replace(_FAST_REVISES, _ONE_REVISES),
             code_protocol=protocol.code_test([]).replace(*_START_ANY),
-            rl_protocol=protocol.rl_test([]).replace(*_START_ANY),
-            reward_kinds=reward_kinds_text(self.describe), library=library_text(skills, code_of=relevant),
+            rl_protocol=protocol.rl_test([]).replace(*_START_ANY), reward_kinds=reward_kinds_text(self.describe),
             previous=answered.answer_text() if answered else "(none)", feedback=feedback or "(none)", task=text)
+        if self.programs:
+            prompt = render("one_agent_program", decisions=_PROGRAM_DECISIONS if self.allow_rl else _PROGRAM_ONLY,
+                            steps=steps_text(), rules=rules_text(self.describe), library=library_text(skills),
+                            **common)
+            return prompt, one_schema(self.describe, names, allow_rl=self.allow_rl, programs_for=task,
+                                      feedback=feedback)
+        prompt = render("one_agent", decisions=_DECISIONS if self.allow_rl else _CODE_ONLY,
+                        skill_api=skill_api_text(self.describe), library=library_text(skills, code_of=relevant),
+                        **common)
         return prompt, one_schema(self.describe, names, allow_rl=self.allow_rl)
 
     def solve(self, task: common_pb2.TaskSpec, *, iteration: int = 0,
@@ -215,17 +270,34 @@ class OneAgent:
         once more with it); a second bad answer raises StructuredOutputError with the failed call's record.
         """
         prompt, schema = self.prompt(task, previous=previous, feedback=feedback)
+
+        def validate(answer: BaseModel) -> None:
+            self._ends_in_goal(answer, task)
+            self._check_programs(answer)
+
         answer, record = self.llm.complete(AGENT, [{"role": "user", "content": prompt}], schema,
-                                           iteration=iteration, validate=lambda a: self._ends_in_goal(a, task))
+                                           iteration=iteration, validate=validate)
         return self._adopt(answer, iteration), record
+
+    def _check_programs(self, answer: BaseModel) -> None:
+        """What a program's schema cannot say (:func:`check_program`), naming the sub-task and the step."""
+        for st in answer.subtasks:  # type: ignore[attr-defined]
+            if getattr(st, "program", None) is not None:
+                try:
+                    check_program(program_steps(st), self.describe.rules, list(self.describe.actions))
+                except ValueError as exc:
+                    raise ValueError(f"sub-task {st.name!r}: {exc}") from None
 
     def restore(self, parsed: dict[str, Any], iteration: int = 0) -> planner_pb2.Plan:
         """The plan of a recorded answer (``CallRecord.parsed``, e.g. of the run's last ``*-one.json`` record,
         see :func:`recorded_answer`), its answers served again: for a resumed run."""
         named = {s for st in parsed.get("subtasks", []) for s in [*st.get("skills", []),
                                                                    *(st.get("rl") or {}).get("skills", [])]}
-        offered = {s.name for s in self.library.all()} | named
-        schema = one_schema(self.describe, tuple(sorted(offered)), allow_rl=self.allow_rl)
+        skills = tuple(sorted({s.name for s in self.library.all()} | named))
+        # In program form the open-name plan: every name the answer used (a need the critic named too) stays valid.
+        schema = _one_program_models(plan_schema(self.describe, skills), rl_schema(self.describe, skills),
+                                     program_schema(Vocabulary.of(self.describe)), self.allow_rl) \
+            if self.programs else one_schema(self.describe, skills, allow_rl=self.allow_rl)
         return self._adopt(schema.model_validate(parsed), iteration)
 
     def _ends_in_goal(self, answer: BaseModel, task: common_pb2.TaskSpec) -> None:
@@ -241,7 +313,10 @@ class OneAgent:
         answered = AnsweredPlan(plan)
         # plan_to_proto keeps the order (and renames a repeated name): the answers go by the plan's names.
         for st, given in zip(plan.subtasks, answer.subtasks, strict=True):
-            if given.code:
+            if getattr(given, "program", None) is not None:  # compiled as the fast agent's programs are
+                answered.code[st.name] = compile_program(program_steps(given), self.describe.rules, name=st.name,
+                                                         success=list(st.success))
+            elif getattr(given, "code", None):
                 answered.code[st.name] = given.code
             if getattr(given, "rl", None) is not None:
                 answered.rl[st.name] = given.rl.model_dump(mode="json")

@@ -52,12 +52,18 @@ def rules_text(describe: env_pb2.DescribeResponse) -> str:
     return describe.rules.text.strip() or "(the env server serves no rules for this backend)"
 
 
+def steps_text() -> str:
+    """What each step of a program does (the prompts of the fast agent and the one agent share it)."""
+    return render("program_steps").rstrip()
+
+
 def program_prompt(describe: env_pb2.DescribeResponse, protocol: EvalProtocol, subtask: planner_pb2.SubTask, *,
                    previous_code: str = "", error: str = "", feedback: str = "",
                    start_inventory: list[common_pb2.ItemCount] | None = None) -> str:
     """The prompt of a program; a revision shows the previous program (read back from its compiled code)."""
     previous = program_of(previous_code) if previous_code else None
-    return render("fast_agent_program", rules=rules_text(describe), subtask=f"{subtask.name}: {subtask.description}",
+    return render("fast_agent_program", steps=steps_text(), rules=rules_text(describe),
+                  subtask=f"{subtask.name}: {subtask.description}",
                   success=conditions_text(list(subtask.success)),
                   protocol=protocol.code_test(list(start_inventory or [])),
                   previous_program=json.dumps(previous) if previous else "(none)",

@@ -151,14 +151,15 @@ def program_schema(vocabulary: Vocabulary) -> type[BaseModel]:
 
 
 def program_steps(answer: BaseModel) -> list[dict[str, Any]]:
-    """The answer's steps as plain dicts. ``until`` is left out when it names nothing and keeps the item count
-    when it names both an achievement and an item; a ``repeat`` of more steps than come before it repeats those
-    there are, one with none before it is dropped, and one that would run the program past
-    :data:`MAX_EXPANDED_STEPS` runs as many times as fit (or is dropped): a small model's slips are corrected,
-    not fatal."""
+    """The answer's steps (its ``steps``, or a one-agent sub-task's ``program``) as plain dicts. ``until`` is left
+    out when it names nothing and keeps the item count when it names both an achievement and an item; a ``repeat``
+    of more steps than come before it repeats those there are, one with none before it is dropped, and one that
+    would run the program past :data:`MAX_EXPANDED_STEPS` runs as many times as fit (or is dropped): a small
+    model's slips are corrected, not fatal."""
     steps: list[dict[str, Any]] = []
     sizes: list[int] = []  # steps each one runs, its repeats unrolled
-    for step in answer.steps:  # type: ignore[attr-defined]
+    given = answer.steps if hasattr(answer, "steps") else answer.program  # type: ignore[attr-defined]
+    for step in given:
         data = step.model_dump()
         until = {k: v for k, v in (data.pop("until", None) or {}).items() if v is not None}
         if until.get("item"):  # an item count is the more exact of two conditions a small model wrote at once

@@ -99,3 +99,22 @@ def test_the_fast_agents_config_gets_its_paragraph_rows_and_curve(tmp_path) -> N
            "points above the chain alone at the same K (50.0%)." in text
     assert "In training with the fast agent's config, the success rate went from 20.0%" in text
     assert plot_diamond(data, tmp_path / "d.png").stat().st_size > 10_000
+
+
+def test_the_policy_starting_on_the_plan_gets_its_paragraph_and_rows(tmp_path) -> None:
+    data = results()
+    prior_run = {**data["run"], "plan_prior": 0.9, "frames": 1000, "complete": True,
+                 "policy": {**data["run"]["policy"], "success_rate": 0.5},
+                 "policy_greedy": {**data["run"]["policy"], "success_rate": 0.75},
+                 "curve": [{"frames": 500, "success_rate": 0.25, "stages_done": 1.0, "deaths": 0.5}]}
+    data["prior"] = {"date_utc": "2026-11-26 23:00 UTC", "run": prior_run}
+    text = render_section(data, None)
+    assert "with `RLConfig.plan_prior` 0.9: the untrained policy gives the plan action probability 0.9" in text
+    assert "Trained for 1,000 of 1,000 frames (30 training episodes, 2 min, 2026-11-26 23:00 UTC)" in text
+    assert "| APPO starting on the plan, greedy | 75.0% | 4 |" in text and "prior APPO: reached / done" in text
+    # Its chain alone is the bench config's (the same K): no second chain row, compared with the chain alone.
+    assert text.count("| the chain alone") == 1
+    assert "APPO starting on the plan, greedy: collect_diamond in 75.0% of the held-out worlds, 50.0 points above " \
+           "the chain alone (25.0%)." in text
+    assert "In training with the policy starting on the plan, the success rate went from 25.0%" in text
+    assert plot_diamond(data, tmp_path / "d.png").stat().st_size > 10_000

@@ -38,6 +38,11 @@ def test_defaults_are_filled() -> None:
                               "server allows 16 envs per session"),
     ({"observe": ["status", "mood"]}, "observe: unknown 'mood'; name a vector label or group: status, inventory, "
                                       "status/health, inventory/wood"),
+    ({"plan_prior": 0.9}, "plan_prior is the plan action's starting probability: it needs a plan"),
+    ({"plan_prior": 1.0, "plan": [learner_pb2.PlanStep(skill="chop", success=[
+        common_pb2.Condition(achievement="collect_wood")])]}, "plan_prior=1.0: must be a probability, at least 0 and "
+                                                               "below 1"),
+    ({"plan_prior": -0.5}, "plan_prior=-0.5: must be a probability"),
 ])
 def test_bad_config(fields: dict, needle: str) -> None:
     with pytest.raises(InvalidArgument, match="invalid RL config") as info:

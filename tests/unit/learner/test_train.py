@@ -60,6 +60,32 @@ def test_a_learning_rate_is_passed_when_set(tmp_path: Path) -> None:
     assert float(argv_of(tmp_path, learning_rate=0.00025)["learning_rate"]) == pytest.approx(0.00025)
 
 
+def test_a_plan_prior_starts_the_policy_on_the_plan_action(tmp_path: Path) -> None:
+    import gymnasium as gym
+    import torch
+    from sample_factory.model.actor_critic import create_actor_critic
+
+    from services.learner.train import register_components
+
+    assert "rlgpt_plan_prior" not in argv_of(tmp_path)  # none set: the network's own start
+    register_components()
+    space = gym.spaces.Dict({"image": gym.spaces.Box(0, 255, (3, 64, 64), np.uint8),
+                             "vector": gym.spaces.Box(0, 9, (8,), np.float32)})
+    obs = {"image": torch.randint(0, 256, (32, 3, 64, 64), dtype=torch.uint8), "vector": torch.rand(32, 8) * 9}
+    shares = {}
+    for prior in (0.0, 0.9):
+        cfg = parse_cfg(sf_argv(learner_pb2.RLConfig(env_frames=5000, num_workers=1, envs_per_worker=2,
+                                                     plan_prior=prior), tmp_path / "job1", "cpu"))
+        assert cfg.rlgpt_plan_prior == pytest.approx(prior)
+        model = create_actor_critic(cfg, space, gym.spaces.Discrete(10))
+        with torch.no_grad():
+            logits = model(obs, model.initial_rnn_state(32) if hasattr(model, "initial_rnn_state")
+                           else torch.zeros(32, 0))["action_logits"]
+        shares[prior] = torch.softmax(logits, dim=1)[:, -1].mean().item()
+    assert shares[0.9] == pytest.approx(0.9, abs=0.03)  # on any observation, before training
+    assert shares[0.0] == pytest.approx(0.1, abs=0.05)  # about uniform over the 10 actions
+
+
 def test_sample_factory_parses_the_arguments(tmp_path: Path) -> None:
     config = learner_pb2.RLConfig(env_frames=5000, num_workers=2, envs_per_worker=4, seed=9, learning_rate=0.001)
     cfg = parse_cfg(sf_argv(config, tmp_path / "job1", "cpu"))

@@ -260,7 +260,7 @@ def _examples(path: Path) -> list[str]:
 
 
 CRITIC_TEMPLATE = CRITIC_PROMPT_DIR / "critic.txt"
-WITHOUT_EXAMPLES = {"fast_agent_program", "fast_agent_kept_plan"}
+WITHOUT_EXAMPLES = {"fast_agent_program", "fast_agent_kept_plan", "one_agent_program", "program_steps"}
 ALL_TEMPLATES = (*sorted(PROMPT_DIR.glob("*.txt")), CRITIC_TEMPLATE)
 
 

@@ -1,0 +1,147 @@
+"""The one agent in program form (``--agents one`` with a small model, RLGPT_SKILL_FORMAT=program): closed names,
+a skill program per coded sub-task and an RL config per learned one, told apart by the decision in the schema;
+one call through the real LLM client to a scripted OpenAI-compatible test double; the programs compiled, served
+through FastAgent's logic and run by real Crafter on the real env server."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from fakes.fake_openai import FakeOpenAIServer, Reply
+from pydantic import ValidationError
+
+from rlgpt.config import LLMSettings
+from rlgpt.llm import LLMClient, StructuredOutputError
+from rlgpt.llm.client import record_json
+from rlgpt.v1 import common_pb2, env_pb2, planner_pb2
+from services.planner.one_agent import AGENT, AnsweredPlan, OneAgent, one_schema, recorded_answer
+from services.planner.program_code import program_of
+from services.planner.prompts import EvalProtocol
+from services.planner.skill_library import SkillLibrary
+from services.planner.state import RunState
+
+SETTINGS = LLMSettings(max_retries=1, backoff_seconds=0.01, timeout_seconds=5, model="scripted")
+PROTOCOL = EvalProtocol(test_episodes=2, test_steps=150, env_frames=20000, eval_episodes=8, final_frames=1000)
+TASK = common_pb2.TaskSpec(name="make_wood_pickaxe", success=[common_pb2.Condition(achievement="make_wood_pickaxe")])
+RL = {"primitive_actions": ["noop", "do"], "skills": [], "skill_max_steps": 1,
+      "reward_terms": [{"kind": "success", "target": "", "weight": 5}], "episode_length": 300}
+WOOD = [{"op": "collect", "item": "wood", "count": 1}]
+CODED = {"name": "collect_wood", "description": "collect wood", "success": [{"item": "wood", "count": 1}],
+         "decision": "code", "skills": [], "program": WOOD}
+LEARNED = {"name": "make_wood_pickaxe", "description": "make the pickaxe",
+           "success": [{"achievement": "make_wood_pickaxe"}], "decision": "rl", "skills": [], "rl": RL}
+ANSWER = {"rationale": "wood first", "subtasks": [CODED, LEARNED]}
+_FIELD = re.compile(r"\{[a-z_]+\}")
+
+
+@pytest.fixture(scope="module")
+def describe(env_server) -> env_pb2.DescribeResponse:
+    return env_server.stub.Describe(env_pb2.DescribeRequest())
+
+
+@pytest.fixture
+def library(tmp_path) -> SkillLibrary:
+    return SkillLibrary(tmp_path / "library.json")
+
+
+def programs_agent(llm, env_server, describe, library, **kw) -> OneAgent:
+    return OneAgent(llm, env_server.stub, describe, library, seed=1, protocol=PROTOCOL, skill_format="program", **kw)
+
+
+def client(server: FakeOpenAIServer, tmp_path) -> LLMClient:
+    return LLMClient(SETTINGS, base_url=server.base_url, record_dir=tmp_path / "llm")
+
+
+def test_the_decision_picks_the_part_a_subtask_must_carry(describe) -> None:
+    schema = one_schema(describe, (), programs_for=TASK)
+    answer = schema.model_validate(ANSWER)
+    assert answer.subtasks[0].program[0].item == "wood" and answer.subtasks[1].rl.episode_length == 300
+    doc = json.dumps(schema.model_json_schema())
+    assert '"discriminator"' in doc and "CodedSubTask" in doc and "LearnedSubTask" in doc  # a grammar can follow it
+    coded = schema.model_json_schema()["$defs"]["CodedSubTask"]
+    assert "code" not in coded["properties"] and {"program", "decision"} <= set(coded["required"])
+
+
+@pytest.mark.parametrize(("subtask", "needle"), [
+    ({k: v for k, v in CODED.items() if k != "program"}, "subtasks.0.code.program\n  Field required"),
+    ({k: v for k, v in LEARNED.items() if k != "rl"}, "subtasks.0.rl.rl\n  Field required"),
+    ({**LEARNED, "decision": "learn"}, "decision"),
+    ({**CODED, "name": "snake_case_name"}, "name"),  # a copied placeholder is no name: names are closed
+    ({**CODED, "success": [{"achievement": "collect_diamond"}]}, "achievement"),  # not a prerequisite
+    ({**CODED, "program": [{"op": "collect", "item": "diamond", "count": 1}]}, "item"),
+    ({**CODED, "program": []}, "program"),
+])
+def test_program_form_refuses_a_missing_part_or_a_name_outside_the_task(describe, subtask, needle) -> None:
+    with pytest.raises(ValidationError) as info:
+        one_schema(describe, (), programs_for=TASK).model_validate({"rationale": "x", "subtasks": [subtask, LEARNED]})
+    assert needle in str(info.value)
+
+
+def test_code_only_program_form_has_no_rl(describe) -> None:
+    schema = one_schema(describe, (), allow_rl=False, programs_for=TASK)
+    with pytest.raises(ValidationError, match="decision"):
+        schema.model_validate(ANSWER)
+    schema.model_validate({**ANSWER, "subtasks": [CODED, {**CODED, "name": "make_wood_pickaxe",
+                                                          "success": LEARNED["success"]}]})
+
+
+def test_solve_compiles_each_program_and_fast_tests_it_in_crafter(env_server, describe, library, tmp_path) -> None:
+    with FakeOpenAIServer([Reply.json(ANSWER)]) as server:
+        agent = programs_agent(client(server, tmp_path), env_server, describe, library)
+        plan, record = agent.solve(TASK)
+    assert len(server.requests) == 1 and record.agent == AGENT
+    assert [st.decision for st in plan.subtasks] == [planner_pb2.DECISION_CODE, planner_pb2.DECISION_RL]
+    assert program_of(agent.answered.code["collect_wood"]) == WOOD  # compiled, as the fast agent's programs are
+    [candidate] = agent.fast().write_skill(plan.subtasks[0])
+    assert candidate.error is None and candidate.success_rate > 0 and candidate.record is None
+    config, _ = agent.fast().write_rl_config(plan.subtasks[1], env_frames=5000)
+    assert config.episode_length == 300 and config.task.success[0].achievement == "make_wood_pickaxe"
+    schema = json.dumps(server.requests[0]["response_format"]["json_schema"]["schema"])
+    assert '"program"' in schema and '"collect"' in schema
+
+
+def test_a_program_the_rules_refuse_is_repaired_naming_subtask_and_step(env_server, describe, library,
+                                                                        tmp_path) -> None:
+    wrong = {**CODED, "program": [{"op": "act", "action": "place_table", "times": 5,
+                                   "until": {"item": "wood", "count": 1}}]}
+    with FakeOpenAIServer([Reply.json({**ANSWER, "subtasks": [wrong, LEARNED]}), Reply.json(ANSWER)]) as server:
+        plan, record = programs_agent(client(server, tmp_path), env_server, describe, library).solve(TASK)
+    assert record.attempts == 2 and len(plan.subtasks) == 2
+    repair = server.requests[1]["messages"][-1]["content"]
+    assert "sub-task 'collect_wood': step 1 (act place_table until 1 wood): doing place_table never gets 1 wood" \
+        in repair
+    with FakeOpenAIServer([Reply.json({**ANSWER, "subtasks": [wrong, LEARNED]})] * 2) as server, \
+            pytest.raises(StructuredOutputError, match="doing place_table never gets 1 wood"):
+        programs_agent(client(server, tmp_path), env_server, describe, library).solve(TASK)
+
+
+def test_prompt_has_no_python_form_and_no_placeholders(env_server, describe, library) -> None:
+    prompt, _ = programs_agent(None, env_server, describe, library).prompt(TASK)
+    assert not _FIELD.findall(prompt), _FIELD.findall(prompt)
+    assert "def skill" not in prompt and "<" not in prompt and "Example" not in prompt
+    assert '{"op": "collect", "item": I, "count": N}' in prompt and describe.rules.text.strip() in prompt
+    assert 'with decision "code" has its\n"program"' in prompt and "fast agent" not in prompt
+    code_only, _ = programs_agent(None, env_server, describe, library, allow_rl=False).prompt(TASK)
+    assert '"code" only: this run trains no policies' in code_only and '"rl":' not in code_only
+
+
+def test_revision_shows_programs_and_a_resumed_run_serves_them(env_server, describe, library, tmp_path) -> None:
+    with FakeOpenAIServer([Reply.json(ANSWER)]) as server:
+        agent = programs_agent(client(server, tmp_path), env_server, describe, library)
+        plan, record = agent.solve(TASK)
+    state = RunState()
+    state.set_plan(plan)
+    state.subtasks["collect_wood"].skill_code = agent.answered.code["collect_wood"]
+    text = AnsweredPlan.from_state(plan, state).answer_text()
+    assert f'"program" of collect_wood: {json.dumps(WOOD)}' in text and "def skill" not in text
+    prompt, _ = agent.prompt(TASK, previous=plan, feedback="collect_wood: done")
+    assert f'"program" of collect_wood: {json.dumps(WOOD)}' in prompt
+    run_dir = tmp_path / "run"
+    (run_dir / "llm").mkdir(parents=True)
+    (run_dir / "llm" / f"00001-iter0-plan-{AGENT}.json").write_text(record_json(record))
+    resumed = programs_agent(None, env_server, describe, library)
+    again = resumed.restore(recorded_answer(run_dir))
+    assert [st.name for st in again.subtasks] == ["collect_wood", "make_wood_pickaxe"]
+    assert resumed.answered.code == agent.answered.code
