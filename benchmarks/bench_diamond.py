@@ -22,10 +22,11 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from benchmarks.common import load_results, machine_info, raw_path, save_results, setup_logging, utc_now, write_section
 from benchmarks.crafter.diamond import PLAN_RUN, REWARD, K, load_plan, run_diamond
 from benchmarks.crafter.diamond import agent_prompt as diamond_agent_prompt
-from benchmarks.crafter.diamond_report import SECTION_TITLE, plot_diamond, render_section
+from benchmarks.crafter.diamond_report import PRIOR_TITLE, SECTION_TITLE, plot_diamond, render_section
 
 log = logging.getLogger("benchmarks.crafter")
 console = Console(stderr=True)
+FIGURE = Path("docs/figures/diamond_kept_plan.png")
 
 
 def main(
@@ -45,7 +46,7 @@ def main(
     work: Annotated[Path, typer.Option(help="Where the job lives (kept: running again resumes).")] = Path(
         "runs/bench-diamond"),
     output: Annotated[Path, typer.Option(help="Markdown file whose section is replaced.")] = Path("docs/BENCHMARKS.md"),
-    figure: Annotated[Path, typer.Option(help="The plot (PNG).")] = Path("docs/figures/diamond_kept_plan.png"),
+    figure: Annotated[Path, typer.Option(help="The plot (PNG).")] = FIGURE,
     raw_json: Annotated[Path | None, typer.Option(help="Raw results; default docs/bench-raw/diamond/results.json."
                                                   )] = None,
     agent_prompt: Annotated[Path | None, typer.Option(help="Write the planner's prompt to the fast agent for RL "
@@ -56,15 +57,17 @@ def main(
                                                            "first stays as saved.")] = None,
     agent_llm: Annotated[str, typer.Option(help="Who wrote --agent-answer (for the section).")] = "unknown",
     plan_prior: Annotated[float, typer.Option(help="Train the bench's config with the policy starting on the plan "
-                                                   "action with this probability (RLConfig.plan_prior) as a variant "
-                                                   "of its own; 0: the bench's config as it is.", min=0.0,
-                                              max=0.99)] = 0.0,
+                                                   "action with this probability (RLConfig.plan_prior): a bench of "
+                                                   "its own (its raw results, figure and section); 0: none.",
+                                              min=0.0, max=0.99)] = 0.0,
     report_only: Annotated[bool, typer.Option(help="Rebuild the section from the saved results.")] = False,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
 ) -> None:
     """collect_diamond: an RL-GPT run's all-code chain alone vs APPO trained around it as a kept plan."""
     setup_logging(console, log_level)
-    raw_json = raw_json or raw_path("diamond")
+    raw_json = raw_json or raw_path("diamond-prior" if plan_prior else "diamond")
+    if plan_prior and figure == FIGURE:
+        figure = figure.with_name("diamond_kept_plan_prior.png")
     if agent_answer is not None and plan_prior:
         raise typer.BadParameter("the plan prior is a variant of the bench's config, not of the fast agent's answer: "
                                  "give one of --agent-answer and --plan-prior", param_hint="--plan-prior")
@@ -89,8 +92,6 @@ def main(
                                      tuple(weights.items()), answer=answer, plan_prior=plan_prior)
         if answer is not None:
             results["agent"] = {**run, "llm": agent_llm, "answer": str(agent_answer)}
-        elif plan_prior:
-            results["prior"] = run
         else:
             results.update(run)
         save_results(raw_json, results)
@@ -98,7 +99,8 @@ def main(
         raise typer.BadParameter(f"no results at {raw_json}; run without --report-only first")
     results = load_results(raw_json)
     plot = plot_diamond(results, figure)
-    write_section(output, SECTION_TITLE, render_section(results, str(plot.relative_to(output.parent))))
+    title = PRIOR_TITLE if results["run"].get("plan_prior") else SECTION_TITLE
+    write_section(output, title, render_section(results, str(plot.relative_to(output.parent)), title))
     log.info("wrote %s and %s from %s", output, plot, raw_json)
 
 

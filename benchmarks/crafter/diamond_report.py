@@ -14,15 +14,13 @@ CONTROLLERS = (("run", "chain", "the chain alone", "chain"),
                ("run", "policy_greedy", "APPO around the kept plan, greedy", "APPO greedy"),
                ("agent", "chain", "the chain alone, at the fast agent's K", "agent's chain"),
                ("agent", "policy", "APPO with the fast agent's config, sampling", "agent APPO"),
-               ("agent", "policy_greedy", "APPO with the fast agent's config, greedy", "agent APPO greedy"),
-               ("prior", "policy", "APPO starting on the plan, sampling", "prior APPO"),
-               ("prior", "policy_greedy", "APPO starting on the plan, greedy", "prior APPO greedy"))
+               ("agent", "policy_greedy", "APPO with the fast agent's config, greedy", "agent APPO greedy"))
 """(variant, results key, row label, short column label); a controller missing from the results is left out.
-Variant ``run``: the bench's own config; ``agent``: the config a model wrote for it (``--agent-answer``);
-``prior``: the bench's config with the untrained policy on the plan action (``--plan-prior``; its chain alone is
-the bench config's, the same K on the same worlds)."""
-VARIANTS = (("run", "the bench's config", "APPO"), ("agent", "the fast agent's config", "APPO, agent's config"),
-            ("prior", "the policy starting on the plan", "APPO starting on the plan"))
+Variant ``run``: the bench's own config; ``agent``: the config a model wrote for it (``--agent-answer``)."""
+PRIOR_TITLE = ("## collect_diamond with a kept plan, the policy starting on the plan: the chain alone vs APPO "
+               "around it (make bench-diamond BENCH_DIAMOND_ARGS=--plan-prior=P)")
+"""The section of a run with ``--plan-prior`` (its own results, figure and section)."""
+VARIANTS = (("run", "the bench's config", "APPO"), ("agent", "the fast agent's config", "APPO, agent's config"))
 """(variant, how the section names it, how the plot names it)."""
 
 
@@ -81,19 +79,23 @@ def reward_text(terms: list[list[Any]]) -> str:
     return ", ".join(f"{t[0]}{' ' + t[2] if len(t) > 2 else ''} {t[1]:+g}" for t in terms)
 
 
-def render_section(results: dict[str, Any], plot: str | None) -> str:
+def render_section(results: dict[str, Any], plot: str | None, title: str = SECTION_TITLE) -> str:
     r = results["run"]
     chain = r["chain"]
     steps = [link["name"].removeprefix("diamond_") for link in chain["links"]]
     frames_cell = f"{r['frames']:,} of {r['budget']:,} frames" + ("" if r["complete"] else " (partial)")
     lines = [
-        SECTION_TITLE, "",
+        title, "",
         machine_line(results["date_utc"], results["machine"], ("torch", "sample-factory", "crafter"))
         + f". The plan and its skills: the last plan of `{Path(r['run']).name}` ({len(steps)} sub-tasks, each a "
         f"skill written by {r['llm']}), read from its state.json. The chain alone: every action is the plan action. "
         f"APPO around the kept plan (`RLConfig.plan`): the primitives {', '.join(r['primitives'])} and the plan "
         f"action (K={r['k']} frames, "
-        f"the suspended skill resumed by the next plan action), reward "
+        f"the suspended skill resumed by the next plan action)"
+        + (f", the untrained policy starting on the plan action with probability {r['plan_prior']:g} "
+           "(`RLConfig.plan_prior`, the action head's bias; otherwise about uniform), so that it begins near the chain "
+           "alone and explores steps away from the plan rather than the plan's order" if r.get("plan_prior") else "")
+        + ", reward "
         + reward_text(r["reward"])
         + f", episodes of up to 10,000 frames, trained for {frames_cell} ({r['train_episodes']:,} training "
         f"episodes, {r['train_s'] / 60:.0f} min). All are scored on the same {chain['episodes']} held-out worlds "
@@ -114,16 +116,6 @@ def render_section(results: dict[str, Any], plot: str | None) -> str:
             + f" (stage and success are the planner's). Trained for {frames_cell} ({a['train_episodes']:,} "
             f"training episodes, {a['train_s'] / 60:.0f} min, {agent['date_utc']}); the answer is "
             f"`{agent['answer']}`.", ""]
-    if prior := variant(results, "prior"):
-        frames_cell = f"{prior['frames']:,} of {prior['budget']:,} frames" + ("" if prior["complete"] else
-                                                                              " (partial)")
-        lines += [
-            f"**Starting on the plan.** The bench's config (K={prior['k']}, reward {reward_text(prior['reward'])}) "
-            f"with `RLConfig.plan_prior` {prior['plan_prior']:g}: the untrained policy gives the plan action "
-            f"probability {prior['plan_prior']:g} (the action head's bias; uniform otherwise), so it starts near "
-            f"the chain alone and its exploration is steps away from the plan, not the plan's order. Trained for "
-            f"{frames_cell} ({prior['train_episodes']:,} training episodes, {prior['train_s'] / 60:.0f} min, "
-            f"{results['prior']['date_utc']}).", ""]
     shown = controllers(results)
     rows = []
     for label, _, result in shown:
@@ -185,7 +177,7 @@ def plot_diamond(results: dict[str, Any], path: Path) -> Path:
 
     r = results["run"]
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5.5), gridspec_kw={"width_ratios": [1, 1.4]})
-    for color, (name, _, who) in zip(("C0", "C3", "C2"), VARIANTS, strict=True):
+    for color, (name, _, who) in zip(("C0", "C3"), VARIANTS, strict=True):
         v = variant(results, name)
         if curve := v.get("curve"):
             x = [p["frames"] / 1e6 for p in curve]
@@ -218,5 +210,6 @@ def plot_diamond(results: dict[str, Any], path: Path) -> Path:
     right.set_ylim(0, 100)
     right.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=2)  # below: bars stay visible
     right.set_title("how far the plan got", fontsize=10)
-    fig.suptitle(f"{r['task']}: the chain alone vs APPO around the kept plan")
+    start = f", the policy starting on the plan (p={r['plan_prior']:g})" if r.get("plan_prior") else ""
+    fig.suptitle(f"{r['task']}: the chain alone vs APPO around the kept plan{start}")
     return save_plot(fig, path)

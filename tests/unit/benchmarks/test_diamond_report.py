@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from benchmarks.crafter.diamond import PLAN_RUN, load_plan, plan_config
-from benchmarks.crafter.diamond_report import end_kind, ended_in, plot_diamond, render_section
+from benchmarks.crafter.diamond_report import PRIOR_TITLE, end_kind, ended_in, plot_diamond, render_section
 
 
 def link(name: str, reached: int, succeeded: int) -> dict:
@@ -101,20 +101,10 @@ def test_the_fast_agents_config_gets_its_paragraph_rows_and_curve(tmp_path) -> N
     assert plot_diamond(data, tmp_path / "d.png").stat().st_size > 10_000
 
 
-def test_the_policy_starting_on_the_plan_gets_its_paragraph_and_rows(tmp_path) -> None:
+def test_a_run_starting_on_the_plan_says_so_under_its_own_title() -> None:
     data = results()
-    prior_run = {**data["run"], "plan_prior": 0.9, "frames": 1000, "complete": True,
-                 "policy": {**data["run"]["policy"], "success_rate": 0.5},
-                 "policy_greedy": {**data["run"]["policy"], "success_rate": 0.75},
-                 "curve": [{"frames": 500, "success_rate": 0.25, "stages_done": 1.0, "deaths": 0.5}]}
-    data["prior"] = {"date_utc": "2026-11-26 23:00 UTC", "run": prior_run}
-    text = render_section(data, None)
-    assert "with `RLConfig.plan_prior` 0.9: the untrained policy gives the plan action probability 0.9" in text
-    assert "Trained for 1,000 of 1,000 frames (30 training episodes, 2 min, 2026-11-26 23:00 UTC)" in text
-    assert "| APPO starting on the plan, greedy | 75.0% | 4 |" in text and "prior APPO: reached / done" in text
-    # Its chain alone is the bench config's (the same K): no second chain row, compared with the chain alone.
-    assert text.count("| the chain alone") == 1
-    assert "APPO starting on the plan, greedy: collect_diamond in 75.0% of the held-out worlds, 50.0 points above " \
-           "the chain alone (25.0%)." in text
-    assert "In training with the policy starting on the plan, the success rate went from 25.0%" in text
-    assert plot_diamond(data, tmp_path / "d.png").stat().st_size > 10_000
+    data["run"]["plan_prior"] = 0.9
+    text = render_section(data, None, title=PRIOR_TITLE)
+    assert text.startswith(PRIOR_TITLE + "\n")
+    assert "the untrained policy starting on the plan action with probability 0.9 (`RLConfig.plan_prior`" in text
+    assert "plan_prior" not in render_section(results(), None)
