@@ -113,6 +113,10 @@ def _one_models(plan: type[BaseModel], rl: type[BaseModel], allow_rl: bool) -> t
                         subtasks=(list[one_subtask], Field(min_length=1, max_length=MAX_SUBTASKS)))
 
 
+PROGRAM_RL_FIELDS = ("primitive_actions", "skills", "skill_max_steps", "reward_terms", "episode_length")
+"""The RL config fields of the one agent's program form (the rest keep the fast agent's defaults)."""
+
+
 @lru_cache(maxsize=32)
 def _one_program_models(plan: type[BaseModel], rl: type[BaseModel], program: type[BaseModel],
                         allow_rl: bool) -> type[BaseModel]:
@@ -126,7 +130,10 @@ def _one_program_models(plan: type[BaseModel], rl: type[BaseModel], program: typ
                              "The skill program: steps that run in order."))))
     item: Any = coded
     if allow_rl:
-        learned = create_model("LearnedSubTask", __base__=subtask, decision=(Literal["rl"], ...), rl=(rl, ...))
+        # The fields its prompt explains: no macro actions (Python code), observation or frame choices.
+        kept = {name: (field.annotation, field) for name, field in rl.model_fields.items() if name in PROGRAM_RL_FIELDS}
+        short = create_model("RLConfig", **kept)
+        learned = create_model("LearnedSubTask", __base__=subtask, decision=(Literal["rl"], ...), rl=(short, ...))
         item = Annotated[Union[coded, learned], Field(discriminator="decision")]  # noqa: UP007 (runtime models)
     return create_model("Plan", __base__=plan, subtasks=(list[item], Field(min_length=1, max_length=MAX_SUBTASKS)))
 

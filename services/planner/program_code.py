@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from rlgpt.v1 import common_pb2
-from services.planner.programs import step_text
+from services.planner.programs import IDLE_LIMIT, step_text
 
 PROGRAM_HEADER = "# skill program: "
 """The first line of a compiled program: this prefix, then the program's steps as JSON."""
@@ -21,8 +21,6 @@ STEP_LIMIT = 400
 """Frames a place or make step may spend getting into position before it gives up with an error."""
 PASSES = 20
 """Most passes over the steps: they run again until the sub-task's success condition holds."""
-IDLE_LIMIT = 4
-"""Frames in a row an ``act`` step without a condition may change nothing before it ends (a dead loop)."""
 
 # The runtime every compiled program carries (sandboxed skill code: no names starting with "_", no imports).
 RUNTIME = '''

@@ -15,6 +15,7 @@ from rlgpt.prompts import CompletesJSON, conditions_text, shorten
 from rlgpt.v1 import common_pb2, env_pb2, planner_pb2
 from services.planner.program_code import compile_program, program_of
 from services.planner.programs import (
+    IDLE_LIMIT,
     Vocabulary,
     check_program,
     program_schema,
@@ -54,7 +55,7 @@ def rules_text(describe: env_pb2.DescribeResponse) -> str:
 
 def steps_text() -> str:
     """What each step of a program does (the prompts of the fast agent and the one agent share it)."""
-    return render("program_steps").rstrip()
+    return render("program_steps", idle_limit=str(IDLE_LIMIT)).rstrip()
 
 
 def program_prompt(describe: env_pb2.DescribeResponse, protocol: EvalProtocol, subtask: planner_pb2.SubTask, *,

@@ -28,6 +28,8 @@ MAX_TIMES = 200
 """Most times an ``act`` step repeats its action, and most times a ``repeat`` step repeats."""
 MAX_EXPANDED_STEPS = 200
 """Most steps a program runs once its ``repeat`` steps are unrolled."""
+IDLE_LIMIT = 4
+"""Frames in a row an ``act`` step without a condition may change nothing before it ends (a dead loop)."""
 FORBID_EXTRA = ConfigDict(extra="forbid")
 COUNT = _clamped(int, 1, 9)
 """An item count or a repeat count: a small model's out-of-range number is corrected, not fatal."""
@@ -137,7 +139,8 @@ def program_schema(vocabulary: Vocabulary) -> type[BaseModel]:
     condition = create_model(
         "Until", achievement=(_enum("Achievement", vocabulary.achievements) | None, None),
         item=(_enum("Item", vocabulary.items) | None, None), count=(COUNT | None, Field(None, ge=1, le=9)))
-    op("act", "Do the action until `until` holds, at most `times` times (exactly `times` times without `until`).",
+    op("act", "Do the action until `until` holds, at most `times` times (without `until`: `times` times, or until it "
+              f"has made no progress for {IDLE_LIMIT} frames in a row).",
        action=(_enum("Action", vocabulary.actions), ...), times=(TIMES, Field(1, ge=1, le=MAX_TIMES)),
        until=(condition | None, None))
     op("repeat", "Run the `last` steps before this one `times` more times.",

@@ -62,6 +62,8 @@ def test_the_decision_picks_the_part_a_subtask_must_carry(describe) -> None:
     assert '"discriminator"' in doc and "CodedSubTask" in doc and "LearnedSubTask" in doc  # a grammar can follow it
     coded = schema.model_json_schema()["$defs"]["CodedSubTask"]
     assert "code" not in coded["properties"] and {"program", "decision"} <= set(coded["required"])
+    rl = schema.model_json_schema()["$defs"]["RLConfig"]["properties"]
+    assert set(rl) == {"primitive_actions", "skills", "skill_max_steps", "reward_terms", "episode_length"}  # no code
 
 
 @pytest.mark.parametrize(("subtask", "needle"), [
