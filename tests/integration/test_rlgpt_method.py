@@ -16,6 +16,7 @@ from rlgpt_run_support import options
 
 from rlgpt.runner import run_rlgpt
 from services.env_server.skills.reference import COLLECT_WOOD, PLACE_TABLE
+from services.planner.program_code import program_of
 
 pytestmark = pytest.mark.timeout(900)
 NOOP_SKILL = "def skill(agent):\n    while True:\n        yield 'noop'\n"
@@ -144,6 +145,24 @@ def test_the_one_agent_plans_codes_and_configures_in_one_answer(tmp_path, monkey
     assert state["iterations"][0]["success_rate"] == 1.0
     records = [json.loads(p.read_text())["agent"] for p in sorted((report.parent / "llm").glob("*.json"))]
     assert records == ["one"]
+
+
+def test_the_one_agent_writes_skill_programs_for_a_small_model(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("RLGPT_SKILL_FORMAT", "program")  # what the embedded models get (auto)
+    calls: list[str] = []
+    wood = [{"op": "collect", "item": "wood", "count": 1}]
+
+    def reply(body: dict) -> Reply:
+        calls.append(schema_of(body))
+        assert "def skill" not in prompt_of(body) and '"program"' in prompt_of(body)
+        return Reply.json({"rationale": "wood by a program", "subtasks": [
+            {**subtask("collect_wood", "code", achievement="collect_wood"), "program": wood}]})
+
+    _, state = run(tmp_path, monkeypatch, reply, agents="one", outer=1)
+    assert calls == ["Plan"]
+    sub = state["subtasks"]["collect_wood"]
+    assert sub["status"] == "done" and program_of(sub["skill_code"]) == wood  # compiled from the program
+    assert state["final"]["success_rate"] == 1.0
 
 
 # Places a table only in worlds with no cow in sight at the start: the chain fails in the others.
