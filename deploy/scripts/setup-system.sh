@@ -14,7 +14,10 @@ if ((${#missing[@]})); then
     "${sudo_cmd[@]}" sh -c 'printf "#!/bin/sh\nexit 101\n" > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d'
     made_policy=true
   fi
-  "${sudo_cmd[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # Another setup on the machine (a second clone) may hold dpkg's lock: wait for it rather than fail.
+  lock=(-o DPkg::Lock::Timeout=600)
+  "${sudo_cmd[@]}" apt-get "${lock[@]}" update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get "${lock[@]}" install -y -qq --no-install-recommends \
+    "${missing[@]}"
   if $made_policy; then "${sudo_cmd[@]}" rm -f /usr/sbin/policy-rc.d; fi
 fi
