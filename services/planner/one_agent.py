@@ -15,12 +15,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union, get_args
+from typing import Any
 
 from google.protobuf import json_format
-from pydantic import BaseModel, Field, ValidationError, create_model, model_validator
+from pydantic import BaseModel, ValidationError
 
 from rlgpt.llm.client import CallRecord, StructuredOutputError
 from rlgpt.prompts import CompletesJSON, conditions_text
@@ -29,14 +28,13 @@ from services.planner.agents import (
     MAX_SHOWN_CODE,
     FastAgent,
     SkillCandidate,
-    closed_plan_schema,
     describe_env,
     library_text,
     offered_skills,
     reward_kinds_text,
     skill_api_text,
 )
-from services.planner.plan_rules import goal_conditions
+from services.planner.one_agent_schema import one_program_models, one_schema
 from services.planner.plans import ending_in_goal, task_subtask
 from services.planner.program_code import compile_program, program_of
 from services.planner.program_writer import rules_text, steps_text
@@ -44,7 +42,6 @@ from services.planner.programs import Vocabulary, check_program, program_schema,
 from services.planner.prompts import EvalProtocol, inventory_text, render
 from services.planner.schemas import (
     MAX_SUBTASKS,
-    SkillAnswer,
     condition_answer,
     plan_answer,
     plan_schema,
@@ -80,80 +77,6 @@ _PROGRAM_DECISIONS = _CODE_WHEN.format(what="skill program", field="program").re
     + _RL_WHEN
 _PROGRAM_ONLY = ('- "code" only: this run trains no policies. Write every sub-task\'s skill program in its "program"\n'
                  '  (decision "code" for every sub-task).')
-
-
-def _code_type() -> Any:
-    """A sub-task's ``code``: SkillAnswer's code field (its limits and description), optional."""
-    field = SkillAnswer.model_fields["code"]
-    return Annotated[(str, *field.metadata)] | None, Field(default=None, description=field.description)
-
-
-@lru_cache(maxsize=32)
-def _one_models(plan: type[BaseModel], rl: type[BaseModel], allow_rl: bool) -> type[BaseModel]:
-    """The one agent's answer: ``plan`` (schemas.plan_schema) whose sub-tasks also carry ``code`` and, with
-    ``allow_rl``, ``rl`` (an answer of ``rl``, schemas.rl_schema); the one the decision needs is required."""
-    [subtask] = get_args(plan.model_fields["subtasks"].annotation)
-
-    def answer_for_decision(self: Any) -> Any:
-        if self.decision == "code" and not self.code:
-            raise ValueError(f'sub-task {self.name!r} has decision "code" but no "code": write its skill there')
-        if self.decision == "rl" and getattr(self, "rl", None) is None:
-            raise ValueError(f'sub-task {self.name!r} has decision "rl" but no "rl": write its RL configuration '
-                             "there")
-        return self
-
-    fields: dict[str, Any] = {"code": _code_type()}
-    if allow_rl:
-        fields["rl"] = (rl | None, None)
-    else:
-        fields["decision"] = (Literal["code"], ...)
-    one_subtask = create_model("SubTask", __base__=subtask, __validators__={
-        "answer_for_decision": model_validator(mode="after")(answer_for_decision)}, **fields)
-    return create_model("Plan", __base__=plan,
-                        subtasks=(list[one_subtask], Field(min_length=1, max_length=MAX_SUBTASKS)))
-
-
-PROGRAM_RL_FIELDS = ("primitive_actions", "skills", "skill_max_steps", "reward_terms", "episode_length")
-"""The RL config fields of the one agent's program form (the rest keep the fast agent's defaults)."""
-
-
-@lru_cache(maxsize=32)
-def _one_program_models(plan: type[BaseModel], rl: type[BaseModel], program: type[BaseModel],
-                        allow_rl: bool) -> type[BaseModel]:
-    """The one agent's answer in program form: each sub-task is either a coded one (decision "code", its
-    ``program``: the steps of ``program``) or an RL one (decision "rl", its ``rl``), told apart by ``decision``,
-    so a grammar-constrained model cannot leave out the part its decision needs."""
-    [subtask] = get_args(plan.model_fields["subtasks"].annotation)
-    steps = program.model_fields["steps"]
-    coded = create_model("CodedSubTask", __base__=subtask, decision=(Literal["code"], ...),
-                         program=(Annotated[(steps.annotation, *steps.metadata)], Field(description=(
-                             "The skill program: steps that run in order."))))
-    item: Any = coded
-    if allow_rl:
-        # The fields its prompt explains: no macro actions (Python code), observation or frame choices.
-        kept = {name: (field.annotation, field) for name, field in rl.model_fields.items() if name in PROGRAM_RL_FIELDS}
-        short = create_model("RLConfig", **kept)
-        learned = create_model("LearnedSubTask", __base__=subtask, decision=(Literal["rl"], ...), rl=(short, ...))
-        item = Annotated[Union[coded, learned], Field(discriminator="decision")]  # noqa: UP007 (runtime models)
-    return create_model("Plan", __base__=plan, subtasks=(list[item], Field(min_length=1, max_length=MAX_SUBTASKS)))
-
-
-def one_schema(describe: env_pb2.DescribeResponse, skills: tuple[str, ...], *,
-               allow_rl: bool = True, programs_for: common_pb2.TaskSpec | None = None,
-               feedback: str = "") -> type[BaseModel]:
-    """The one agent's answer schema: the slow agent's plan, each sub-task with its ``code`` or ``rl``; names,
-    conditions and RL fields are the enums and limits of :func:`plan_schema` and :func:`rl_schema`.
-
-    ``programs_for``: the task, for the program form (small models): closed names (the slow agent's, see
-    :func:`closed_plan_schema`, with ``feedback``'s needs) and a ``program`` per coded sub-task, its names the
-    enums of the task's prerequisites by the rules."""
-    rl = rl_schema(describe, skills)
-    if programs_for is None:
-        return _one_models(plan_schema(describe, skills), rl, allow_rl)
-    vocabulary = Vocabulary.of(describe).narrowed(describe.rules, goal_conditions(programs_for),
-                                                  list(describe.actions))
-    return _one_program_models(closed_plan_schema(describe, programs_for, skills, feedback), rl,
-                               program_schema(vocabulary), allow_rl)
 
 
 @dataclasses.dataclass
@@ -302,7 +225,7 @@ class OneAgent:
                                                                    *(st.get("rl") or {}).get("skills", [])]}
         skills = tuple(sorted({s.name for s in self.library.all()} | named))
         # In program form the open-name plan: every name the answer used (a need the critic named too) stays valid.
-        schema = _one_program_models(plan_schema(self.describe, skills), rl_schema(self.describe, skills),
+        schema = one_program_models(plan_schema(self.describe, skills), rl_schema(self.describe, skills),
                                      program_schema(Vocabulary.of(self.describe)), self.allow_rl) \
             if self.programs else one_schema(self.describe, skills, allow_rl=self.allow_rl)
         return self._adopt(schema.model_validate(parsed), iteration)
