@@ -4,7 +4,8 @@ each sub-task and writes each sub-task's skill code or RL configuration, in one 
 :class:`OneAgent` renders one prompt from the helpers the slow and fast agents' prompts use (the environment
 line, Describe's skill API with the world's rules, the evaluation protocol, the reward kinds, the skill library)
 and asks for one answer: the slow agent's plan where each sub-task also carries ``code`` (decision "code") or
-``rl`` (decision "rl"). The loops then run that plan as they run the slow agent's, through :meth:`OneAgent.fast`:
+``rl`` (decision "rl"); for small models (skill programs) a ``program`` instead of ``code``, with closed names
+(:mod:`services.planner.one_agent_schema`). The loops then run that plan as they run the slow agent's, through :meth:`OneAgent.fast`:
 a :class:`~services.planner.agents.FastAgent` that, instead of asking an LLM, serves the pre-written answers to
 FastAgent's own testing, registering and config-conversion logic. The call is recorded once (by whoever calls
 :meth:`OneAgent.solve`); the served answers carry no record (``record`` None).
