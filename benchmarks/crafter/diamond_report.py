@@ -152,6 +152,8 @@ def render_section(results: dict[str, Any], plot: str | None, title: str = SECTI
                      + (f" Its {len(own_chain['ends'])} episodes ended exactly as the chain's (same frames, same "
                         "ends)." if same else ""))
     for name, who, _ in VARIANTS:
+        if variant(results, name).get("plan_prior"):
+            who += f", starting on the plan (p={variant(results, name)['plan_prior']:g})"
         curve = variant(results, name).get("curve")
         if curve:
             first, last = curve[0], curve[-1]

@@ -107,4 +107,5 @@ def test_a_run_starting_on_the_plan_says_so_under_its_own_title() -> None:
     text = render_section(data, None, title=PRIOR_TITLE)
     assert text.startswith(PRIOR_TITLE + "\n")
     assert "the untrained policy starting on the plan action with probability 0.9 (`RLConfig.plan_prior`" in text
+    assert "In training with the bench's config, starting on the plan (p=0.9), the success rate" in text
     assert "plan_prior" not in render_section(results(), None)
