@@ -5,10 +5,10 @@ each sub-task and writes each sub-task's skill code or RL configuration, in one 
 line, Describe's skill API with the world's rules, the evaluation protocol, the reward kinds, the skill library)
 and asks for one answer: the slow agent's plan where each sub-task also carries ``code`` (decision "code") or
 ``rl`` (decision "rl"); for small models (skill programs) a ``program`` instead of ``code``, with closed names
-(:mod:`services.planner.one_agent_schema`). The loops then run that plan as they run the slow agent's, through :meth:`OneAgent.fast`:
-a :class:`~services.planner.agents.FastAgent` that, instead of asking an LLM, serves the pre-written answers to
-FastAgent's own testing, registering and config-conversion logic. The call is recorded once (by whoever calls
-:meth:`OneAgent.solve`); the served answers carry no record (``record`` None).
+(:mod:`services.planner.one_agent_schema`). The loops then run that plan as they run the slow agent's, through
+:meth:`OneAgent.fast`: a :class:`~services.planner.agents.FastAgent` that, instead of asking an LLM, serves the
+pre-written answers to FastAgent's own testing, registering and config-conversion logic. The call is recorded
+once (by whoever calls :meth:`OneAgent.solve`); the served answers carry no record (``record`` None).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import dataclasses
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from google.protobuf import json_format
 from pydantic import BaseModel, ValidationError
@@ -203,6 +203,8 @@ class OneAgent:
         prompt, schema = self.prompt(task, previous=previous, feedback=feedback)
 
         def validate(answer: BaseModel) -> None:
+            if self.programs:
+                with_goal(answer, task)
             self._ends_in_goal(answer, task)
             self._check_programs(answer)
 
@@ -280,6 +282,22 @@ class OneAgent:
                 "writes a new one when it revises the plan")
         self._served.add((subtask.name, kind))
         return written
+
+
+def with_goal(answer: BaseModel, task: common_pb2.TaskSpec) -> None:
+    """A small model's slip corrected, not refused: a last sub-task named after the task's achievement gets the
+    task's own success conditions where it lacks them (Gemma 3 270M wrote the item the achievement gives, four
+    times over); repeated conditions are dropped, and the task's come first within the schema's limit."""
+    last = answer.subtasks[-1]  # type: ignore[attr-defined]
+    if last.name not in {c.achievement for c in task.success if c.achievement}:
+        return
+    [condition] = get_args(type(last).model_fields["success"].annotation)
+    limit = next((m.max_length for m in type(last).model_fields["success"].metadata
+                  if getattr(m, "max_length", None)), len(task.success) + len(last.success))
+    seen: dict[str, Any] = {}
+    for given in [*(condition.model_validate(condition_answer(c)) for c in task.success), *last.success]:
+        seen.setdefault(given.model_dump_json(), given)
+    last.success = list(seen.values())[:limit]
 
 
 class _Served:

@@ -147,3 +147,22 @@ def test_revision_shows_programs_and_a_resumed_run_serves_them(env_server, descr
     again = resumed.restore(recorded_answer(run_dir))
     assert [st.name for st in again.subtasks] == ["collect_wood", "make_wood_pickaxe"]
     assert resumed.answered.code == agent.answered.code
+
+
+def test_a_last_subtask_named_after_the_task_gets_its_conditions(env_server, describe, library, tmp_path) -> None:
+    # What Gemma 3 270M wrote: the item the achievement gives, four times, and not the task's achievement.
+    slipped = {**CODED, "name": "make_wood_pickaxe", "success": [{"item": "wood_pickaxe"}] * 4}
+    with FakeOpenAIServer([Reply.json({**ANSWER, "subtasks": [CODED, slipped]})]) as server:
+        agent = programs_agent(client(server, tmp_path), env_server, describe, library)
+        plan, record = agent.solve(TASK)
+    assert record.attempts == 1 and len(server.requests) == 1
+    last = plan.subtasks[-1]
+    assert [(c.achievement, c.inventory.item) for c in last.success] == [("make_wood_pickaxe", ""),
+                                                                         ("", "wood_pickaxe")]
+    assert record.parsed["subtasks"][-1]["success"][0] == {"achievement": "make_wood_pickaxe", "item": None,
+                                                           "count": None}  # what a resumed run restores
+    # A last sub-task named otherwise is no slip of this kind: refused, as before.
+    elsewhere = {**CODED, "success": [{"item": "wood", "count": 2}]}
+    with FakeOpenAIServer([Reply.json({**ANSWER, "subtasks": [CODED, elsewhere]})] * 2) as server, \
+            pytest.raises(StructuredOutputError, match="must have the task's own success conditions"):
+        programs_agent(client(server, tmp_path), env_server, describe, library).solve(TASK)
