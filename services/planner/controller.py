@@ -87,19 +87,53 @@ def chain_skill(codes: list[tuple[str, str]]) -> str:
 
     Each skill's top-level names (functions, classes, constants) get the suffix ``_<index>`` (parsed, so strings
     such as an action name that equals a function name and attributes such as ``agent.<name>`` stay as they
-    are); its entry is ``skill``, or its last function. Raises SyntaxError for a skill that does not parse."""
+    are); its entry is ``skill``, or its last function. A function or constant identical to one an earlier skill
+    defined, down to what it refers to, is not repeated: compiled skill programs each carry the same runtime, and
+    ten of them would pass the env's code limit. Raises SyntaxError for a skill that does not parse."""
     parts, entries = [], []
+    defined: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}  # a definition's key -> its name in the chain
     for index, (name, code) in enumerate(codes):
         tree = ast.parse(code)
         functions = [node.name for node in tree.body if isinstance(node, ast.FunctionDef)]
         if not functions:
             raise SyntaxError(f"skill {name} defines no function")
         entry = "skill" if "skill" in functions else functions[-1]
-        tree = _Rename({top: f"{top}_{index}" for top in _top_level_names(tree)}).visit(tree)
-        entries.append(f"{entry}_{index}")
+        names = {top: f"{top}_{index}" for top in _top_level_names(tree)}
+        reused: set[int] = set()
+        found = True
+        while found:  # a definition can be reused once what it refers to is
+            found = False
+            for position, node in enumerate(tree.body):
+                own = _definition_name(node)
+                if own and position not in reused and (key := _definition_key(node, names)) in defined:
+                    names[own], found = defined[key], True
+                    reused.add(position)
+        for position, node in enumerate(tree.body):
+            if (own := _definition_name(node)) and position not in reused:
+                defined.setdefault(_definition_key(node, names), names[own])
+        tree.body = [node for position, node in enumerate(tree.body) if position not in reused]
+        tree = _Rename(names).visit(tree)
+        entries.append(names[entry])
         parts.append(f"# --- {name}\n{ast.unparse(tree)}\n")
     body = "\n".join(f"    yield from {entry}(agent)" for entry in entries)
     return "\n".join(parts) + f"\n\ndef skill(agent):\n{body}\n"
+
+
+def _definition_name(node: ast.stmt) -> str | None:
+    """The name a function or a one-name constant defines (what a chain may share); None for anything else."""
+    if isinstance(node, ast.FunctionDef):
+        return node.name
+    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        return node.targets[0].id
+    return None
+
+
+def _definition_key(node: ast.stmt, names: dict[str, str]) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """A definition's source (parsed) and where each other top-level name it refers to points in the chain (its own
+    name is in its source: a recursive function shared calls the shared one, the same code)."""
+    own = _definition_name(node)
+    refers = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in names and n.id != own}
+    return ast.dump(node), tuple(sorted((ref, names[ref]) for ref in refers))
 
 
 def policy_of(sub: SubTaskState) -> str:

@@ -23,6 +23,7 @@ from services.planner.controller import chain_links, chain_skill, coded_skills, 
 from services.planner.loops import TwoLoops
 from services.planner.one_agent import OneAgent, PreWrittenFastAgent
 from services.planner.plans import ending_in_goal, implied_items, start_inventory, summary, task_subtask
+from services.planner.program_code import compile_program
 from services.planner.runs import Run
 from services.planner.settings import PlannerSettings
 from services.planner.skill_library import SkillLibrary
@@ -139,6 +140,32 @@ def test_each_skill_of_a_chain_keeps_its_own_constants() -> None:
     exec(chain_skill([("wood", first), ("table", second)]), scope)
     assert scope["SUCCESS_0"] == "wood" and scope["SUCCESS_1"] == "table" and "SUCCESS" not in scope
     assert list(scope["skill"](None)) == [(True, 3, 1), "table"]
+
+
+def test_a_chain_defines_what_its_skills_share_once() -> None:
+    helper = "LIMIT = 2\n\ndef twice(x):\n    return [x] * LIMIT\n\n"
+    first = helper + "def skill(agent):\n    yield twice('wood')\n"
+    second = helper + "def skill(agent):\n    yield twice('table')\n"
+    other = "LIMIT = 3\n\ndef twice(x):\n    return [x] * LIMIT\n\ndef skill(agent):\n    yield twice('stone')\n"
+    source = chain_skill([("wood", first), ("table", second), ("stone", other)])
+    assert source.count("def twice") == 2 and "def twice_1" not in source  # the second skill's is the first's
+    scope: dict = {}
+    exec(source, scope)
+    # The third skill's twice looks the same but means its own LIMIT: it keeps its own.
+    assert list(scope["skill"](None)) == [["wood"] * 2, ["table"] * 2, ["stone"] * 3]
+
+
+def test_a_chain_of_ten_compiled_programs_fits_the_env_code_limit(env_server) -> None:
+    describe = env_server.stub.Describe(env_pb2.DescribeRequest())
+    codes = [(f"wood_{n}", compile_program([{"op": "collect", "item": "wood", "count": 1}], describe.rules,
+                                          name=f"wood_{n}", success=[common_pb2.Condition(achievement="collect_wood")]))
+             for n in range(10)]
+    source = chain_skill(codes)
+    assert len(source.encode()) < describe.limits.max_code_bytes < sum(len(c.encode()) for _, c in codes)
+    env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="ten_programs", code=source, replace=True))
+    result = env_server.stub.RunSkill(env_pb2.RunSkillRequest(skill="ten_programs", episodes=2, max_steps=300, seed=3,
+                                                              task=common_pb2.TaskSpec(name="collect_wood")))
+    assert result.success_rate == 1.0 and not any(e.error.type for e in result.episodes)
 
 
 def test_the_chain_runs_each_skill_in_order_and_keeps_strings_and_attributes(env_server) -> None:
