@@ -32,11 +32,6 @@ def describe(env_server) -> env_pb2.DescribeResponse:
     return env_server.stub.Describe(env_pb2.DescribeRequest())
 
 
-@pytest.fixture
-def library(tmp_path) -> SkillLibrary:
-    return SkillLibrary(tmp_path / "library.json")
-
-
 def llm(server: FakeOpenAIServer, tmp_path) -> LLMClient:
     return LLMClient(SETTINGS, base_url=server.base_url, record_dir=tmp_path / "llm")
 

@@ -22,7 +22,7 @@ from services.planner.one_agent import AGENT, AnsweredPlan, OneAgent, one_schema
 from services.planner.plans import summary
 from services.planner.prompts import PROMPT_DIR, EvalProtocol
 from services.planner.schemas import rl_schema
-from services.planner.skill_library import LibrarySkill, SkillLibrary
+from services.planner.skill_library import LibrarySkill
 from services.planner.state import RunState, Status
 
 SETTINGS = LLMSettings(max_retries=1, backoff_seconds=0.01, timeout_seconds=5, model="scripted")
@@ -36,16 +36,6 @@ FIND_COW = {"name": "find_cow", "description": "eat a cow", "success": [{"achiev
             "decision": "rl", "skills": [], "rl": RL}
 ANSWER = {"rationale": "wood first", "subtasks": [GET_WOOD, FIND_COW]}
 _FIELD = re.compile(r"\{[a-z_]+\}")
-
-
-@pytest.fixture(scope="module")
-def describe(env_server) -> env_pb2.DescribeResponse:
-    return env_server.stub.Describe(env_pb2.DescribeRequest())
-
-
-@pytest.fixture
-def library(tmp_path) -> SkillLibrary:
-    return SkillLibrary(tmp_path / "library.json")
 
 
 def one_agent(llm, env_server, describe, library, **kw) -> OneAgent:

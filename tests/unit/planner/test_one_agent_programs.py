@@ -15,11 +15,10 @@ from pydantic import ValidationError
 from rlgpt.config import LLMSettings
 from rlgpt.llm import LLMClient, StructuredOutputError
 from rlgpt.llm.client import record_json
-from rlgpt.v1 import common_pb2, env_pb2, planner_pb2
+from rlgpt.v1 import common_pb2, planner_pb2
 from services.planner.one_agent import AGENT, AnsweredPlan, OneAgent, one_schema, recorded_answer
 from services.planner.program_code import program_of
 from services.planner.prompts import EvalProtocol
-from services.planner.skill_library import SkillLibrary
 from services.planner.state import RunState
 
 SETTINGS = LLMSettings(max_retries=1, backoff_seconds=0.01, timeout_seconds=5, model="scripted")
@@ -34,16 +33,6 @@ LEARNED = {"name": "make_wood_pickaxe", "description": "make the pickaxe",
            "success": [{"achievement": "make_wood_pickaxe"}], "decision": "rl", "skills": [], "rl": RL}
 ANSWER = {"rationale": "wood first", "subtasks": [CODED, LEARNED]}
 _FIELD = re.compile(r"\{[a-z_]+\}")
-
-
-@pytest.fixture(scope="module")
-def describe(env_server) -> env_pb2.DescribeResponse:
-    return env_server.stub.Describe(env_pb2.DescribeRequest())
-
-
-@pytest.fixture
-def library(tmp_path) -> SkillLibrary:
-    return SkillLibrary(tmp_path / "library.json")
 
 
 def programs_agent(llm, env_server, describe, library, **kw) -> OneAgent:

@@ -35,11 +35,6 @@ PICKAXE = [{"op": "collect", "item": "wood", "count": 3}, {"op": "place", "item"
 ACHIEVED = [common_pb2.Condition(achievement="make_wood_pickaxe")]
 
 
-@pytest.fixture(scope="module")
-def describe(env_server) -> env_pb2.DescribeResponse:
-    return env_server.stub.Describe(env_pb2.DescribeRequest())
-
-
 def parse(describe: env_pb2.DescribeResponse, steps: list[dict]) -> list[dict]:
     schema = program_schema(Vocabulary.of(describe))
     return program_steps(schema.model_validate({"steps": steps}))

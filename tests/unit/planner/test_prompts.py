@@ -77,11 +77,6 @@ def benchmark_names(describe: env_pb2.DescribeResponse) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def describe(env_server) -> env_pb2.DescribeResponse:
-    return env_server.stub.Describe(env_pb2.DescribeRequest())
-
-
-@pytest.fixture(scope="module")
 def rendered(env_server, describe, tmp_path_factory) -> dict[str, object]:
     """The four prompts for make_wood_pickaxe, as a run's second iteration renders them."""
     library = SkillLibrary(tmp_path_factory.mktemp("lib") / "library.json")
