@@ -43,6 +43,7 @@ from services.planner.programs import Vocabulary, check_program, program_schema,
 from services.planner.prompts import EvalProtocol, inventory_text, render
 from services.planner.schemas import (
     MAX_SUBTASKS,
+    SkillAnswer,
     condition_answer,
     plan_answer,
     plan_schema,
@@ -314,7 +315,12 @@ class _Served:
         if isinstance(written, StructuredOutputError):
             raise written
         try:  # the fast agent's own schema (e.g. its offered skills): what it would refuse is refused
-            answer = schema.model_validate(written)
+            if schema is SkillAnswer and program_of(str(written.get("code", ""))) is not None:
+                # A compiled program is the planner's code, not the model's: the limit on a model's code does not
+                # apply (the env's does), as where the fast agent compiles one (program_writer.draw_program).
+                answer = SkillAnswer.model_construct(**written)
+            else:
+                answer = schema.model_validate(written)
             if validate is not None:
                 validate(answer)
         except (ValidationError, ValueError) as exc:

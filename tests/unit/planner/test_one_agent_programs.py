@@ -19,6 +19,7 @@ from rlgpt.v1 import common_pb2, planner_pb2
 from services.planner.one_agent import AGENT, AnsweredPlan, OneAgent, one_schema, recorded_answer
 from services.planner.program_code import program_of
 from services.planner.prompts import EvalProtocol
+from services.planner.schemas import SkillAnswer
 from services.planner.state import RunState
 
 SETTINGS = LLMSettings(max_retries=1, backoff_seconds=0.01, timeout_seconds=5, model="scripted")
@@ -155,3 +156,14 @@ def test_a_last_subtask_named_after_the_task_gets_its_conditions(env_server, des
     with FakeOpenAIServer([Reply.json({**ANSWER, "subtasks": [CODED, elsewhere]})] * 2) as server, \
             pytest.raises(StructuredOutputError, match="must have the task's own success conditions"):
         programs_agent(client(server, tmp_path), env_server, describe, library).solve(TASK)
+
+
+def test_a_long_program_is_served_past_the_limit_on_a_models_code(env_server, describe, library, tmp_path) -> None:
+    # Eight steps compile to more than a model's code may hold: the compiled code is the planner's.
+    long = [{"op": "go_to", "target": "tree"}, {"op": "collect", "item": "wood", "count": 1}] * 4
+    with FakeOpenAIServer([Reply.json({**ANSWER, "subtasks": [{**CODED, "program": long}, LEARNED]})]) as server:
+        agent = programs_agent(client(server, tmp_path), env_server, describe, library)
+        plan, _ = agent.solve(TASK)
+    assert len(agent.answered.code["collect_wood"]) > SkillAnswer.model_fields["code"].metadata[-1].max_length
+    [candidate] = agent.fast().write_skill(plan.subtasks[0])
+    assert candidate.error is None and candidate.success_rate > 0
