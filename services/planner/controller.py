@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import logging
+from collections import Counter
 from typing import Any
 
 import grpc
@@ -64,6 +65,10 @@ class _Rename(ast.NodeTransformer):
         self.generic_visit(node)
         return node
 
+    def visit_Global(self, node: ast.Global) -> ast.Global:
+        node.names = [self.names.get(name, name) for name in node.names]  # `global X` names the renamed X
+        return node
+
     def visit_Name(self, node: ast.Name) -> ast.Name:
         node.id = self.names.get(node.id, node.id)
         return node
@@ -99,17 +104,18 @@ def chain_skill(codes: list[tuple[str, str]]) -> str:
             raise SyntaxError(f"skill {name} defines no function")
         entry = "skill" if "skill" in functions else functions[-1]
         names = {top: f"{top}_{index}" for top in _top_level_names(tree)}
+        shareable = _shareable(tree)
         reused: set[int] = set()
         found = True
         while found:  # a definition can be reused once what it refers to is
             found = False
             for position, node in enumerate(tree.body):
                 own = _definition_name(node)
-                if own and position not in reused and (key := _definition_key(node, names)) in defined:
+                if own in shareable and position not in reused and (key := _definition_key(node, names)) in defined:
                     names[own], found = defined[key], True
                     reused.add(position)
         for position, node in enumerate(tree.body):
-            if (own := _definition_name(node)) and position not in reused:
+            if (own := _definition_name(node)) in shareable and position not in reused:
                 defined.setdefault(_definition_key(node, names), names[own])
         tree.body = [node for position, node in enumerate(tree.body) if position not in reused]
         tree = _Rename(names).visit(tree)
@@ -126,6 +132,16 @@ def _definition_name(node: ast.stmt) -> str | None:
     if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
         return node.targets[0].id
     return None
+
+
+def _shareable(tree: ast.Module) -> set[str]:
+    """Names a chain may share with an earlier skill's: functions, and constants bound to a literal, each bound once at
+    the top level and never rebound through ``global`` (a shared name mutated by one skill would change another)."""
+    counts = Counter(name for node in tree.body if (name := _definition_name(node)))
+    rebound = {name for node in ast.walk(tree) if isinstance(node, ast.Global) for name in node.names}
+    literal = {name for node in tree.body if (name := _definition_name(node))
+               and (isinstance(node, ast.FunctionDef) or isinstance(node.value, ast.Constant))}
+    return {name for name in literal if counts[name] == 1} - rebound
 
 
 def _definition_key(node: ast.stmt, names: dict[str, str]) -> tuple[str, tuple[tuple[str, str], ...]]:

@@ -16,6 +16,7 @@ from rlgpt.errors import FailedPrecondition
 from rlgpt.llm.client import CallRecord
 from rlgpt.prompts import shorten
 from rlgpt.v1 import common_pb2, critic_pb2, env_pb2, learner_pb2, planner_pb2
+from services.env_server.settings import EnvServerSettings
 from services.planner.agents import MacroActions, RLAnswer
 from services.planner.attempts import Attempts, increasing, measured_verdict, training_frames
 from services.planner.context import AgentSetup, Mode, StopRequested, Stubs
@@ -155,15 +156,29 @@ def test_a_chain_defines_what_its_skills_share_once() -> None:
     assert list(scope["skill"](None)) == [["wood"] * 2, ["table"] * 2, ["stone"] * 3]
 
 
+def test_a_chain_shares_no_state_a_skill_changes() -> None:
+    # Each skill counts in a list and a global of its own: shared, the second would start from the first's counts.
+    code = ("SEEN = []\nCOUNT = 0\n\ndef bump():\n    global COUNT\n    COUNT += 1\n    return COUNT\n\n"
+            "def skill(agent):\n    SEEN.append(1)\n    yield (len(SEEN), bump())\n")
+    scope: dict = {}
+    exec(chain_skill([("a", code), ("b", code)]), scope)
+    assert list(scope["skill"](None)) == [(1, 1), (1, 1)]
+
+
 def test_a_chain_of_ten_compiled_programs_fits_the_env_code_limit(env_server) -> None:
     describe = env_server.stub.Describe(env_pb2.DescribeRequest())
-    codes = [(f"wood_{n}", compile_program([{"op": "collect", "item": "wood", "count": 1}], describe.rules,
-                                          name=f"wood_{n}", success=[common_pb2.Condition(achievement="collect_wood")]))
-             for n in range(10)]
-    source = chain_skill(codes)
-    assert len(source.encode()) < describe.limits.max_code_bytes < sum(len(c.encode()) for _, c in codes)
-    env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="ten_programs", code=source, replace=True))
-    result = env_server.stub.RunSkill(env_pb2.RunSkillRequest(skill="ten_programs", episodes=2, max_steps=300, seed=3,
+
+    def program(n: int) -> tuple[str, str]:
+        wood = [common_pb2.Condition(achievement="collect_wood")]
+        return f"wood_{n}", compile_program([{"op": "collect", "item": "wood", "count": 1}], describe.rules,
+                                            name=f"wood_{n}", success=wood)
+
+    codes = [program(n) for n in range(10)]
+    limit = EnvServerSettings().max_code_bytes  # the env server's default (this test server's is lower)
+    assert len(chain_skill(codes).encode()) < limit < sum(len(c.encode()) for _, c in codes)
+    source = chain_skill(codes[:3])
+    env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="three_programs", code=source, replace=True))
+    result = env_server.stub.RunSkill(env_pb2.RunSkillRequest(skill="three_programs", episodes=2, max_steps=300, seed=3,
                                                               task=common_pb2.TaskSpec(name="collect_wood")))
     assert result.success_rate == 1.0 and not any(e.error.type for e in result.episodes)
 
