@@ -89,6 +89,11 @@ def load_plan(run_dir: Path) -> RecordedPlan:
                         success=tuple(request["task"].get("success", ())) or ({"achievement": task},))
 
 
+PRIOR_HEAD = "bias and weights x0.01"
+"""How the learner starts the policy on the plan (services/learner/model.make_actor_critic), kept with the results:
+runs before 2026-11-27 set the bias alone, so the start was the prior only on average over the random weights."""
+
+
 def plan_config(plan: RecordedPlan, frames: int, seed: int, k: int = K,
                 reward: tuple[tuple[str, float], ...] = REWARD, plan_prior: float = 0.0) -> learner_pb2.RLConfig:
     steps = [learner_pb2.PlanStep(skill=SKILL_PREFIX + name,
@@ -233,6 +238,7 @@ def run_diamond(plan: RecordedPlan, work: Path, frames: int, seed: int, timeout:
     last = records[-1] if records else {}
     return {"task": plan.task, "llm": plan.llm, "run": plan.run, "steps": [name for name, _, _ in plan.steps],
             "k": config.skill_max_steps, "plan_prior": round(config.plan_prior, 4),
+            "prior_head": PRIOR_HEAD if config.plan_prior else "",
             "reward": [[t.kind, round(t.weight, 4), *([t.target] if t.target else [])] for t in config.reward_terms],
             "primitives": list(config.primitive_actions), "macro_actions": macros, "budget": frames,
             "frames": int(last.get("env_frames", 0)), "complete": int(last.get("env_frames", 0)) >= frames,

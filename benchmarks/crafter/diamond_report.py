@@ -93,7 +93,11 @@ def render_section(results: dict[str, Any], plot: str | None, title: str = SECTI
         f"action (K={r['k']} frames, "
         f"the suspended skill resumed by the next plan action)"
         + (f", the untrained policy starting on the plan action with probability {r['plan_prior']:g} "
-           "(`RLConfig.plan_prior`, the action head's bias; otherwise about uniform), so that it begins near the chain "
+           "(`RLConfig.plan_prior`, "
+           + ("the action head's bias, its weights scaled by 0.01 so on every observation"
+              if r.get("prior_head") else "the action head's bias alone, so on average over the head's random "
+              "weights (this run predates their small start)")
+           + "; otherwise about uniform), so that it begins near the chain "
            "alone and explores steps away from the plan rather than the plan's order" if r.get("plan_prior") else "")
         + ", reward "
         + reward_text(r["reward"])

@@ -51,12 +51,15 @@ def plan_prior_bias(actions: int, prior: float) -> float:
 
 def make_actor_critic(cfg: Any, obs_space: Any, action_space: Any) -> ActorCritic:
     """Sample Factory's actor-critic; with ``--rlgpt_plan_prior`` the action head's bias starts the policy on the
-    plan action (the last action, RLConfig.plan) with that probability. A checkpoint loaded later replaces it."""
+    plan action (the last action, RLConfig.plan) with that probability. The head's weights are scaled down as well
+    (the small policy-output init of Andrychowicz et al. 2021) so the probability holds on any observation, not only
+    on average over a random init. A checkpoint loaded later replaces both."""
     model = default_make_actor_critic_func(cfg, obs_space, action_space)
     prior = float(getattr(cfg, "rlgpt_plan_prior", 0.0) or 0.0)
     if prior > 0 and getattr(action_space, "n", 0) > 1:
         head = model.action_parameterization.distribution_linear
         with torch.no_grad():
+            head.weight.mul_(0.01)
             head.bias.zero_()
             head.bias[-1] = plan_prior_bias(int(action_space.n), prior)
     return model

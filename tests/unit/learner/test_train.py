@@ -69,6 +69,7 @@ def test_a_plan_prior_starts_the_policy_on_the_plan_action(tmp_path: Path) -> No
 
     assert "rlgpt_plan_prior" not in argv_of(tmp_path)  # none set: the network's own start
     register_components()
+    torch.manual_seed(0)  # the uniform start's share depends on the random init
     space = gym.spaces.Dict({"image": gym.spaces.Box(0, 255, (3, 64, 64), np.uint8),
                              "vector": gym.spaces.Box(0, 9, (8,), np.float32)})
     obs = {"image": torch.randint(0, 256, (32, 3, 64, 64), dtype=torch.uint8), "vector": torch.rand(32, 8) * 9}
@@ -81,9 +82,11 @@ def test_a_plan_prior_starts_the_policy_on_the_plan_action(tmp_path: Path) -> No
         with torch.no_grad():
             logits = model(obs, model.initial_rnn_state(32) if hasattr(model, "initial_rnn_state")
                            else torch.zeros(32, 0))["action_logits"]
-        shares[prior] = torch.softmax(logits, dim=1)[:, -1].mean().item()
-    assert shares[0.9] == pytest.approx(0.9, abs=0.03)  # on any observation, before training
-    assert shares[0.0] == pytest.approx(0.1, abs=0.05)  # about uniform over the 10 actions
+        shares[prior] = torch.softmax(logits, dim=1)[:, -1]
+    # on every observation, not just on average over a random init (the head's weights start small)
+    assert shares[0.9].min().item() == pytest.approx(0.9, abs=0.02)
+    assert shares[0.9].max().item() == pytest.approx(0.9, abs=0.02)
+    assert shares[0.0].mean().item() == pytest.approx(0.1, abs=0.05)  # about uniform over the 10 actions
 
 
 def test_sample_factory_parses_the_arguments(tmp_path: Path) -> None:
