@@ -22,7 +22,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from benchmarks.common import load_results, machine_info, raw_path, save_results, setup_logging, utc_now, write_section
 from benchmarks.crafter.diamond import PLAN_RUN, REWARD, K, load_plan, run_diamond
 from benchmarks.crafter.diamond import agent_prompt as diamond_agent_prompt
-from benchmarks.crafter.diamond_report import PRIOR_TITLE, SECTION_TITLE, plot_diamond, render_section
+from benchmarks.crafter.diamond_report import plot_diamond, render_section, section_title
+from rlgpt.v1 import common_pb2
 
 log = logging.getLogger("benchmarks.crafter")
 console = Console(stderr=True)
@@ -60,17 +61,25 @@ def main(
                                                    "action with this probability (RLConfig.plan_prior): a bench of "
                                                    "its own (its raw results, figure and section); 0: none.",
                                               min=0.0, max=0.99)] = 0.0,
+    interrupt_damage: Annotated[bool, typer.Option(help="A plan action hands control back when the player is hurt "
+                                                        "(RLConfig.plan_interrupt.damage): a bench of its own with "
+                                                        "--threat-within.")] = False,
+    threat_within: Annotated[int, typer.Option(help="A plan action hands control back while a threat (Describe's "
+                                                    "threats) is this many cells away or closer; 0: off.",
+                                               min=0, max=8)] = 0,
     report_only: Annotated[bool, typer.Option(help="Rebuild the section from the saved results.")] = False,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
 ) -> None:
     """collect_diamond: an RL-GPT run's all-code chain alone vs APPO trained around it as a kept plan."""
     setup_logging(console, log_level)
-    raw_json = raw_json or raw_path("diamond-prior" if plan_prior else "diamond")
-    if plan_prior and figure == FIGURE:
-        figure = figure.with_name("diamond_kept_plan_prior.png")
-    if agent_answer is not None and plan_prior:
-        raise typer.BadParameter("the plan prior is a variant of the bench's config, not of the fast agent's answer: "
-                                 "give one of --agent-answer and --plan-prior", param_hint="--plan-prior")
+    interrupt = common_pb2.PlanInterrupt(damage=interrupt_damage, threat_within=threat_within)
+    kind = "interrupt" if interrupt_damage or threat_within else "prior" if plan_prior else ""
+    raw_json = raw_json or raw_path(f"diamond-{kind}" if kind else "diamond")
+    if kind and figure == FIGURE:
+        figure = figure.with_name(f"diamond_kept_plan_{kind}.png")
+    if agent_answer is not None and kind:
+        raise typer.BadParameter("the plan prior and the interrupts are variants of the bench's config, not of the "
+                                 "fast agent's answer: give --agent-answer alone", param_hint="--agent-answer")
     if not report_only:
         try:
             plan = load_plan(plan_run)
@@ -89,7 +98,8 @@ def main(
         with progress:
             weights = {**dict(REWARD), "death": death, "health": health}
             run["run"] = run_diamond(plan, work.resolve(), frames, seed, timeout, progress, episodes, k,
-                                     tuple(weights.items()), answer=answer, plan_prior=plan_prior)
+                                     tuple(weights.items()), answer=answer, plan_prior=plan_prior,
+                                     interrupt=interrupt)
         if answer is not None:
             results["agent"] = {**run, "llm": agent_llm, "answer": str(agent_answer)}
         else:
@@ -99,7 +109,7 @@ def main(
         raise typer.BadParameter(f"no results at {raw_json}; run without --report-only first")
     results = load_results(raw_json)
     plot = plot_diamond(results, figure)
-    title = PRIOR_TITLE if results["run"].get("plan_prior") else SECTION_TITLE
+    title = section_title(results)
     write_section(output, title, render_section(results, str(plot.relative_to(output.parent)), title))
     log.info("wrote %s and %s from %s", output, plot, raw_json)
 

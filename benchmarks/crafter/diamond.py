@@ -95,7 +95,8 @@ runs before 2026-11-27 set the bias alone, so the start was the prior only on av
 
 
 def plan_config(plan: RecordedPlan, frames: int, seed: int, k: int = K,
-                reward: tuple[tuple[str, float], ...] = REWARD, plan_prior: float = 0.0) -> learner_pb2.RLConfig:
+                reward: tuple[tuple[str, float], ...] = REWARD, plan_prior: float = 0.0,
+                interrupt: common_pb2.PlanInterrupt | None = None) -> learner_pb2.RLConfig:
     steps = [learner_pb2.PlanStep(skill=SKILL_PREFIX + name,
                                   success=[json_format.ParseDict(c, common_pb2.Condition()) for c in conditions])
              for name, _, conditions in plan.steps]
@@ -105,7 +106,7 @@ def plan_config(plan: RecordedPlan, frames: int, seed: int, k: int = K,
         primitive_actions=list(PRIMITIVES),
         reward_terms=[common_pb2.RewardTerm(kind=kind, weight=weight) for kind, weight in reward],
         episode_length=EPISODE_LENGTH, env_frames=frames, num_workers=NUM_WORKERS, envs_per_worker=ENVS_PER_WORKER,
-        seed=seed, skill_max_steps=k, plan_prior=plan_prior)
+        seed=seed, skill_max_steps=k, plan_prior=plan_prior, plan_interrupt=interrupt)
 
 
 def outcome(response: learner_pb2.EvaluateResponse, frames: int, seconds: float) -> dict[str, Any]:
@@ -205,15 +206,19 @@ def agent_skills(answer: dict[str, Any]) -> dict[str, str]:
 
 def run_diamond(plan: RecordedPlan, work: Path, frames: int, seed: int, timeout: float, progress: Progress,
                 eval_episodes: int, k: int = K, reward: tuple[tuple[str, float], ...] = REWARD,
-                answer: dict[str, Any] | None = None, plan_prior: float = 0.0) -> dict[str, Any]:
+                answer: dict[str, Any] | None = None, plan_prior: float = 0.0,
+                interrupt: common_pb2.PlanInterrupt | None = None) -> dict[str, Any]:
     """Registers the plan's skills, scores the chain alone, trains (or resumes) APPO around the plan and scores
     the policy on the same held-out worlds. ``answer``: the fast agent's config for it (its primitives, macro
     actions, K and reward terms after the plan's stage and success terms), in the job ``kept-plan-agent``; without
     it the bench's own (``k``, ``reward``, :data:`PRIMITIVES`). ``plan_prior``: the untrained policy's probability
-    of the plan action (``RLConfig.plan_prior``), in the job ``kept-plan-prior``."""
-    job_dir = work / ("kept-plan-agent" if answer is not None else "kept-plan-prior" if plan_prior else "kept-plan")
+    of the plan action (``RLConfig.plan_prior``), in the job ``kept-plan-prior``; with ``interrupt`` (when a plan
+    action hands control back early, ``RLConfig.plan_interrupt``) in the job ``kept-plan-interrupt``."""
+    interrupting = interrupt is not None and (interrupt.damage or interrupt.threat_within > 0)
+    job_dir = work / ("kept-plan-agent" if answer is not None else "kept-plan-interrupt" if interrupting
+                      else "kept-plan-prior" if plan_prior else "kept-plan")
     job_dir.mkdir(parents=True, exist_ok=True)
-    config = plan_config(plan, frames, seed, k, reward, plan_prior)
+    config = plan_config(plan, frames, seed, k, reward, plan_prior, interrupt)
     skills = {SKILL_PREFIX + name: code for name, code, _ in plan.steps}
     macros = agent_skills(answer) if answer is not None else {}
     config.skills.extend(macros)  # so that every env server gets them with the plan's skills
@@ -223,6 +228,7 @@ def run_diamond(plan: RecordedPlan, work: Path, frames: int, seed: int, timeout:
         if answer is not None:
             parsed = kept_plan_answer(kept_plan_schema(describe_of(servers[0].target)).model_validate(answer))
             apply_answer(config, parsed, list(macros))
+        threats = list(describe_of(servers[0].target).threats)
         chain = chain_alone(servers[0].target, config, eval_episodes, seed)
         log.info("the chain alone: %.1f%% of %d held-out worlds", 100 * chain["success_rate"], chain["episodes"])
         rc = train_job(job_dir, config, servers, timeout, progress, "kept plan + APPO")
@@ -239,6 +245,8 @@ def run_diamond(plan: RecordedPlan, work: Path, frames: int, seed: int, timeout:
     return {"task": plan.task, "llm": plan.llm, "run": plan.run, "steps": [name for name, _, _ in plan.steps],
             "k": config.skill_max_steps, "plan_prior": round(config.plan_prior, 4),
             "prior_head": PRIOR_HEAD if config.plan_prior else "",
+            "interrupt": {"damage": config.plan_interrupt.damage,
+                          "threat_within": config.plan_interrupt.threat_within, "threats": threats},
             "reward": [[t.kind, round(t.weight, 4), *([t.target] if t.target else [])] for t in config.reward_terms],
             "primitives": list(config.primitive_actions), "macro_actions": macros, "budget": frames,
             "frames": int(last.get("env_frames", 0)), "complete": int(last.get("env_frames", 0)) >= frames,

@@ -20,6 +20,31 @@ Variant ``run``: the bench's own config; ``agent``: the config a model wrote for
 PRIOR_TITLE = ("## collect_diamond with a kept plan, the policy starting on the plan: the chain alone vs APPO "
                "around it (make bench-diamond BENCH_DIAMOND_ARGS=--plan-prior=P)")
 """The section of a run with ``--plan-prior`` (its own results, figure and section)."""
+INTERRUPT_TITLE = ("## collect_diamond with a kept plan that hands control back when in trouble: the chain alone vs "
+                   "APPO around it (make bench-diamond BENCH_DIAMOND_ARGS='--interrupt-damage --threat-within=N')")
+"""The section of a run whose plan actions end early (``--interrupt-damage``, ``--threat-within``)."""
+
+
+def interrupting(run: dict[str, Any]) -> bool:
+    interrupt = run.get("interrupt") or {}
+    return bool(interrupt.get("damage") or interrupt.get("threat_within"))
+
+
+def section_title(results: dict[str, Any]) -> str:
+    """The section a run's results belong in: interrupts, a plan prior, or the bench's own config."""
+    run = results["run"]
+    return INTERRUPT_TITLE if interrupting(run) else PRIOR_TITLE if run.get("plan_prior") else SECTION_TITLE
+
+
+def interrupt_text(interrupt: dict[str, Any]) -> str:
+    """When the run's plan actions handed control back early, in words."""
+    parts = (["the player is hurt"] if interrupt.get("damage") else []) + (
+        [f"a threat ({', '.join(interrupt.get('threats', ()))}: the env's own list) is {interrupt['threat_within']} "
+         "cells away or closer"]
+        if interrupt.get("threat_within") else [])
+    return (", a plan action handing control back before its K frames when " + " or when ".join(parts)
+            + " (`RLConfig.plan_interrupt`; the plan skill is suspended and the next plan action resumes it), so "
+            "that the policy acts where the plan is in trouble")
 VARIANTS = (("run", "the bench's config", "APPO"), ("agent", "the fast agent's config", "APPO, agent's config"))
 """(variant, how the section names it, how the plot names it)."""
 
@@ -99,6 +124,7 @@ def render_section(results: dict[str, Any], plot: str | None, title: str = SECTI
               "weights (this run predates their small start)")
            + "; otherwise about uniform), so that it begins near the chain "
            "alone and explores steps away from the plan rather than the plan's order" if r.get("plan_prior") else "")
+        + (interrupt_text(r["interrupt"]) if interrupting(r) else "")
         + ", reward "
         + reward_text(r["reward"])
         + f", episodes of up to 10,000 frames, trained for {frames_cell} ({r['train_episodes']:,} training "

@@ -26,7 +26,8 @@ def server_limits(s: EnvServerSettings) -> env_pb2.ServerLimits:
         max_code_bytes=s.max_code_bytes, max_skill_steps=s.max_skill_steps,
         max_run_skill_episodes=s.max_run_skill_episodes, max_episode_length=s.max_episode_length,
         session_idle_seconds=s.session_idle_seconds, max_skills=s.max_skills,
-        max_frames_per_episode=s.max_frames_per_episode, max_stages=s.max_list_entries)
+        max_frames_per_episode=s.max_frames_per_episode, max_stages=s.max_list_entries,
+        max_threat_distance=s.max_threat_distance)
 
 
 def describe(backend: str, settings: EnvServerSettings) -> env_pb2.DescribeResponse:
@@ -40,4 +41,4 @@ def describe(backend: str, settings: EnvServerSettings) -> env_pb2.DescribeRespo
         backend=spec.name, actions=list(spec.actions), observation=observation_fields(spec),
         achievements=list(spec.achievements), items=list(spec.items), reward_kinds=list(REWARD_KINDS),
         skill_api=skill_api_text(spec, rules), limits=server_limits(settings), available=not reason,
-        unavailable_reason=reason, rules=rules)
+        unavailable_reason=reason, rules=rules, threats=list(spec.threats))

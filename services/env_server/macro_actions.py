@@ -34,7 +34,8 @@ def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actio
     it, with its locals and its agent's memory of the map (restarting it every K frames cost the recorded diamond
     chain most of its successes), unless its stage got done meanwhile. Plan skills live in a sandbox slot of
     their own (:func:`plan_slot`), so a skill action in between runs beside the suspended plan skill and leaves
-    it as it was."""
+    it as it was. A plan action also ends early, its skill suspended as at K, when the session's
+    ``plan_interrupt`` says so after a frame (hurt, a threat near): the policy acts where the plan is in trouble."""
     names = list(session.backend.spec.actions)
     backend = session.backend.spec.name
     running: dict[int, SkillRecord] = {}
@@ -58,10 +59,14 @@ def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actio
             skill_failed(session, i, error, skill, out)
 
     suspended = session.plan_running
+    interrupt = session.plan_interrupt
+    health_at_start: dict[int, float] = {}
     for i in envs:
         action = session.actions[actions[i]]
         if action.plan:
             plans[i] = action.plan
+            if interrupt.on:
+                health_at_start[i] = session.slots[i].env.health()
             skill = plan_skill(session, i, action.plan)
             if skill is None:  # every stage done: the plan has nothing left to do, and time moves on
                 out.infos[i]["skill"] = PLAN_ACTION
@@ -87,7 +92,13 @@ def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actio
             result = results.get(slot(i), {"error": {"type": "WorkerCrashed", "message": "no result", "line": 0}})
             if "action" in result:
                 if not session.frame(i, session.primitive_index[result["action"]], result["action"], out):
-                    still[i] = skill
+                    reason = interrupt.reason(session.slots[i].env, health_at_start[i]) if i in health_at_start \
+                        else ""
+                    if reason:  # suspended as at K: the next plan action resumes it
+                        out.infos[i]["plan_interrupted"] = reason
+                        suspended[i] = skill
+                    else:
+                        still[i] = skill
             elif "done" in result:
                 metrics.ENV_SKILL_RUNS.labels("finished").inc()
                 following = plan_skill(session, i, plans[i]) if i in plans else None

@@ -229,6 +229,7 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
                 episode_return=info["episode_return"], skill_error=skill_error_proto(info.get("skill_error")),
                 plan_error=skill_error_proto(info.get("plan_error")),
                 end_reason=info.get("end_reason", ""), skill_finished=info.get("skill_finished", False),
+                plan_interrupted=info.get("plan_interrupted", ""),
                 was_reset=info.get("was_reset", False), skill=info.get("skill", ""), stages_done=info["stages_done"],
                 episode=episode_summary_proto(info["episode_summary"]) if "episode_summary" in info else None))
         return env_pb2.StepResponse(

@@ -14,7 +14,7 @@ import numpy as np
 
 from rlgpt import metrics
 from rlgpt.errors import FailedPrecondition, NotFound, shown
-from services.env_server.backends.base import Backend, RawStep
+from services.env_server.backends.base import Backend, BackendEnv, RawStep
 from services.env_server.episode import EnvSlot, Episode
 from services.env_server.macro_actions import plan_slot, run_skills
 from services.env_server.recording import episode_summary, record_frame, recorder_for
@@ -37,6 +37,28 @@ class Action:
     @property
     def macro(self) -> bool:
         return self.skill is not None or bool(self.plan)
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanInterrupt:
+    """When a plan action ends before its K frames (CreateSessionRequest.plan_interrupt)."""
+
+    damage: bool = False
+    """On the frame the player's health falls below what it was when the action began."""
+    threat_within: int = 0
+    """While one of the backend's threats is this many cells away or closer (0: off)."""
+
+    @property
+    def on(self) -> bool:
+        return self.damage or self.threat_within > 0
+
+    def reason(self, env: BackendEnv, health_at_start: float) -> str:
+        """Why env's plan action ends now ("damage", "threat"), or "" when it goes on."""
+        if self.damage and env.health() < health_at_start:
+            return "damage"
+        if self.threat_within and env.threat_distance(self.threat_within) is not None:
+            return "threat"
+        return ""
 
 
 @dataclasses.dataclass
@@ -67,7 +89,8 @@ class Session:
     def __init__(self, *, session_id: str, backend: Backend, task: Task, reward_terms: tuple[RewardTerm, ...],
                  seed: int, num_envs: int, episode_length: int, actions: list[Action], skill_max_steps: int,
                  autoreset: bool, settings: EnvServerSettings, record: bool = False, client: str = "",
-                 stages: tuple[Task, ...] = (), observe: np.ndarray | None = None):
+                 stages: tuple[Task, ...] = (), observe: np.ndarray | None = None,
+                 plan_interrupt: PlanInterrupt | None = None):
         self.id = session_id
         self.observe = observe
         """Per vector entry 1 (observed) or 0 (left at 0 for the policy); None: all observed."""
@@ -80,6 +103,8 @@ class Session:
         self.episode_length = episode_length
         self.actions = actions
         self.skill_max_steps = skill_max_steps
+        self.plan_interrupt = plan_interrupt or PlanInterrupt()
+        """When a plan action ends before its K frames (macro_actions.run_skills)."""
         self.autoreset = autoreset
         self.record = record
         self.client = client

@@ -10,7 +10,7 @@ from rlgpt.observation_choice import choices, observed
 from rlgpt.v1 import env_pb2
 from services.env_server.backends.base import Backend, get_backend
 from services.env_server.macro_actions import PLAN_ACTION, SKILL_PREFIX
-from services.env_server.session import Action, Session
+from services.env_server.session import Action, PlanInterrupt, Session
 from services.env_server.settings import EnvServerSettings
 from services.env_server.skills.executor import SkillRegistry
 from services.env_server.tasks import parse_reward_terms, parse_stages, parse_task
@@ -79,6 +79,25 @@ def observe_mask(backend: Backend, chosen: list[str]) -> np.ndarray | None:
     return np.asarray(keep, dtype=np.float32)
 
 
+def plan_interrupt(backend: Backend, request: env_pb2.CreateSessionRequest, settings: EnvServerSettings
+                   ) -> PlanInterrupt:
+    """When the session's plan actions end early (CreateSessionRequest.plan_interrupt)."""
+    asked = request.plan_interrupt
+    if not asked.damage and not asked.threat_within:
+        return PlanInterrupt()
+    problems = []
+    if not request.plan:
+        problems.append("plan_interrupt says when a plan action ends early: it needs a plan")
+    if asked.threat_within:
+        _check_range("plan_interrupt.threat_within", asked.threat_within, 1, settings.max_threat_distance, problems)
+        if not backend.spec.threats:
+            problems.append(f"plan_interrupt.threat_within: {backend.spec.name} names no threats (Describe's threats "
+                            "is empty); use plan_interrupt.damage")
+    if problems:
+        raise InvalidArgument(join_problems(problems))
+    return PlanInterrupt(damage=asked.damage, threat_within=asked.threat_within)
+
+
 def build_session(settings: EnvServerSettings, skills: SkillRegistry, session_id: str,
                   request: env_pb2.CreateSessionRequest, *, record: bool = False) -> Session:
     """The session ``request`` asks for; ``record`` keeps trajectories even when the request does not."""
@@ -98,9 +117,10 @@ def build_session(settings: EnvServerSettings, skills: SkillRegistry, session_id
     terms = parse_reward_terms(list(request.reward_terms), backend.spec)
     actions = action_space(backend, list(request.primitive_actions), list(request.skills), skills)
     actions += plan_action(backend, list(request.plan), len(stages), skills)
+    interrupt = plan_interrupt(backend, request, s)
     return Session(session_id=session_id, backend=backend, task=task, reward_terms=terms, seed=request.seed,
                    observe=observe_mask(backend, list(request.observe)),
                    num_envs=n, episode_length=request.episode_length or backend.spec.default_episode_length,
                    actions=actions, skill_max_steps=request.skill_max_steps or s.default_skill_steps,
                    autoreset=request.autoreset, settings=s, record=record or request.record_trajectories,
-                   client=request.client, stages=stages)
+                   client=request.client, stages=stages, plan_interrupt=interrupt)

@@ -29,6 +29,9 @@ class EnvVocabulary:
     max_envs_per_session: int
     vector_labels: tuple[str, ...] = ()
     """The observation vector's entry names (Describe's vector field), for ``observe``."""
+    threats: tuple[str, ...] = ()
+    """What can hurt the player (Describe's threats), for ``plan_interrupt.threat_within``."""
+    max_threat_distance: int = 0
 
     @classmethod
     def from_env_server(cls, describe: env_pb2.DescribeResponse, skills: env_pb2.ListSkillsResponse
@@ -40,7 +43,8 @@ class EnvVocabulary:
                    max_skill_steps=describe.limits.max_skill_steps,
                    max_episode_length=describe.limits.max_episode_length,
                    max_envs_per_session=describe.limits.max_envs_per_session,
-                   vector_labels=next((tuple(f.labels) for f in describe.observation if f.name == "vector"), ()))
+                   vector_labels=next((tuple(f.labels) for f in describe.observation if f.name == "vector"), ()),
+                   threats=tuple(describe.threats), max_threat_distance=describe.limits.max_threat_distance)
 
 
 # The learner's defaults for the RLConfig fields a client leaves at 0 (the learner alone defaults the RL config:
@@ -53,6 +57,23 @@ DEFAULT_SKILL_MAX_STEPS = 32
 """K, frames per skill action, when ``skill_max_steps`` is 0 and the config has skills (1 without)."""
 DEFAULT_EPISODE_LENGTH = 1000
 """Episode length in frames when ``episode_length`` is 0."""
+
+
+def interrupt_problems(config: learner_pb2.RLConfig, vocabulary: EnvVocabulary) -> list[str]:
+    """What is wrong with ``plan_interrupt`` (when a plan action hands control back early)."""
+    asked = config.plan_interrupt
+    if not asked.damage and not asked.threat_within:
+        return []
+    problems = []
+    if not config.plan:
+        problems.append("plan_interrupt says when a plan action ends early: it needs a plan (RLConfig.plan)")
+    if asked.threat_within and not vocabulary.threats:
+        problems.append(f"plan_interrupt.threat_within: the env server names no threats for {vocabulary.backend}; "
+                        "use plan_interrupt.damage")
+    elif asked.threat_within and not 1 <= asked.threat_within <= vocabulary.max_threat_distance:
+        problems.append(f"plan_interrupt.threat_within={asked.threat_within}: must be in "
+                        f"1..{vocabulary.max_threat_distance} cells (the env server's max_threat_distance)")
+    return problems
 
 
 def cpu_cores() -> int:
@@ -127,6 +148,7 @@ def validate_rl_config(config: learner_pb2.RLConfig, vocabulary: EnvVocabulary,
         problems.append(f"plan_prior={config.plan_prior}: must be a probability, at least 0 and below 1")
     elif config.plan_prior and not config.plan:
         problems.append("plan_prior is the plan action's starting probability: it needs a plan (RLConfig.plan)")
+    problems += interrupt_problems(config, vocabulary)
     if filled.backend != vocabulary.backend:
         problems.append(f"backend={filled.backend!r}: the env server described {vocabulary.backend!r}")
 

@@ -39,7 +39,8 @@ def session_request(config: learner_pb2.RLConfig, seed: int, *, num_envs: int = 
         primitive_actions=list(config.primitive_actions), skills=list(config.skills),
         skill_max_steps=config.skill_max_steps, autoreset=autoreset, client=client,
         record_trajectories=record, stages=[env_pb2.Stage(success=step.success) for step in config.plan],
-        plan=[step.skill for step in config.plan], observe=list(config.observe))
+        plan=[step.skill for step in config.plan], observe=list(config.observe),
+        plan_interrupt=config.plan_interrupt)
 
 
 def worker_splits(envs_per_worker: int, device: str) -> int:

@@ -44,6 +44,9 @@ class BackendSpec:
     """Action used when a skill ends without yielding, so every step consumes a frame."""
     rules: Callable[[], common_pb2.WorldRules] | None = None
     """The game's rules, generated from the installed game (None where the game's data is not installed)."""
+    threats: tuple[str, ...] = ()
+    """Creatures and objects that can hurt the player (Describe's threats; PlanInterrupt.threat_within watches
+    them through :meth:`BackendEnv.threat_distance`); empty when the backend cannot tell."""
 
 
 @dataclasses.dataclass
@@ -101,6 +104,11 @@ class BackendEnv(abc.ABC):
     @abc.abstractmethod
     def death_cause(self) -> str:
         """Best guess of why the player died ("" when alive)."""
+
+    def threat_distance(self, within: int) -> int | None:
+        """Cells (the larger axis distance) to the nearest of the spec's threats within ``within``; None when
+        there is none that close. Only called on backends whose spec names threats."""
+        raise NotImplementedError(f"{type(self).__name__} cannot locate threats")
 
     def close(self) -> None:  # noqa: B027 - optional hook, most envs hold nothing to free
         """Frees resources."""

@@ -23,6 +23,8 @@ _OBJECT_NAMES = {objects.Cow: "cow", objects.Zombie: "zombie", objects.Skeleton:
                  objects.Arrow: "arrow", objects.Plant: "plant", objects.Fence: "fence",
                  objects.Player: "player"}
 OUT_OF_MAP = "out_of_map"  # what a view cell beyond the map edge reads (never a wrapped index)
+_THREATS = (objects.Zombie, objects.Skeleton, objects.Arrow)
+"""What can hurt the player in Crafter (crafter objects: a zombie's hit, a skeleton's arrow)."""
 _SKELETON_RANGE = 5  # skeletons shoot at a player this close (crafter objects.Skeleton.update)
 
 
@@ -152,6 +154,13 @@ class CrafterEnv(BackendEnv):
                  ("top", y - distance < 0), ("bottom", y + distance >= height))
         return [side for side, near in sides if near]
 
+    def threat_distance(self, within: int) -> int | None:
+        player = self._player
+        _materials, objs = self._nearby(tuple(player.pos), within)
+        # crafter's own Object.distance is the sum of the axis distances; the session's is the larger one.
+        distances = [int(np.abs(o.pos - player.pos).max()) for o in objs if isinstance(o, _THREATS)]
+        return min(distances) if distances else None
+
     def death_cause(self) -> str:
         player = self._player
         if player.health > 0:
@@ -187,6 +196,7 @@ class CrafterBackend(Backend):
         skill_api=CRAFTER_SKILL_API,
         noop_action=0,
         rules=crafter_rules,
+        threats=tuple(_OBJECT_NAMES[kind] for kind in _THREATS),
     )
 
     def make_env(self) -> BackendEnv:

@@ -226,6 +226,8 @@ Counts raised by give() or present at reset do not count, so start conditions un
 NEAR_ACHIEVEMENTS = {"near_crafting_table": "table", "near_furnace": "furnace"}
 """Achievement -> MineDojo "nearby_tools" key: latched when a step observes one within reach."""
 ACHIEVEMENTS = (*ACHIEVEMENT_ITEMS, *NEAR_ACHIEVEMENTS)
+THREATS = ("zombie", "skeleton", "creeper", "spider", "witch")
+"""Minecraft's hostile mobs of the overworld surface, as MineDojo's lidar names entities (threat_distance)."""
 
 VECTOR_LABELS = (
     "status/life", "status/food", "status/oxygen",
@@ -623,6 +625,12 @@ class MineDojoEnv(BackendEnv):
                 entities[name] = {"distance": round(float(dist), 2), "yaw": round(-math.degrees(float(yaw)), 1)}
         return blocks, entities
 
+    def threat_distance(self, within: int) -> int | None:
+        _blocks, entities = self._in_sight()
+        seen = [math.ceil(e["distance"]) for name, e in entities.items() if name in THREATS]
+        near = [d for d in seen if d <= within]
+        return min(near) if near else None
+
     def perception(self) -> dict[str, Any]:
         obs = self._require_obs()
         life_stats = obs.get("life_stats", {})
@@ -714,6 +722,7 @@ class MineDojoBackend(Backend):
             skill_api=MINEDOJO_SKILL_API,
             noop_action=ACTIONS.index("noop"),
             rules=installed_minedojo_rules,
+            threats=THREATS,
         )
 
     def make_env(self) -> BackendEnv:

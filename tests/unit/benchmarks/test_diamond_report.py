@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 from benchmarks.crafter.diamond import PLAN_RUN, load_plan, plan_config
-from benchmarks.crafter.diamond_report import PRIOR_TITLE, end_kind, ended_in, plot_diamond, render_section
+from benchmarks.crafter.diamond_report import (
+    INTERRUPT_TITLE,
+    PRIOR_TITLE,
+    SECTION_TITLE,
+    end_kind,
+    ended_in,
+    plot_diamond,
+    render_section,
+    section_title,
+)
 
 
 def link(name: str, reached: int, succeeded: int) -> dict:
@@ -109,3 +118,18 @@ def test_a_run_starting_on_the_plan_says_so_under_its_own_title() -> None:
     assert "the untrained policy starting on the plan action with probability 0.9 (`RLConfig.plan_prior`" in text
     assert "In training with the bench's config, starting on the plan (p=0.9), the success rate" in text
     assert "plan_prior" not in render_section(results(), None)
+
+
+def test_a_run_whose_plan_hands_control_back_says_when_under_its_own_title() -> None:
+    data = results()
+    assert section_title(data) == SECTION_TITLE
+    data["run"]["plan_prior"] = 0.5
+    assert section_title(data) == PRIOR_TITLE
+    data["run"]["interrupt"] = {"damage": True, "threat_within": 3, "threats": ["zombie", "arrow"]}
+    assert section_title(data) == INTERRUPT_TITLE
+    text = render_section(data, None, title=section_title(data))
+    assert text.startswith(INTERRUPT_TITLE + "\n")
+    assert ("a plan action handing control back before its K frames when the player is hurt or when a threat "
+            "(zombie, arrow: the env's own list) is 3 cells away or closer (`RLConfig.plan_interrupt`") in text
+    data["run"]["interrupt"] = {"damage": False, "threat_within": 0, "threats": ["zombie"]}
+    assert section_title(data) == PRIOR_TITLE and "plan_interrupt" not in render_section(data, None)

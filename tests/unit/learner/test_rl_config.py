@@ -9,7 +9,8 @@ from services.learner.settings import LearnerSettings
 VOCAB = EnvVocabulary(backend="crafter", actions=("noop", "move_left", "do"), achievements=("collect_wood",),
                       items=("wood",), reward_kinds=("success", "step", "inventory_gain"), skills=("chop",),
                       max_skill_steps=100, max_episode_length=10000, max_envs_per_session=16,
-                      vector_labels=("status/health", "inventory/wood"))
+                      vector_labels=("status/health", "inventory/wood"), threats=("zombie",), max_threat_distance=8)
+PLAN = [learner_pb2.PlanStep(skill="chop", success=[common_pb2.Condition(achievement="collect_wood")])]
 SETTINGS = LearnerSettings(max_workers=2)
 
 
@@ -43,11 +44,27 @@ def test_defaults_are_filled() -> None:
         common_pb2.Condition(achievement="collect_wood")])]}, "plan_prior=1.0: must be a probability, at least 0 and "
                                                                "below 1"),
     ({"plan_prior": -0.5}, "plan_prior=-0.5: must be a probability"),
+    ({"plan_interrupt": common_pb2.PlanInterrupt(damage=True)}, "plan_interrupt says when a plan action ends early: "
+                                                                 "it needs a plan"),
+    ({"plan": PLAN, "plan_interrupt": common_pb2.PlanInterrupt(threat_within=9)},
+     "plan_interrupt.threat_within=9: must be in 1..8 cells"),
+    ({"plan": PLAN, "plan_interrupt": common_pb2.PlanInterrupt(threat_within=-1)},
+     "plan_interrupt.threat_within=-1: must be in 1..8 cells"),
 ])
 def test_bad_config(fields: dict, needle: str) -> None:
     with pytest.raises(InvalidArgument, match="invalid RL config") as info:
         validate_rl_config(config(**fields), VOCAB, SETTINGS)
     assert needle in str(info.value)
+
+
+def test_a_plan_interrupt_needs_threats_the_env_can_tell() -> None:
+    interrupt = common_pb2.PlanInterrupt(damage=True, threat_within=3)
+    filled = validate_rl_config(config(plan=PLAN, plan_interrupt=interrupt), VOCAB, SETTINGS)
+    assert filled.plan_interrupt == interrupt
+    blind = EnvVocabulary(**{**VOCAB.__dict__, "threats": ()})
+    with pytest.raises(InvalidArgument, match=r"names no threats for crafter; use plan_interrupt\.damage"):
+        validate_rl_config(config(plan=PLAN, plan_interrupt=interrupt), blind, SETTINGS)
+    assert validate_rl_config(config(plan=PLAN, plan_interrupt=common_pb2.PlanInterrupt(damage=True)), blind, SETTINGS)
 
 
 def test_every_problem_is_reported_together() -> None:

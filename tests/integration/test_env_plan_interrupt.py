@@ -1,0 +1,83 @@
+"""Plan interrupts over a real gRPC channel: a plan action hands control back to the policy before its K frames
+when the player is hurt or a threat comes near, its skill suspended and resumed by the next plan action."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+from env_server_support import rpc_error
+
+from rlgpt.v1 import common_pb2, env_pb2
+
+pytestmark = pytest.mark.usefixtures("no_leftover_sessions")
+
+NEVER = env_pb2.Stage(success=[common_pb2.Condition(achievement="collect_diamond")])
+IDLE = "def skill(agent):\n    while True:\n        yield 'noop'\n"
+IDLE_100 = ("def skill(agent):\n    for n in range(100):\n        yield 'noop'\n"
+            "    raise ValueError('idled 100 frames')\n")
+
+
+@pytest.fixture(scope="module")
+def idle_skills(env_server) -> None:
+    for name, code in (("plan_idle", IDLE), ("plan_idle_100", IDLE_100)):
+        env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name=name, code=code, replace=True))
+
+
+def session(stub, skill: str, seed: int, interrupt: common_pb2.PlanInterrupt | None) -> env_pb2.CreateSessionResponse:
+    return stub.CreateSession(env_pb2.CreateSessionRequest(
+        num_envs=1, seed=seed, stages=[NEVER], plan=[skill], skill_max_steps=1000, plan_interrupt=interrupt))
+
+
+@pytest.mark.usefixtures("idle_skills")
+def test_a_plan_action_hands_control_back_when_the_player_is_hurt(env_server) -> None:
+    stub = env_server.stub
+    # Idling in world 2 the player is first hurt at frame 127 and killed at frame 153 (crafter 1.8.3).
+    plain = session(stub, "plan_idle", 2, None)
+    r = stub.Step(env_pb2.StepRequest(session_id=plain.session_id, actions=[len(plain.actions) - 1]))
+    assert r.terminated[0] and r.infos[0].end_reason == "death" and r.infos[0].plan_interrupted == ""
+    died_at = r.frames[0]
+
+    s = session(stub, "plan_idle", 2, common_pb2.PlanInterrupt(damage=True))
+    r = stub.Step(env_pb2.StepRequest(session_id=s.session_id, actions=[len(s.actions) - 1]))
+    assert r.infos[0].plan_interrupted == "damage" and not r.terminated[0]
+    assert r.frames[0] < died_at and r.infos[0].episode_steps == r.frames[0]
+    assert r.infos[0].skill == "plan_idle" and not r.infos[0].HasField("plan_error")
+
+
+@pytest.mark.usefixtures("idle_skills")
+def test_an_interrupted_plan_skill_resumes_where_it_was(env_server) -> None:
+    stub = env_server.stub
+    # In world 1 a zombie comes within 8 cells of an idle player at frame 30.
+    s = session(stub, "plan_idle_100", 1, common_pb2.PlanInterrupt(threat_within=8))
+    plan = len(s.actions) - 1
+    r = stub.Step(env_pb2.StepRequest(session_id=s.session_id, actions=[plan]))
+    assert r.infos[0].plan_interrupted == "threat" and 1 <= r.frames[0] < 100
+    reasons = []
+    for _ in range(100):
+        r = stub.Step(env_pb2.StepRequest(session_id=s.session_id, actions=[plan]))
+        reasons.append(r.infos[0].plan_interrupted)
+        if r.infos[0].HasField("plan_error"):
+            break
+    # Resumed, not restarted: the skill's 100 frames in all (one more when its error came first in an action).
+    assert r.infos[0].plan_error.message == "plan skill plan_idle_100: idled 100 frames"
+    assert r.infos[0].episode_steps in (100, 101) and "threat" in reasons
+
+
+@pytest.mark.usefixtures("idle_skills")
+def test_bad_interrupts_are_refused_clearly(env_server) -> None:
+    stub = env_server.stub
+    code, details = rpc_error(stub.CreateSession, env_pb2.CreateSessionRequest(
+        num_envs=1, plan_interrupt=common_pb2.PlanInterrupt(damage=True)))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "plan_interrupt" in details and "needs a plan" in details
+    limit = stub.Describe(env_pb2.DescribeRequest()).limits.max_threat_distance
+    far = common_pb2.PlanInterrupt(threat_within=limit + 1)
+    code, details = rpc_error(stub.CreateSession, env_pb2.CreateSessionRequest(
+        num_envs=1, stages=[NEVER], plan=["plan_idle"], plan_interrupt=far))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert f"plan_interrupt.threat_within={limit + 1} must be in 1..{limit}" in details
+
+
+def test_describe_names_what_can_hurt_the_player(env_server) -> None:
+    answer = env_server.stub.Describe(env_pb2.DescribeRequest())
+    assert list(answer.threats) == ["zombie", "skeleton", "arrow"]
+    assert answer.limits.max_threat_distance == 8
