@@ -34,6 +34,8 @@ class KeptPlanAnswer:
     skill_max_steps: int
     reward_terms: list[common_pb2.RewardTerm]
     record: CallRecord | None
+    plan_interrupt: common_pb2.PlanInterrupt = dataclasses.field(default_factory=common_pb2.PlanInterrupt)
+    """When a plan action hands control back before its K frames (hurt, a threat near)."""
 
 
 def _holds(conditions: list[common_pb2.Condition], achievements: set[str], inventory: dict[str, int]) -> bool:
@@ -95,6 +97,18 @@ def plan_text(plan: planner_pb2.Plan) -> str:
                      for i, st in enumerate(plan.subtasks, 1))
 
 
+def hand_back_text(describe: Any) -> str:
+    """The prompt's lines on handing control back early: what can hurt the player comes from Describe."""
+    lines = [f"- `hand_back_when_hurt` (true or false): the `{PLAN_ACTION}` action also ends, its skill paused, on "
+             "the frame the player loses health."]
+    if describe.threats:
+        lines.append(f"- `hand_back_within` (0 to {describe.limits.max_threat_distance}; 0: off): the `{PLAN_ACTION}` "
+                     f"action also ends, its skill paused, while one of {', '.join(describe.threats)} is this many "
+                     "cells away or closer (counting the larger of the two axis distances); the policy then acts "
+                     "every frame until none is that close.")
+    return "\n".join(lines)
+
+
 def kept_plan_prompt(fast: FastAgent, task: common_pb2.TaskSpec, plan: planner_pb2.Plan, *, success_rate: float,
                      failed: list[dict[str, Any]], env_frames: int, own_reward: str) -> tuple[str, type[BaseModel]]:
     """The prompt and its answer schema (primitives and reward kinds from Describe)."""
@@ -103,7 +117,9 @@ def kept_plan_prompt(fast: FastAgent, task: common_pb2.TaskSpec, plan: planner_p
                     plan=plan_text(plan), failures=failures_text(plan, success_rate, failed),
                     plan_action=PLAN_ACTION, own_reward=own_reward,
                     reward_kinds=reward_kinds_text(describe, leave_out=KEPT_PLAN_OWN_KINDS),
-                    protocol=fast.protocol.kept_plan_test(env_frames), skill_api=skill_api_text(describe))
+                    protocol=fast.protocol.kept_plan_test(env_frames), skill_api=skill_api_text(describe),
+                    hand_back=hand_back_text(describe),
+                    hand_back_field=', "hand_back_within": ...' if describe.threats else "")
     return prompt, kept_plan_schema(describe)
 
 
@@ -125,7 +141,9 @@ def kept_plan_answer(answer: BaseModel, record: CallRecord | None = None) -> Kep
         macro_actions=list(answer.macro_actions), skill_max_steps=int(answer.skill_max_steps),
         reward_terms=[common_pb2.RewardTerm(kind=_value(t.kind), target=_value(t.target), weight=float(t.weight))
                       for t in answer.reward_terms if t.weight != 0],
-        record=record)
+        record=record,
+        plan_interrupt=common_pb2.PlanInterrupt(damage=bool(getattr(answer, "hand_back_when_hurt", False)),
+                                                threat_within=int(getattr(answer, "hand_back_within", 0) or 0)))
 
 
 def apply_answer(config: learner_pb2.RLConfig, answer: KeptPlanAnswer, macro_skills: list[str]) -> None:
@@ -139,6 +157,7 @@ def apply_answer(config: learner_pb2.RLConfig, answer: KeptPlanAnswer, macro_ski
     own = [t for t in config.reward_terms if t.kind in KEPT_PLAN_OWN_KINDS]
     del config.reward_terms[:]
     config.reward_terms.extend([*own, *answer.reward_terms])
+    config.plan_interrupt.CopyFrom(answer.plan_interrupt)
 
 
 def _value(x: Any) -> Any:

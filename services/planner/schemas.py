@@ -185,13 +185,18 @@ def rl_schema(describe: env_pb2.DescribeResponse, skills: tuple[str, ...]) -> ty
 
 
 @lru_cache(maxsize=32)
-def _kept_plan_model(actions: tuple[str, ...], targets: tuple[str, ...], kinds: tuple[str, ...]) -> type[BaseModel]:
+def _kept_plan_model(actions: tuple[str, ...], targets: tuple[str, ...], kinds: tuple[str, ...],
+                     max_threat_distance: int) -> type[BaseModel]:
+    # The threat interrupt is offered only where the env names threats (Describe's threats).
+    threat = {"hand_back_within": (_clamped(int, 0, max_threat_distance), 0)} if max_threat_distance else {}
     return create_model(
         "KeptPlanConfig",
         primitive_actions=(list[_enum("Action", actions)], Field(min_length=1, max_length=len(actions))),
         macro_actions=(list[MacroActionAnswer], Field(default_factory=list, max_length=MAX_MACRO_ACTIONS)),
         skill_max_steps=(_clamped(int, 1, 200), ...),
         reward_terms=(list[_term_model(targets, kinds)], Field(default_factory=list, max_length=6)),
+        hand_back_when_hurt=(bool, False),
+        **threat,
     )
 
 
@@ -200,7 +205,8 @@ def kept_plan_schema(describe: env_pb2.DescribeResponse) -> type[BaseModel]:
     planner's own (the plan's stages and the task's success, :data:`KEPT_PLAN_OWN_KINDS`) come on top of."""
     targets = tuple(dict.fromkeys((*describe.achievements, *describe.items)))
     kinds = tuple(k for k in offered(describe.reward_kinds) if k not in KEPT_PLAN_OWN_KINDS)
-    return _kept_plan_model(tuple(describe.actions), targets, kinds)
+    return _kept_plan_model(tuple(describe.actions), targets, kinds,
+                            describe.limits.max_threat_distance if describe.threats else 0)
 
 
 KEPT_PLAN_OWN_KINDS = ("stage", "success")

@@ -88,6 +88,11 @@ def test_the_schema_offers_the_envs_actions_and_no_kind_the_planner_pays_itself(
             schema.model_validate({**good, "reward_terms": [{"kind": kind, "target": "", "weight": 1}]})
     with pytest.raises(pydantic.ValidationError, match=r"primitive_actions\.0"):
         schema.model_validate({**good, "primitive_actions": ["fly"]})
+    assert schema.model_validate({**good, "hand_back_within": 12}).hand_back_within == 8  # the env's limit
+    blind = env_pb2.DescribeResponse()
+    blind.CopyFrom(describe)
+    del blind.threats[:]
+    assert "hand_back_within" not in kept_plan_schema(blind).model_json_schema()["properties"]
 
 
 class PlanLearner:
@@ -141,13 +146,15 @@ def test_a_resumed_run_with_its_iterations_done_trains_around_the_plan_with_the_
               "macro_actions": [{"name": "step_aside", "description": "walks left", "code": WALK},
                                 {"name": "broken", "description": "never yields", "code": "def skill(agent):\n"
                                                                                           "    return\n"}],
-              "reward_terms": [{"kind": "death", "target": "", "weight": -3}, {"kind": "health", "weight": 0.5}]}
+              "reward_terms": [{"kind": "death", "target": "", "weight": -3}, {"kind": "health", "weight": 0.5}],
+              "hand_back_when_hurt": True, "hand_back_within": 3}
     llm, learner = ScriptedLLM(answer), PlanLearner(policy=0.5, alone=0.25)
     two = finished_iterations(tmp_path, env_server, llm, learner)
     two._iterate()  # no iteration left to run: the training around the plan is what remains
     config = learner.configs[0]
     assert [step.skill.split("__kept")[0] for step in config.plan] == ["wood", "table", "pickaxe"]
     assert list(config.primitive_actions) == ["noop", "do", "move_left"] and config.skill_max_steps == 12
+    assert config.plan_interrupt == common_pb2.PlanInterrupt(damage=True, threat_within=3)
     name = kept_plan_name("make_wood_pickaxe")
     assert list(config.skills) == [f"{name}__step_aside"]  # the one that never yields was refused
     assert kinds(config) == {**{k: w for k, w, _ in OWN_REWARD}, "death": -3.0, "health": 0.5}
@@ -172,6 +179,7 @@ def test_an_unusable_answer_trains_the_planners_defaults_and_a_worse_policy_keep
     two._iterate()
     config = learner.configs[0]
     assert list(config.primitive_actions) == [] and config.skill_max_steps == 16 and not config.skills
+    assert not config.HasField("plan_interrupt")
     assert kinds(config) == {"stage": 1.0, "success": 10.0, "death": -1.0, "health": 0.1}
     kept = two.state.kept_plan
     assert kept["config_by"] == "planner defaults" and "no JSON object" in kept["config_error"]
@@ -187,6 +195,10 @@ def test_the_prompt_shows_the_plan_the_failures_and_the_planners_own_reward(env_
     assert "the planner always pays +1 per stage" in prompt and "trains for 40000 frames" in prompt
     assert "- stage:" not in prompt and "- success:" not in prompt and "- death:" in prompt
     assert "{" + "plan_action" not in prompt and "`plan`: the chain acts" in prompt
+    # What can hurt the player, and how near it may come, are the env's (Describe's threats and limit).
+    assert "- `hand_back_within` (0 to 8; 0: off): the `plan` action also ends, its skill paused, while one of " \
+           "zombie, skeleton, arrow is this many cells away or closer" in prompt
+    assert '"hand_back_when_hurt": ..., "hand_back_within": ...}' in prompt and "{hand_back" not in prompt
 
 
 def test_the_one_agent_setup_trains_the_planners_defaults(tmp_path: Path, env_server) -> None:
