@@ -104,8 +104,8 @@ def hand_back_text(describe: Any) -> str:
     if describe.threats:
         lines.append(f"- `hand_back_within` (0 to {describe.limits.max_threat_distance}; 0: off): the `{PLAN_ACTION}` "
                      f"action also ends, its skill paused, while one of {', '.join(describe.threats)} is this many "
-                     "cells away or closer (counting the larger of the two axis distances); the policy then acts "
-                     "every frame until none is that close.")
+                     "cells away or closer (counting the larger of the two axis distances): while one is that close, "
+                     f"a `{PLAN_ACTION}` action runs one frame and the policy chooses again.")
     return "\n".join(lines)
 
 
