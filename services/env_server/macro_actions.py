@@ -35,7 +35,9 @@ def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actio
     chain most of its successes), unless its stage got done meanwhile. Plan skills live in a sandbox slot of
     their own (:func:`plan_slot`), so a skill action in between runs beside the suspended plan skill and leaves
     it as it was. A plan action also ends early, its skill suspended as at K, when the session's
-    ``plan_interrupt`` says so after a frame (hurt, a threat near): the policy acts where the plan is in trouble."""
+    ``plan_interrupt`` says so after a frame (hurt, a threat near): the policy acts where the plan is in trouble.
+    The next plan action then finishes that action's K frames with the same skill, so interrupts change when the
+    policy may act, not what the plan does: a chain with interrupts plays as one without."""
     names = list(session.backend.spec.actions)
     backend = session.backend.spec.name
     running: dict[int, SkillRecord] = {}
@@ -61,12 +63,24 @@ def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actio
     suspended = session.plan_running
     interrupt = session.plan_interrupt
     health_at_start: dict[int, float] = {}
+    limit: dict[int, int] = {}  # frames an env's action may run: K, or what an interrupted plan action had left
     for i in envs:
         action = session.actions[actions[i]]
+        limit[i] = session.skill_max_steps
         if action.plan:
             plans[i] = action.plan
             if interrupt.on:
                 health_at_start[i] = session.slots[i].env.health()
+            used = session.plan_window.pop(i, None)
+            if used is not None and i in suspended:
+                # Interrupted: the plan goes on as if it had not been, its skill for the rest of its K frames
+                # even if its stage got done meanwhile (as an uninterrupted plan action would), so a chain
+                # with interrupts plays exactly as one without.
+                skill = suspended.pop(i)
+                out.infos[i]["skill"] = skill.name
+                running[i] = skill
+                limit[i] = session.skill_max_steps - used
+                continue
             skill = plan_skill(session, i, action.plan)
             if skill is None:  # every stage done: the plan has nothing left to do, and time moves on
                 out.infos[i]["skill"] = PLAN_ACTION
@@ -94,15 +108,19 @@ def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actio
                 if not session.frame(i, session.primitive_index[result["action"]], result["action"], out):
                     reason = interrupt.reason(session.slots[i].env, health_at_start[i]) if i in health_at_start \
                         else ""
-                    if reason:  # suspended as at K: the next plan action resumes it
+                    if reason and k + 1 < limit[i]:  # suspended as at K: the next plan action resumes it
                         out.infos[i]["plan_interrupted"] = reason
                         suspended[i] = skill
+                        session.plan_window[i] = session.skill_max_steps - limit[i] + k + 1
+                    elif k + 1 >= limit[i] and limit[i] < session.skill_max_steps:
+                        suspended[i] = skill  # the rest of an interrupted action's K frames is spent
+                        metrics.ENV_SKILL_RUNS.labels("step_cap").inc()
                     else:
                         still[i] = skill
             elif "done" in result:
                 metrics.ENV_SKILL_RUNS.labels("finished").inc()
                 following = plan_skill(session, i, plans[i]) if i in plans else None
-                if following is not None and following is not skill and k + 1 < session.skill_max_steps:
+                if following is not None and following is not skill and k + 1 < limit[i]:
                     start(i, following)  # its stage is done: the plan goes on within this action
                     if i in running:
                         still[i] = following

@@ -64,6 +64,37 @@ def test_an_interrupted_plan_skill_resumes_where_it_was(env_server) -> None:
 
 
 @pytest.mark.usefixtures("idle_skills")
+def play_plan(stub, interrupt: common_pb2.PlanInterrupt | None) -> tuple[env_pb2.StepInfo, list[str]]:
+    """The plan alone (every action the plan action) in world 2 until the episode ends: its last step's info and
+    why each plan action ended early."""
+    sapling = env_pb2.Stage(success=[common_pb2.Condition(inventory=common_pb2.ItemCount(item="sapling", count=1))])
+    s = stub.CreateSession(env_pb2.CreateSessionRequest(
+        num_envs=1, seed=2, stages=[sapling, NEVER], plan=["plan_grass", "plan_idle"], skill_max_steps=200,
+        plan_interrupt=interrupt, record_trajectories=True, episode_length=400))
+    reasons = []
+    for _ in range(400):
+        r = stub.Step(env_pb2.StepRequest(session_id=s.session_id, actions=[len(s.actions) - 1]))
+        reasons.append(r.infos[0].plan_interrupted)
+        if r.terminated[0] or r.truncated[0]:
+            return r.infos[0], reasons
+    raise AssertionError("the episode did not end")
+
+
+@pytest.mark.usefixtures("idle_skills")
+def test_a_plan_with_interrupts_plays_as_one_without(env_server) -> None:
+    stub = env_server.stub
+    # The first skill goes on past its stage (a sapling, from the grass it faces) until it returns, as an
+    # uninterrupted plan action lets it; an interrupt must not cut it short.
+    code = "def skill(agent):\n    for n in range(180):\n        yield 'do'\n"
+    stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="plan_grass", code=code, replace=True))
+    plain, _ = play_plan(stub, None)
+    interrupted, reasons = play_plan(stub, common_pb2.PlanInterrupt(damage=True, threat_within=4))
+    assert {"damage", "threat"} <= set(reasons)  # it was interrupted, for both reasons
+    assert interrupted.episode.text == plain.episode.text and interrupted.episode.steps == plain.episode.steps
+    assert list(interrupted.episode.achievements) == list(plain.episode.achievements)
+
+
+@pytest.mark.usefixtures("idle_skills")
 def test_bad_interrupts_are_refused_clearly(env_server) -> None:
     stub = env_server.stub
     code, details = rpc_error(stub.CreateSession, env_pb2.CreateSessionRequest(
