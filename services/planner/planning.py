@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rlgpt.llm.client import StructuredOutputError
 from rlgpt.prompts import shorten
@@ -67,7 +67,7 @@ class PlanMaking:
                                     rationale=f"fallback, the slow agent's answer was unusable: {why}")
         ctx.run.llm_call(record)
         plan = ending_in_goal(plan, goal)
-        return self._within_rules(plan, goal) if self.check_plans and self.one is None else plan
+        return self._within_rules(plan, goal) if self.check_plans else plan
 
     def _allowed_needs(self) -> set[str]:
         """Survival needs the critic's summary names: no side quests."""
@@ -79,24 +79,34 @@ class PlanMaking:
         repaired.iteration = self.state.outer_iteration
         return repaired
 
+    def _ask_again(self, plan: planner_pb2.Plan, feedback: str) -> tuple[planner_pb2.Plan, Any]:
+        """The planning agent's second answer, the first plan (and its answers, for the one agent) shown."""
+        task, iteration = self.ctx.run.request.task, self.state.outer_iteration
+        if self.one is not None:
+            first = self.one.answered if self.one.answered is not None else AnsweredPlan(plan)
+            return self.one.solve(task, iteration=iteration, previous=first, feedback=feedback)
+        assert self.slow is not None
+        return self.slow.plan(task, iteration=iteration, previous=plan, feedback=feedback)
+
     def _within_rules(self, plan: planner_pb2.Plan, goal: planner_pb2.SubTask) -> planner_pb2.Plan:
-        """The slow agent's plan checked against the world's rules (:mod:`services.planner.plan_rules`): one
-        that breaks them goes back to the slow agent once, with the violations; a second that still breaks them,
-        or no usable second answer, is repaired from the rules. Survival needs the critic's summary names are no
-        side quests."""
+        """The planning agent's plan (the slow agent's, or the one agent's) checked against the world's rules
+        (:mod:`services.planner.plan_rules`): one that breaks them goes back to the agent once, with the
+        violations; a second that still breaks them, or no usable second answer, is repaired from the rules (a
+        sub-task the repair adds has no answer of the one agent's: the loops treat it as unanswered until it
+        revises the plan). Survival needs the critic's summary names are no side quests."""
         ctx, task = self.ctx, self.ctx.run.request.task
         allowed = self._allowed_needs()
         violations = plan_violations(plan, task, ctx.describe.rules, ctx.items, allowed)
         if not violations or self.slow is None:
             return plan
-        log.info("slow agent: the plan breaks the game's rules (%s); asking once more", "; ".join(violations))
+        who = "one agent" if self.one is not None else "slow agent"
+        log.info("%s: the plan breaks the game's rules (%s); asking once more", who, "; ".join(violations))
         feedback = "\n".join(filter(None, [self.state.slow_feedback,
                                             "Your plan breaks the game's rules: " + "; ".join(violations)]))
         try:
-            second, record = self.slow.plan(task, iteration=self.state.outer_iteration, previous=plan,
-                                            feedback=feedback)
+            second, record = self._ask_again(plan, feedback)
         except StructuredOutputError as exc:
-            log.info("slow agent: no usable second plan (%s); the first is repaired from the rules", exc)
+            log.info("%s: no usable second plan (%s); the first is repaired from the rules", who, exc)
             if exc.record is not None:
                 ctx.run.llm_call(exc.record)
             return self._repaired(plan)
@@ -104,9 +114,9 @@ class PlanMaking:
         second = ending_in_goal(second, goal)
         left = plan_violations(second, task, ctx.describe.rules, ctx.items, allowed)
         if not left:
-            log.info("slow agent: the second plan keeps the game's rules")
+            log.info("%s: the second plan keeps the game's rules", who)
             return second
-        log.info("slow agent: the second plan still breaks the game's rules (%s); repaired from the rules",
+        log.info("%s: the second plan still breaks the game's rules (%s); repaired from the rules", who,
                  "; ".join(left))
         return self._repaired(second)
 

@@ -165,6 +165,27 @@ def test_the_one_agent_writes_skill_programs_for_a_small_model(tmp_path, monkeyp
     assert state["final"]["success_rate"] == 1.0
 
 
+def test_the_one_agents_plan_is_checked_against_the_rules_and_sent_back_once(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("RLGPT_SKILL_FORMAT", "program")  # plan checks are on for program form (auto)
+    wood = {**subtask("collect_wood", "code", item="wood", count=3),
+            "program": [{"op": "collect", "item": "wood", "count": 3}]}
+    table = {**subtask("place_table", "code", achievement="place_table"), "program": [{"op": "place", "item": "table"}]}
+    pickaxe = {**subtask("make_wood_pickaxe", "code", achievement="make_wood_pickaxe"),
+               "program": [{"op": "make", "item": "wood_pickaxe"}]}
+    prompts: list[str] = []
+
+    def reply(body: dict) -> Reply:
+        prompts.append(prompt_of(body))
+        order = [table, wood, pickaxe] if len(prompts) == 1 else [wood, table, pickaxe]  # the table first, mended
+        return Reply.json({"rationale": "wood, a table, the pickaxe", "subtasks": order})
+
+    _, state = run(tmp_path, monkeypatch, reply, agents="one", outer=1, task="make_wood_pickaxe")
+    assert len(prompts) == 2 and "Your plan breaks the game's rules:" not in prompts[0]
+    assert "Your plan breaks the game's rules: sub-task 1 (place_table) needs" in prompts[1]
+    assert [st["name"] for st in state["plans"][0]["subtasks"]] == ["collect_wood", "place_table", "make_wood_pickaxe"]
+    assert state["subtasks"]["place_table"]["status"] == "done"  # the second answer's programs are the ones run
+
+
 # Places a table only in worlds with no cow in sight at the start: the chain fails in the others.
 TABLE_WITHOUT_COWS = ("def skill(agent):\n    yield 'noop'\n    if agent.nearest('cow') is not None:\n        return\n"
                       + "\n".join(line for line in PLACE_TABLE.splitlines()[1:]) + "\n")
