@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from benchmarks.common import measured_or_saved, raw_path, setup_logging, write_section
+from benchmarks.learner.measure import ENVS_PER_WORKER
 from benchmarks.learner.monitor import Guard
 from benchmarks.learner.report import SECTION_TITLE, print_summary, render_section
 from benchmarks.learner.run import console, run_benchmark
@@ -31,6 +32,9 @@ def main(
                                                    "nothing.")] = False,
     quick: Annotated[bool, typer.Option(help=f"A tiny run to smoke-test the benchmark: {QUICK}.")] = False,
     frames: Annotated[int, typer.Option(help="Env-frame budget of each training run.", min=1000)] = 30000,
+    envs_per_worker: Annotated[int, typer.Option(help="Envs per rollout worker (and per raw-stepping process); "
+                                                      "default: the learner's own default.", min=1, max=64)
+                               ] = ENVS_PER_WORKER,
     raw_seconds: Annotated[float, typer.Option(help="Seconds of each raw-stepping window.", min=1)] = 15.0,
     seed: Annotated[int, typer.Option(help="Base seed of worlds and actions.")] = 0,
     timeout: Annotated[float, typer.Option(help="Seconds a training run may take before it is killed.")] = 600.0,
@@ -57,7 +61,7 @@ def main(
         work = Path(tempfile.mkdtemp(prefix="bench-learner-")) if work_dir is None else work_dir.resolve()
         work.mkdir(parents=True, exist_ok=True)
         try:
-            return run_benchmark(frames, raw_seconds, seed, timeout, guard, work, raw_json.parent)
+            return run_benchmark(frames, raw_seconds, seed, timeout, guard, work, raw_json.parent, envs_per_worker)
         finally:
             if work_dir is None:
                 shutil.rmtree(work, ignore_errors=True)

@@ -26,11 +26,12 @@ from rlgpt.launcher import ServiceProcess, start_service
 from rlgpt.v1 import common_pb2, learner_pb2
 from services.env_server.backends.crafter import CrafterBackend
 from services.learner.jobs import read_progress, train_command, write_job_config
+from services.learner.rl_config import DEFAULT_ENVS_PER_WORKER
 
 log = logging.getLogger("benchmarks.learner")
 
 NUM_WORKERS = 2
-ENVS_PER_WORKER = 4
+ENVS_PER_WORKER = DEFAULT_ENVS_PER_WORKER  # the learner's own default, unless the bench is told otherwise
 EPISODE_LENGTH = 1000  # RLConfig's default once validated; the learner service fills it in the same way
 WARMUP_FRAMES = 400  # per raw-stepping process: first renders fill Crafter's texture caches
 
@@ -109,13 +110,13 @@ def measure_raw(processes: int, envs: int, seed: int, seconds: float, progress: 
 
 
 # --- training runs ----------------------------------------------------------------------------------
-def rl_config(frames: int, seed: int) -> learner_pb2.RLConfig:
+def rl_config(frames: int, seed: int, envs_per_worker: int = ENVS_PER_WORKER) -> learner_pb2.RLConfig:
     return learner_pb2.RLConfig(
         name="bench-wood", backend="crafter", task=common_pb2.TaskSpec(name="collect_wood"),
         reward_terms=[common_pb2.RewardTerm(kind="success", weight=1.0),
                       common_pb2.RewardTerm(kind="inventory_gain", target="wood", weight=0.1)],
         episode_length=EPISODE_LENGTH, env_frames=frames, num_workers=NUM_WORKERS,
-        envs_per_worker=ENVS_PER_WORKER, seed=seed, skill_max_steps=1)
+        envs_per_worker=envs_per_worker, seed=seed, skill_max_steps=1)
 
 
 def kill_group(process: subprocess.Popen[Any]) -> None:
@@ -158,11 +159,11 @@ def fps_readout(records: list[dict[str, Any]], wall: float) -> dict[str, Any]:
 
 
 def run_training(variant: str, work_dir: Path, frames: int, seed: int, timeout: float,
-                 progress: Progress, raw_dir: Path) -> dict[str, Any]:
+                 progress: Progress, raw_dir: Path, envs_per_worker: int = ENVS_PER_WORKER) -> dict[str, Any]:
     """One training job in a subprocess (its own process group) under a timeout, with monitoring."""
     job_dir = work_dir / f"{variant}-{time.strftime('%H%M%S')}"
     job_dir.mkdir(parents=True)
-    config = rl_config(frames, seed)
+    config = rl_config(frames, seed, envs_per_worker)
     env = {**os.environ, "PYTHONUNBUFFERED": "1",
            "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     servers: list[ServiceProcess] = []
