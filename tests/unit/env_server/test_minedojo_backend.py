@@ -325,13 +325,14 @@ def test_perception_is_json_data(env: MineDojoEnv) -> None:
 
 
 def test_threats_are_the_hostile_mobs_in_sight_within_the_distance(env: MineDojoEnv) -> None:
+    noop = ACTIONS.index("noop")
     sim_of(env).spawn("cow", distance=2.0, bearing=0.0)
-    env.step(0)
+    env.step(noop)
     assert env.threat_distance(8) is None  # a cow is no threat
     sim_of(env).entities.clear()  # one lidar ray, straight ahead: it sees the nearest entity only
-    sim_of(env).spawn("zombie", distance=5.0, bearing=0.0)
-    env.step(0)
-    assert env.threat_distance(8) == 5 and env.threat_distance(4) is None
+    sim_of(env).spawn("zombie", distance=3.0, bearing=0.0)
+    env.step(noop)
+    assert env.threat_distance(8) == 3 and env.threat_distance(2) is None
 
 
 def test_nearby_text_without_anything_notable(fake: Any) -> None:
