@@ -63,7 +63,8 @@ def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actio
     suspended = session.plan_running
     interrupt = session.plan_interrupt
     health_at_start: dict[int, float] = {}
-    limit: dict[int, int] = {}  # frames an env's action may run: K, or what an interrupted plan action had left
+    limit: dict[int, int] = {}  # the round an env's action ends by: K, or what an interrupted plan action had left
+    resumed: set[int] = set()  # envs resuming an interrupted action that have not acted in it yet
     for i in envs:
         action = session.actions[actions[i]]
         limit[i] = session.skill_max_steps
@@ -80,6 +81,7 @@ def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actio
                 out.infos[i]["skill"] = skill.name
                 running[i] = skill
                 limit[i] = session.skill_max_steps - used
+                resumed.add(i)
                 continue
             skill = plan_skill(session, i, action.plan)
             if skill is None:  # every stage done: the plan has nothing left to do, and time moves on
@@ -96,8 +98,28 @@ def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actio
             assert action.skill is not None
             skill = action.skill
         start(i, skill)
+
+    def go_on(i: int, skill: SkillRecord, still: dict[int, SkillRecord]) -> None:
+        """Starts ``skill`` within this action; it runs from the next round."""
+        start(i, skill)
+        if running.get(i) is skill:
+            still[i] = skill
+
+    def afresh(i: int, k: int, still: dict[int, SkillRecord]) -> None:
+        """A resumed window's skill ended in round ``k`` before it acted: the plan goes on as its next action
+        would, with K frames from the next round (an uninterrupted chain spends no frame in between)."""
+        resumed.discard(i)
+        limit[i] = k + 1 + session.skill_max_steps
+        following = plan_skill(session, i, plans[i])
+        if following is None:
+            out.infos[i]["skill"] = PLAN_ACTION
+            session.frame(i, session.backend.spec.noop_action, f"{PLAN_ACTION} (every stage done)", out)
+        else:
+            go_on(i, following, still)
+
     k = 0
-    while running and k < session.skill_max_steps:
+    capped: dict[int, SkillRecord] = {}
+    while running:
         if should_stop is not None and should_stop():
             break
         results = executor.advance({slot(i): session.slots[i].perception() for i in running})
@@ -105,6 +127,7 @@ def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actio
         for i, skill in running.items():
             result = results.get(slot(i), {"error": {"type": "WorkerCrashed", "message": "no result", "line": 0}})
             if "action" in result:
+                resumed.discard(i)
                 if not session.frame(i, session.primitive_index[result["action"]], result["action"], out):
                     reason = interrupt.reason(session.slots[i].env, health_at_start[i]) if i in health_at_start \
                         else ""
@@ -112,33 +135,37 @@ def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actio
                         out.infos[i]["plan_interrupted"] = reason
                         suspended[i] = skill
                         session.plan_window[i] = session.skill_max_steps - limit[i] + k + 1
-                    elif k + 1 >= limit[i] and limit[i] < session.skill_max_steps:
-                        suspended[i] = skill  # the rest of an interrupted action's K frames is spent
-                        metrics.ENV_SKILL_RUNS.labels("step_cap").inc()
+                    elif k + 1 >= limit[i]:
+                        capped[i] = skill
                     else:
                         still[i] = skill
             elif "done" in result:
                 metrics.ENV_SKILL_RUNS.labels("finished").inc()
                 following = plan_skill(session, i, plans[i]) if i in plans else None
                 if following is not None and following is not skill and k + 1 < limit[i]:
-                    start(i, following)  # its stage is done: the plan goes on within this action
-                    if i in running:
-                        still[i] = following
-                    continue
-                out.infos[i]["skill_finished"] = True
-                if out.frames[i] == 0:  # every action consumes a frame, so time always moves on
-                    # Named for what happened: a policy without `noop` must not read as full of noops.
-                    name = f"{SKILL_PREFIX}{skill.name} (returned without acting)"
-                    session.frame(i, session.backend.spec.noop_action, name, out)
+                    go_on(i, following, still)  # its stage is done: the plan goes on within this action
+                elif i in resumed:
+                    afresh(i, k, still)
+                else:
+                    out.infos[i]["skill_finished"] = True
+                    if out.frames[i] == 0:  # every action consumes a frame, so time always moves on
+                        # Named for what happened: a policy without `noop` must not read as full of noops.
+                        name = f"{SKILL_PREFIX}{skill.name} (returned without acting)"
+                        session.frame(i, session.backend.spec.noop_action, name, out)
+            elif i in resumed:
+                plan_failed(session, i, result["error"], skill, out, spend_frame=False)
+                afresh(i, k, still)
             else:
                 failed(i, result["error"], skill)
         running = still
         k += 1
+    if capped:
+        metrics.ENV_SKILL_RUNS.labels("step_cap").inc(len(capped))
     if running:
-        outcome = "step_cap" if k >= session.skill_max_steps else "stopped"
-        metrics.ENV_SKILL_RUNS.labels(outcome).inc(len(running))
-    suspended.update({i: skill for i, skill in running.items() if i in plans})
-    executor.stop([i for i in running if i not in plans])
+        metrics.ENV_SKILL_RUNS.labels("stopped").inc(len(running))
+    left = {**capped, **running}
+    suspended.update({i: skill for i, skill in left.items() if i in plans})
+    executor.stop([i for i in left if i not in plans])
 
 
 def plan_slot(session: Session, i: int) -> int:
@@ -146,14 +173,15 @@ def plan_slot(session: Session, i: int) -> int:
     return session.num_envs + i
 
 
-def plan_failed(session: Session, i: int, error: dict[str, Any], skill: SkillRecord, out: StepOutcome) -> None:
+def plan_failed(session: Session, i: int, error: dict[str, Any], skill: SkillRecord, out: StepOutcome,
+                spend_frame: bool = True) -> None:
     """A plan skill's error ends the plan action only: the world may have made it fail (a zombie, an item
     used up), and the policy may mend that; the error is reported, naming the skill, and counted."""
     _with_code_line(error, skill)
     out.infos[i]["plan_error"] = {**error, "message": f"plan skill {skill.name}: {error.get('message', '')}"}
     metrics.ENV_SKILL_RUNS.labels("error").inc()
     metrics.ENV_SKILL_ERRORS.labels(error.get("type", "unknown")).inc()
-    if out.frames[i] == 0:
+    if out.frames[i] == 0 and spend_frame:
         name = f"{PLAN_ACTION}: {skill.name} (failed: {error.get('type', 'error')})"
         session.frame(i, session.backend.spec.noop_action, name, out)
 

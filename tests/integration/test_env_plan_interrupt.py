@@ -64,12 +64,13 @@ def test_an_interrupted_plan_skill_resumes_where_it_was(env_server) -> None:
 
 
 @pytest.mark.usefixtures("idle_skills")
-def play_plan(stub, interrupt: common_pb2.PlanInterrupt | None) -> tuple[env_pb2.StepInfo, list[str]]:
-    """The plan alone (every action the plan action) in world 2 until the episode ends: its last step's info and
-    why each plan action ended early."""
-    sapling = env_pb2.Stage(success=[common_pb2.Condition(inventory=common_pb2.ItemCount(item="sapling", count=1))])
+def play_plan(stub, interrupt: common_pb2.PlanInterrupt | None, skills: tuple[str, str] = ("plan_grass", "plan_idle"),
+              k: int = 200, first: str = "sapling") -> tuple[env_pb2.StepInfo, list[str]]:
+    """The plan alone (every action the plan action) in world 2 until the episode ends, its first stage one
+    ``first`` item: its last step's info and why each plan action ended early."""
+    stage = env_pb2.Stage(success=[common_pb2.Condition(inventory=common_pb2.ItemCount(item=first, count=1))])
     s = stub.CreateSession(env_pb2.CreateSessionRequest(
-        num_envs=1, seed=2, stages=[sapling, NEVER], plan=["plan_grass", "plan_idle"], skill_max_steps=200,
+        num_envs=1, seed=2, stages=[stage, NEVER], plan=list(skills), skill_max_steps=k,
         plan_interrupt=interrupt, record_trajectories=True, episode_length=400))
     reasons = []
     for _ in range(400):
@@ -92,6 +93,20 @@ def test_a_plan_with_interrupts_plays_as_one_without(env_server) -> None:
     assert {"damage", "threat"} <= set(reasons)  # it was interrupted, for both reasons
     assert interrupted.episode.text == plain.episode.text and interrupted.episode.steps == plain.episode.steps
     assert list(interrupted.episode.achievements) == list(plain.episode.achievements)
+
+
+@pytest.mark.usefixtures("idle_skills")
+def test_a_skill_that_gives_up_after_an_interrupt_costs_no_extra_frame(env_server) -> None:
+    stub = env_server.stub
+    # Gives up (returns, its stage not done) once hurt since it started: right after the interrupt, before acting
+    # again; started afresh it acts again.
+    code = "def skill(agent):\n    start = agent.health\n    while agent.health >= start:\n        yield 'do'\n"
+    stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="plan_until_hurt", code=code, replace=True))
+    skills = ("plan_until_hurt", "plan_idle")
+    plain, _ = play_plan(stub, None, skills, k=50, first="diamond")
+    interrupted, reasons = play_plan(stub, common_pb2.PlanInterrupt(damage=True), skills, k=50, first="diamond")
+    assert "damage" in reasons
+    assert interrupted.episode.text == plain.episode.text and interrupted.episode.steps == plain.episode.steps
 
 
 @pytest.mark.usefixtures("idle_skills")
