@@ -191,6 +191,7 @@ def render_section(results: dict[str, Any], plot: str | None, title: str = SECTI
                          f"(the first {first['frames']:,} frames) to {100 * last['success_rate']:.1f}% (the last "
                          f"window, by {last['frames']:,} frames); deaths from {100 * first['deaths']:.0f}% to "
                          f"{100 * last['deaths']:.0f}% of episodes.")
+    lines += [str(note) for note in r.get("notes", [])]  # what is known of the run besides its numbers
     if plot:
         lines += ["", f"![collect_diamond with a kept plan]({plot})"]
     return "\n".join(lines) + "\n"
@@ -243,5 +244,10 @@ def plot_diamond(results: dict[str, Any], path: Path) -> Path:
     right.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=2)  # below: bars stay visible
     right.set_title("how far the plan got", fontsize=10)
     start = f", the policy starting on the plan (p={r['plan_prior']:g})" if r.get("plan_prior") else ""
+    if interrupting(r):
+        hand = [w for w, on in (("when hurt", r["interrupt"].get("damage")),
+                                (f"a threat within {r['interrupt'].get('threat_within')}",
+                                 r["interrupt"].get("threat_within"))) if on]
+        start += ", control back " + " or ".join(hand)
     fig.suptitle(f"{r['task']}: the chain alone vs APPO around the kept plan{start}")
     return save_plot(fig, path)
