@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from benchmarks.common import load_results, machine_info, raw_path, save_results, setup_logging, utc_now, write_section
-from benchmarks.crafter.diamond import PLAN_RUN, REWARD, K, load_plan, run_diamond
+from benchmarks.crafter.diamond import PLAN_RUN, REWARD, K, hands_back, load_plan, run_diamond
 from benchmarks.crafter.diamond import agent_prompt as diamond_agent_prompt
 from benchmarks.crafter.diamond_report import plot_diamond, render_section, section_title
 from rlgpt.v1 import common_pb2
@@ -73,13 +73,16 @@ def main(
     """collect_diamond: an RL-GPT run's all-code chain alone vs APPO trained around it as a kept plan."""
     setup_logging(console, log_level)
     interrupt = common_pb2.PlanInterrupt(damage=interrupt_damage, threat_within=threat_within)
-    kind = "interrupt" if interrupt_damage or threat_within else "prior" if plan_prior else ""
+    if agent_answer is not None and (interrupt_damage or threat_within or plan_prior):
+        raise typer.BadParameter("the fast agent's answer chooses its own interrupts, and the planner its plan prior: "
+                                 "give --agent-answer without --interrupt-damage, --threat-within or --plan-prior",
+                                 param_hint="--agent-answer")
+    answer = json.loads(agent_answer.read_text()) if agent_answer is not None and not report_only else None
+    kind = ("interrupt" if interrupt_damage or threat_within or (answer and hands_back(answer))
+            else "prior" if plan_prior else "")
     raw_json = raw_json or raw_path(f"diamond-{kind}" if kind else "diamond")
     if kind and figure == FIGURE:
         figure = figure.with_name(f"diamond_kept_plan_{kind}.png")
-    if agent_answer is not None and kind:
-        raise typer.BadParameter("the plan prior and the interrupts are variants of the bench's config, not of the "
-                                 "fast agent's answer: give --agent-answer alone", param_hint="--agent-answer")
     if not report_only:
         try:
             plan = load_plan(plan_run)
@@ -90,7 +93,6 @@ def main(
             agent_prompt.write_text(diamond_agent_prompt(plan, work.resolve(), frames, seed, episodes))
             log.info("wrote the fast agent's prompt to %s", agent_prompt)
             return
-        answer = json.loads(agent_answer.read_text()) if agent_answer is not None else None
         progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn(
             "{task.completed:,.0f}/{task.total:,.0f} frames"), TimeElapsedColumn(), console=console)
         results = load_results(raw_json) if raw_json.exists() else {}

@@ -30,7 +30,7 @@ from services.learner.policy import EVAL_SEED_OFFSET, FirstEpisodes
 from services.learner.sf_env import session_request
 from services.planner.agents import FastAgent
 from services.planner.controller import failed_episodes
-from services.planner.kept_plan import own_reward_text
+from services.planner.kept_plan import KEPT_PLAN_PRIOR, own_reward_text
 from services.planner.kept_plan_agent import apply_answer, kept_plan_answer, kept_plan_prompt
 from services.planner.prompts import EvalProtocol
 from services.planner.schemas import kept_plan_schema
@@ -204,19 +204,29 @@ def agent_skills(answer: dict[str, Any]) -> dict[str, str]:
             for m in answer.get("macro_actions", [])}
 
 
+def hands_back(answer: dict[str, Any]) -> bool:
+    """Whether a fast agent's answer has its plan actions hand control back early (hurt, a threat near): its run
+    then belongs with the bench's own run with interrupts."""
+    return bool(answer.get("hand_back_when_hurt") or answer.get("hand_back_within"))
+
+
 def run_diamond(plan: RecordedPlan, work: Path, frames: int, seed: int, timeout: float, progress: Progress,
                 eval_episodes: int, k: int = K, reward: tuple[tuple[str, float], ...] = REWARD,
                 answer: dict[str, Any] | None = None, plan_prior: float = 0.0,
                 interrupt: common_pb2.PlanInterrupt | None = None) -> dict[str, Any]:
     """Registers the plan's skills, scores the chain alone, trains (or resumes) APPO around the plan and scores
     the policy on the same held-out worlds. ``answer``: the fast agent's config for it (its primitives, macro
-    actions, K and reward terms after the plan's stage and success terms), in the job ``kept-plan-agent``; without
+    actions, K, interrupts and reward terms after the plan's stage and success terms) started on the plan as the
+    planner's is (:data:`KEPT_PLAN_PRIOR`), in the job ``kept-plan-agent`` (``-interrupt`` when it has them); without
     it the bench's own (``k``, ``reward``, :data:`PRIMITIVES`). ``plan_prior``: the untrained policy's probability
     of the plan action (``RLConfig.plan_prior``), in the job ``kept-plan-prior``; with ``interrupt`` (when a plan
     action hands control back early, ``RLConfig.plan_interrupt``) in the job ``kept-plan-interrupt``."""
     interrupting = interrupt is not None and (interrupt.damage or interrupt.threat_within > 0)
-    job_dir = work / ("kept-plan-agent" if answer is not None else "kept-plan-interrupt" if interrupting
-                      else "kept-plan-prior" if plan_prior else "kept-plan")
+    if answer is not None:  # as the planner trains around a kept plan: the policy starts on the plan
+        plan_prior = KEPT_PLAN_PRIOR
+        job_dir = work / ("kept-plan-agent-interrupt" if hands_back(answer) else "kept-plan-agent")
+    else:
+        job_dir = work / ("kept-plan-interrupt" if interrupting else "kept-plan-prior" if plan_prior else "kept-plan")
     job_dir.mkdir(parents=True, exist_ok=True)
     config = plan_config(plan, frames, seed, k, reward, plan_prior, interrupt)
     skills = {SKILL_PREFIX + name: code for name, code, _ in plan.steps}

@@ -141,9 +141,14 @@ def render_section(results: dict[str, Any], plot: str | None, title: str = SECTI
             "this plan "
             "(`--agent-prompt` renders it as a run would: the plan, and how the chain alone failed on 64 briefing "
             f"worlds, seeded apart from the training and held-out ones) with K={a['k']}, the primitives "
-            f"{', '.join(a['primitives'])}, its macro actions {macros}, and reward "
-            + reward_text(a["reward"])
-            + f" (stage and success are the planner's). Trained for {frames_cell} ({a['train_episodes']:,} "
+            f"{', '.join(a['primitives'])}, its macro actions {macros}"
+            + (interrupt_text(a["interrupt"]).replace(", so that the policy acts where the plan is in trouble", "")
+               if interrupting(a) else "")
+            + ", and reward " + reward_text(a["reward"])
+            + " (stage and success are the planner's)"
+            + (f"; the policy starting on the plan action with probability {a['plan_prior']:g}, as the planner's "
+               "does" if a.get("plan_prior") else "")
+            + f". Trained for {frames_cell} ({a['train_episodes']:,} "
             f"training episodes, {a['train_s'] / 60:.0f} min, {agent['date_utc']}); the answer is "
             f"`{agent['answer']}`.", ""]
     shown = controllers(results)

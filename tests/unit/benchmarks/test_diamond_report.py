@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchmarks.crafter.diamond import PLAN_RUN, load_plan, plan_config
+from benchmarks.crafter.diamond import PLAN_RUN, hands_back, load_plan, plan_config
 from benchmarks.crafter.diamond_report import (
     INTERRUPT_TITLE,
     PRIOR_TITLE,
@@ -133,3 +133,21 @@ def test_a_run_whose_plan_hands_control_back_says_when_under_its_own_title() -> 
             "(zombie, arrow: the env's own list) is 3 cells away or closer (`RLConfig.plan_interrupt`") in text
     data["run"]["interrupt"] = {"damage": False, "threat_within": 0, "threats": ["zombie"]}
     assert section_title(data) == PRIOR_TITLE and "plan_interrupt" not in render_section(data, None)
+
+
+def test_a_fast_agents_answer_with_interrupts_is_trained_and_told_as_the_planner_would() -> None:
+    assert hands_back({"hand_back_within": 3}) and hands_back({"hand_back_when_hurt": True})
+    assert not hands_back({"hand_back_when_hurt": False, "hand_back_within": 0}) and not hands_back({})
+    data = results()
+    data["run"].update(plan_prior=0.8, interrupt={"damage": True, "threat_within": 3, "threats": ["zombie"]})
+    agent_run = {**data["run"], "k": 40, "macro_actions": {"diamond_macro_flee": "def skill(agent): ..."},
+                 "interrupt": {"damage": False, "threat_within": 2, "threats": ["zombie"]}}
+    data["agent"] = {"date_utc": "2026-11-27 05:00 UTC", "llm": "a capable model", "answer": "a.json",
+                     "run": agent_run}
+    text = render_section(data, None, title=section_title(data))
+    assert ("with K=40, the primitives noop, do, its macro actions flee, a plan action handing control back before "
+            "its K frames when a threat (zombie: the env's own list) is 2 cells away or closer (`RLConfig."
+            "plan_interrupt`; the plan skill is suspended and the next plan action resumes it), and reward stage +1, "
+            "death -1 (stage and success are the planner's); the policy starting on the plan action with "
+            "probability 0.8, as the planner's does. Trained for") in text
+    assert "In training with the fast agent's config, starting on the plan (p=0.8), the success rate" in text

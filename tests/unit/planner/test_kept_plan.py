@@ -15,7 +15,7 @@ from rlgpt.llm.client import CallRecord, StructuredOutputError
 from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
 from services.planner.agents import FastAgent
 from services.planner.context import Stubs
-from services.planner.kept_plan import OWN_REWARD, final_controller, kept_plan_name
+from services.planner.kept_plan import KEPT_PLAN_PRIOR, OWN_REWARD, final_controller, kept_plan_name
 from services.planner.kept_plan_agent import failures_text, kept_plan_prompt, stage_ended
 from services.planner.loops import TwoLoops
 from services.planner.runs import Run
@@ -155,6 +155,7 @@ def test_a_resumed_run_with_its_iterations_done_trains_around_the_plan_with_the_
     assert [step.skill.split("__kept")[0] for step in config.plan] == ["wood", "table", "pickaxe"]
     assert list(config.primitive_actions) == ["noop", "do", "move_left"] and config.skill_max_steps == 12
     assert config.plan_interrupt == common_pb2.PlanInterrupt(damage=True, threat_within=3)
+    assert config.plan_prior == pytest.approx(KEPT_PLAN_PRIOR)  # the policy starts on the plan
     name = kept_plan_name("make_wood_pickaxe")
     assert list(config.skills) == [f"{name}__step_aside"]  # the one that never yields was refused
     assert kinds(config) == {**{k: w for k, w, _ in OWN_REWARD}, "death": -3.0, "health": 0.5}
@@ -179,7 +180,7 @@ def test_an_unusable_answer_trains_the_planners_defaults_and_a_worse_policy_keep
     two._iterate()
     config = learner.configs[0]
     assert list(config.primitive_actions) == [] and config.skill_max_steps == 16 and not config.skills
-    assert not config.HasField("plan_interrupt")
+    assert not config.HasField("plan_interrupt") and config.plan_prior == pytest.approx(KEPT_PLAN_PRIOR)
     assert kinds(config) == {"stage": 1.0, "success": 10.0, "death": -1.0, "health": 0.1}
     kept = two.state.kept_plan
     assert kept["config_by"] == "planner defaults" and "no JSON object" in kept["config_error"]
