@@ -27,7 +27,8 @@ class RewardKind:
 
 REWARD_KINDS: dict[str, RewardKind] = {k.name: k for k in (
     RewardKind("success", False, "weight once, on the frame the success condition first holds (no target)"),
-    RewardKind("achievement", True, "weight each time the target achievement (or any, \"*\") is unlocked"),
+    RewardKind("achievement", True, "weight when the target achievement (or any, \"*\") is first unlocked in an "
+               "episode: once per achievement and episode, however often it is done again"),
     RewardKind("inventory_gain", True, "weight per unit of the target item (or any, \"*\") gained; losses are not "
                                        "penalised"),
     RewardKind("step", False, "weight on every frame (a small negative weight is a time penalty; no target)"),

@@ -163,8 +163,11 @@ def _code_facts(nearby_distance: int) -> list[str]:
         source = inspect.getsource(player.update)
         if "'energy'] < constants.items['energy']['max']" not in source:
             return None
+        ignores = "action = 'sleep'" in source.split("if self.sleeping:", 1)[-1].split("if action ==", 1)[0]
         return (f"\"sleep\" only starts sleeping when energy is below its maximum ({maxima['energy']}); asleep, "
-                "the player wakes up (achievement wake_up) once energy is back at the maximum, and also wakes "
+                + ("every action acts as \"sleep\" (the player cannot move or do anything) until it wakes: "
+                   if ignores else "")
+                + "the player wakes up (achievement wake_up) once energy is back at the maximum, and also wakes "
                 "up, without the achievement, when it takes damage.")
 
     def cow() -> str | None:
@@ -196,7 +199,9 @@ def _code_facts(nearby_distance: int) -> list[str]:
         chase = _compared_name(objects.Zombie.update, "dist", ast.LtE)
         if zombie_health is None or len(damage) < 2 or cooldown is None or len(chase) < 2:
             return None
-        return (f"A zombie mostly walks toward a player within {int(max(chase))} steps and, when next to it, deals "
+        steps = _distance_words()
+        return (f"A zombie mostly walks toward a player within {int(max(chase))} steps{steps[0]} and, when "
+                f"{steps[1]}, deals "
                 f"{int(min(damage))} damage ({int(max(damage))} to a sleeping player), then waits "
                 f"{int(cooldown)} steps; it has {int(zombie_health)} health (achievement defeat_zombie).")
 
@@ -244,6 +249,17 @@ def _code_facts(nearby_distance: int) -> list[str]:
     _fact(facts, lava, "lava")
     facts.append("Placing or making fails silently (nothing happens) when a requirement is missing.")
     return facts
+
+
+def _distance_words() -> tuple[str, str]:
+    """How crafter measures a creature's distance to the player (``Object.distance``), in words: what "within N
+    steps" counts, and what "next to it" means."""
+    source = inspect.getsource(objects.Object.distance)
+    if ".sum()" in source:
+        return " (counting |dx| + |dy|)", "next to it (sharing a side; a diagonal cell is not next to it)"
+    if ".max()" in source:
+        return " (counting the larger of |dx| and |dy|)", "next to it (diagonal cells included)"
+    return "", "next to it"
 
 
 def _nearby_distance() -> int:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from crafter import objects
 
 from rlgpt import world_rules
 from rlgpt.v1 import common_pb2
@@ -144,6 +146,23 @@ def test_sleep_only_starts_below_full_energy(env: CrafterEnv) -> None:
     env._player.inventory["energy"] -= 1
     _do(env, "sleep")
     assert env._player.sleeping
+
+
+def test_asleep_every_action_acts_as_sleep(env: CrafterEnv) -> None:
+    assert any("asleep, every action acts as \"sleep\"" in f for f in crafter_rules().facts)
+    _clear_around(env, 2)
+    env._player.inventory["energy"] = 3
+    _do(env, "sleep")
+    start = tuple(int(v) for v in env._player.pos)
+    _do(env, "move_left")
+    assert env._player.sleeping and tuple(int(v) for v in env._player.pos) == start
+
+
+def test_a_zombie_next_to_the_player_shares_a_side_as_the_game_measures(env: CrafterEnv) -> None:
+    fact = next(f for f in crafter_rules().facts if f.startswith("A zombie"))
+    assert "within 8 steps (counting |dx| + |dy|)" in fact and "a diagonal cell is not next to it" in fact
+    zombie = objects.Zombie(env._env._world, env._player.pos + np.array([1, 1]), env._player)
+    assert zombie.distance(env._player) == 2  # diagonal: two steps, so out of its reach
 
 
 def test_hunger_rate_matches_the_game(env: CrafterEnv) -> None:
