@@ -626,9 +626,26 @@ class MineDojoEnv(BackendEnv):
         return blocks, entities
 
     def threat_distance(self, within: int) -> int | None:
-        _blocks, entities = self._in_sight()
-        seen = [math.ceil(e["distance"]) for name, e in entities.items() if name in THREATS]
-        near = [d for d in seen if d <= within]
+        """The larger axis distance (blocks along x, y or z, rounded up) to the nearest hostile mob a lidar ray
+        hit: a ray's hit lies ``distance`` along the ray's own pitch and its yaw turned by the player's."""
+        rays = self._require_obs().get("rays")
+        if not rays:
+            return None
+        names = np.asarray(rays.get("entity_name", [])).reshape(-1)
+        dists = np.asarray(rays.get("entity_distance", np.full(len(names), -1.0)), dtype=np.float64).reshape(-1)
+        ray_yaw = np.asarray(rays.get("ray_yaw", np.zeros(len(names))), dtype=np.float64).reshape(-1)
+        ray_pitch = np.asarray(rays.get("ray_pitch", np.zeros(len(names))), dtype=np.float64).reshape(-1)
+        player_yaw = math.radians(self._location()[1])
+        near = []
+        for name, dist, yaw, pitch in zip(names, dists, ray_yaw, ray_pitch, strict=False):
+            if _norm(name) not in THREATS or dist < 0:
+                continue
+            world_yaw = player_yaw - float(yaw)  # the lidar's yaw has the opposite sign (Plan4MC)
+            flat, up = dist * math.cos(pitch), dist * math.sin(pitch)
+            cells = math.ceil(round(max(abs(flat * math.sin(world_yaw)), abs(flat * math.cos(world_yaw)),
+                                        abs(up)), 2))
+            if cells <= within:
+                near.append(cells)
         return min(near) if near else None
 
     def perception(self) -> dict[str, Any]:

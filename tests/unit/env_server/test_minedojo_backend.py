@@ -7,6 +7,7 @@ docstring); these tests check the backend's own logic, not Minecraft's behaviour
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -333,6 +334,13 @@ def test_threats_are_the_hostile_mobs_in_sight_within_the_distance(env: MineDojo
     sim_of(env).spawn("zombie", distance=3.0, bearing=0.0)
     env.step(noop)
     assert env.threat_distance(8) == 3 and env.threat_distance(2) is None
+    # Turned 45 degrees, a zombie 2.8 blocks straight ahead is 2 blocks away along x and z: the larger axis
+    # distance, as Describe's limit and the fast agent's prompt count it (not the straight line, 3 rounded up).
+    sim_of(env).entities.clear()
+    sim_of(env).yaw = 45.0
+    sim_of(env).spawn("zombie", distance=2 * math.sqrt(2), bearing=0.0)
+    env.step(noop)
+    assert env.threat_distance(8) == 2 and env.threat_distance(1) is None
 
 
 def test_nearby_text_without_anything_notable(fake: Any) -> None:
