@@ -26,6 +26,7 @@ OUT_OF_MAP = "out_of_map"  # what a view cell beyond the map edge reads (never a
 _THREATS = (objects.Zombie, objects.Skeleton, objects.Arrow)
 """What can hurt the player in Crafter (crafter objects: a zombie's hit, a skeleton's arrow)."""
 _SKELETON_RANGE = 5  # skeletons shoot at a player this close (crafter objects.Skeleton.update)
+_ARROW_DAMAGE = 2  # what an arrow's hit takes (crafter objects.Arrow.update)
 
 
 class _DeterministicCrafter(crafter.Env):
@@ -46,6 +47,7 @@ class CrafterEnv(BackendEnv):
         # length=None: the session truncates episodes itself, so it can tell truncated from terminated.
         self._env = _DeterministicCrafter(area=(64, 64), view=(9, 9), size=(64, 64), reward=True, length=None, seed=0)
         self._last_image: np.ndarray | None = None
+        self._arrow_close = False
 
     @property
     def _player(self) -> objects.Player:
@@ -55,10 +57,16 @@ class CrafterEnv(BackendEnv):
         # Crafter seeds world generation with hash((seed, episode)); pinning both makes resets reproducible.
         self._env._seed = int(seed)
         self._env._episode = 0
+        self._arrow_close = False
         self._last_image = self._env.reset()
         return self._last_image, self._vector()
 
     def step(self, action: int) -> RawStep:
+        # An arrow vanishes with its hit, and a skeleton may shoot from out of range: so the arrows about to hit
+        # a player one hit from death are noted first (rarely: only at health 2 or less).
+        player = self._player
+        self._arrow_close = player.health <= _ARROW_DAMAGE and any(
+            isinstance(o, objects.Arrow) and player.distance(o) <= 2 for o in self._nearby(tuple(player.pos), 2)[1])
         image, reward, _done, _info = self._env.step(action)
         self._last_image = image
         return RawStep(image=image, vector=self._vector(), native_reward=float(reward),
@@ -173,7 +181,7 @@ class CrafterEnv(BackendEnv):
         # A zombie hits from an adjacent cell; an arrow hits and vanishes, so its skeleton is the trace.
         if any(isinstance(o, objects.Zombie) and player.distance(o) <= 1 for o in objs):
             causes.append("attacked by zombie" + (" while sleeping" if player.sleeping else ""))
-        if any(isinstance(o, objects.Arrow) and player.distance(o) <= 2 for o in objs) or any(
+        if self._arrow_close or any(isinstance(o, objects.Arrow) and player.distance(o) <= 2 for o in objs) or any(
                 isinstance(o, objects.Skeleton) and player.distance(o) <= _SKELETON_RANGE for o in objs):
             causes.append("shot by skeleton")
         starving = [s for s in ("food", "drink", "energy") if inv[s] <= 0]

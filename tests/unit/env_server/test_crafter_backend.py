@@ -1,6 +1,7 @@
 import json
 
 import numpy as np
+from crafter import objects
 
 from services.env_server.backends.crafter import VECTOR_LABELS, CrafterBackend
 
@@ -39,6 +40,25 @@ def test_death_is_detected_with_a_cause() -> None:
     env._env._player.health = 0  # test hook: kill the player directly
     step = env.step(0)
     assert step.dead and env.death_cause() != ""
+
+
+def test_an_arrow_that_kills_is_named_though_it_vanished_and_its_skeleton_is_out_of_range() -> None:
+    env = CrafterBackend().make_env()
+    env.reset(0)
+    world, player = env._env._world, env._player
+    x, y = (int(v) for v in player.pos)
+    for cx in range(x - 6, x + 7):
+        for cy in range(y - 6, y + 7):
+            if (cx, cy) != (x, y):
+                obj = world[(cx, cy)][1]
+                if obj is not None:
+                    world.remove(obj)
+                world[(cx, cy)] = "grass"
+    world.add(objects.Arrow(world, np.array([x - 1, y]), np.array([1, 0])))  # about to hit from the left
+    player.health = 2
+    step = env.step(0)
+    assert step.dead and not any(isinstance(o, objects.Arrow) for o in env._nearby((x, y), 3)[1])
+    assert env.death_cause() == "shot by skeleton"
 
 
 def put_player(env, pos: tuple[int, int]) -> None:
