@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,24 @@ def comparisons(results: dict[str, Any]) -> list[tuple[str, dict[str, Any], str,
             out.append((label, variant(results, v)[key], "the chain alone" + ("" if same_k else " at the same K"),
                         chain))
     return out
+
+
+def paired(result: dict[str, Any], chain: dict[str, Any]) -> tuple[int, int, float]:
+    """(worlds only the policy won, worlds only the chain won, the exact two-sided McNemar p-value): both played
+    the same worlds in the same order, so only the worlds where they differ tell them apart."""
+    wins = [(bool(a["success"]), bool(b["success"])) for a, b in zip(result["ends"], chain["ends"], strict=True)]
+    only_policy = sum(a and not b for a, b in wins)
+    only_chain = sum(b and not a for a, b in wins)
+    n, k = only_policy + only_chain, min(only_policy, only_chain)
+    p = min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n) if n else 1.0
+    return only_policy, only_chain, p
+
+
+def paired_text(result: dict[str, Any], chain: dict[str, Any]) -> str:
+    only_policy, only_chain, p = paired(result, chain)
+    return (f"World by world: it succeeded in {only_policy} where the chain failed and failed in {only_chain} where "
+            f"the chain succeeded (exact McNemar test, two-sided p = {p:.2f}"
+            + ("; a difference this size is within chance)." if p >= 0.05 else ")."))
 
 
 def pct(part: float, whole: float) -> str:
@@ -185,7 +204,7 @@ def render_section(results: dict[str, Any], plot: str | None, title: str = SECTI
         lines.append(f"{label[0].upper()}{label[1:]}: collect_diamond in {100 * result['success_rate']:.1f}% of the "
                      f"held-out worlds, {versus} {chain_label} ({100 * own_chain['success_rate']:.1f}%)."
                      + (f" Its {len(own_chain['ends'])} episodes ended exactly as the chain's (same frames, same "
-                        "ends)." if same else ""))
+                        "ends)." if same else " " + paired_text(result, own_chain)))
     for name, who, _ in VARIANTS:
         if variant(results, name).get("plan_prior"):
             who += f", starting on the plan (p={variant(results, name)['plan_prior']:g})"

@@ -9,6 +9,7 @@ from benchmarks.crafter.diamond_report import (
     SECTION_TITLE,
     end_kind,
     ended_in,
+    paired,
     plot_diamond,
     render_section,
     section_title,
@@ -151,3 +152,14 @@ def test_a_fast_agents_answer_with_interrupts_is_trained_and_told_as_the_planner
             "death -1 (stage and success are the planner's); the policy starting on the plan action with "
             "probability 0.8, as the planner's does. Trained for") in text
     assert "In training with the fast agent's config, starting on the plan (p=0.8), the success rate" in text
+
+
+def test_a_policy_and_its_chain_are_compared_world_by_world() -> None:
+    data = results()
+    text = render_section(data, None)
+    assert ("World by world: it succeeded in 1 where the chain failed and failed in 0 where the chain succeeded "
+            "(exact McNemar test, two-sided p = 1.00; a difference this size is within chance).") in text
+    won = [end(True, "success")] * 10
+    lost = [end(False, cause="attacked by zombie")] * 10
+    assert paired(controller(1.0, [], won), controller(0.0, [], lost)) == (10, 0, 2 / 2 ** 10)
+    assert paired(controller(0.5, [], won[:5] + lost[:5]), controller(0.5, [], lost[:5] + won[:5]))[2] == 1.0
