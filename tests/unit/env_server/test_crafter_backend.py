@@ -34,6 +34,13 @@ def test_shapes_inventory_and_perception() -> None:
     assert env.death_cause() == "" and env.achievements() == set()
 
 
+def test_the_unused_semantic_map_is_not_built_and_the_image_still_is() -> None:
+    env = CrafterBackend().make_env()
+    env.reset(0)
+    image, _reward, _done, info = env._env.step(0)
+    assert info["semantic"] is None and image.shape == (64, 64, 3) and image.any()
+
+
 def test_death_is_detected_with_a_cause() -> None:
     env = CrafterBackend().make_env()
     env.reset(0)
