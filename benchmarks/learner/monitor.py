@@ -30,6 +30,13 @@ def _tree_pids(root: psutil.Process) -> set[int]:
         return set()
 
 
+def ours_and_callers() -> set[int]:
+    """This benchmark's process tree and the processes that started it: a ``make bench-learner`` (or a shell)
+    waiting for this process is not background work, and must not make it wait for itself."""
+    me = psutil.Process()
+    return _tree_pids(me) | {parent.pid for parent in me.parents()}
+
+
 def _busy_seconds() -> float:
     times = psutil.cpu_times()
     return sum(times) - times.idle - getattr(times, "iowait", 0.0)
@@ -208,7 +215,7 @@ def wait_until_quiet(limit: float, max_load: float, timeout: float) -> dict[str,
     last_note = 0.0
     quiet_since: float | None = None
     while True:
-        ours = _tree_pids(psutil.Process())
+        ours = ours_and_callers()
         heavy = sorted({r for p in psutil.process_iter() if (r := _heavy_reason(p, ours))})
         others = sample_others(2.0)
         load1 = os.getloadavg()[0]

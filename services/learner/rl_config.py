@@ -51,8 +51,10 @@ class EnvVocabulary:
 # the planner sends only what its agents chose).
 DEFAULT_NUM_WORKERS = 2
 """Rollout workers when ``num_workers`` is 0, capped by this machine's cores (:func:`num_workers`)."""
-DEFAULT_ENVS_PER_WORKER = 4
-"""Envs per rollout worker when ``envs_per_worker`` is 0."""
+DEFAULT_ENVS_PER_WORKER = 8
+"""Envs per rollout worker when ``envs_per_worker`` is 0. Eight rather than four: a worker's envs go to its env
+server in one call and to inference in one batch, so per-call and per-batch costs are shared by twice the frames
+(2 cores, 2 workers, 2026-11-27: via 2 env servers 272 -> 339 frames/s, in-process 315 -> 340)."""
 DEFAULT_SKILL_MAX_STEPS = 32
 """K, frames per skill action, when ``skill_max_steps`` is 0 and the config has skills (1 without)."""
 DEFAULT_EPISODE_LENGTH = 1000

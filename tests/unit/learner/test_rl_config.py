@@ -23,7 +23,7 @@ def config(**fields) -> learner_pb2.RLConfig:
 def test_defaults_are_filled() -> None:
     filled = validate_rl_config(config(skills=["chop"], observe=["status", "inventory/wood"]), VOCAB, SETTINGS)
     assert filled.backend == "crafter" and filled.runner == "local" and filled.skill_max_steps == 32
-    assert filled.num_workers >= 1 and filled.envs_per_worker == 4 and filled.episode_length == 1000
+    assert filled.num_workers >= 1 and filled.envs_per_worker == 8 and filled.episode_length == 1000
 
 
 @pytest.mark.parametrize(("fields", "needle"), [
