@@ -9,7 +9,7 @@ import numpy as np
 from crafter import constants, objects
 
 from services.env_server.backends.base import Backend, BackendEnv, BackendSpec, RawStep
-from services.env_server.backends.crafter_rules import STATUS, crafter_rules
+from services.env_server.backends.crafter_rules import STATUS, arrow_damage, crafter_rules
 from services.env_server.skills.api_doc import CRAFTER_SKILL_API
 
 ITEMS = tuple(name for name in constants.items if name not in STATUS)
@@ -26,7 +26,7 @@ OUT_OF_MAP = "out_of_map"  # what a view cell beyond the map edge reads (never a
 _THREATS = (objects.Zombie, objects.Skeleton, objects.Arrow)
 """What can hurt the player in Crafter (crafter objects: a zombie's hit, a skeleton's arrow)."""
 _SKELETON_RANGE = 5  # skeletons shoot at a player this close (crafter objects.Skeleton.update)
-_ARROW_DAMAGE = 2  # what an arrow's hit takes (crafter objects.Arrow.update)
+_ARROW_DAMAGE = arrow_damage() or 0  # an arrow's hit, read from the game as the rules are (0: unknown, not noted)
 
 
 class _DeterministicCrafter(crafter.Env):

@@ -207,10 +207,10 @@ def _code_facts(nearby_distance: int) -> list[str]:
 
     def skeleton() -> str | None:
         skeleton_health = _assigned(objects.Skeleton.__init__, "health")
-        arrow = _increments(objects.Arrow.update, lambda t: isinstance(t, ast.Attribute) and t.attr == "health")
-        if skeleton_health is None or not arrow:
+        arrow = arrow_damage()
+        if skeleton_health is None or arrow is None:
             return None
-        return (f"Skeletons shoot arrows that deal {int(abs(arrow[0]))} damage; a "
+        return (f"Skeletons shoot arrows that deal {arrow} damage; a "
                 f"skeleton has {int(skeleton_health)} health (achievement defeat_skeleton). Arrows break tables "
                 "and furnaces they hit.")
 
@@ -249,6 +249,13 @@ def _code_facts(nearby_distance: int) -> list[str]:
     _fact(facts, lava, "lava")
     facts.append("Placing or making fails silently (nothing happens) when a requirement is missing.")
     return facts
+
+
+@functools.cache
+def arrow_damage() -> int | None:
+    """Health an arrow's hit takes (crafter objects.Arrow.update); None when the game no longer says."""
+    hits = _increments(objects.Arrow.update, lambda t: isinstance(t, ast.Attribute) and t.attr == "health")
+    return int(abs(hits[0])) if hits else None
 
 
 def _distance_words() -> tuple[str, str]:

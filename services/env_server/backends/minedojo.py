@@ -362,6 +362,21 @@ def _max_stack(item: str) -> int:
     return 16 if item in _STACK_16 else 64
 
 
+def _entity_hits(rays: dict[str, Any]) -> list[tuple[str, float, float, float]]:
+    """(name, distance, ray yaw, ray pitch) of every lidar ray that hit an entity (yaw and pitch in radians, the
+    ray's own, relative to the player's view)."""
+    names = np.asarray(rays.get("entity_name", [])).reshape(-1)
+    dists = np.asarray(rays.get("entity_distance", np.zeros(len(names))), dtype=np.float64).reshape(-1)
+    yaws = np.asarray(rays.get("ray_yaw", np.zeros(len(names))), dtype=np.float64).reshape(-1)
+    pitches = np.asarray(rays.get("ray_pitch", np.zeros(len(names))), dtype=np.float64).reshape(-1)
+    hits = []
+    for name, dist, yaw, pitch in zip(names, dists, yaws, pitches, strict=False):
+        name = _norm(name)
+        if name not in ("null", "") and dist >= 0:
+            hits.append((name, float(dist), float(yaw), float(pitch)))
+    return hits
+
+
 class MineDojoEnv(BackendEnv):
     """One MineDojo task env, created at the first reset and re-created only when its world changes.
 
@@ -613,13 +628,7 @@ class MineDojoEnv(BackendEnv):
             name = _norm(name)
             if name != "air" and dist >= 0 and dist < blocks.get(name, math.inf):
                 blocks[name] = round(float(dist), 2)
-        entity_names = np.asarray(rays.get("entity_name", [])).reshape(-1)
-        entity_dist = np.asarray(rays.get("entity_distance", np.zeros(len(entity_names))), dtype=np.float64).reshape(-1)
-        ray_yaw = np.asarray(rays.get("ray_yaw", np.zeros(len(entity_names))), dtype=np.float64).reshape(-1)
-        for name, dist, yaw in zip(entity_names, entity_dist, ray_yaw, strict=False):
-            name = _norm(name)
-            if name in ("null", "") or dist < 0:
-                continue
+        for name, dist, yaw, _pitch in _entity_hits(rays):
             if name not in entities or dist < entities[name]["distance"]:
                 # Plan4MC: MineDojo's lidar yaw has the opposite sign of the player's yaw.
                 entities[name] = {"distance": round(float(dist), 2), "yaw": round(-math.degrees(float(yaw)), 1)}
@@ -631,14 +640,10 @@ class MineDojoEnv(BackendEnv):
         rays = self._require_obs().get("rays")
         if not rays:
             return None
-        names = np.asarray(rays.get("entity_name", [])).reshape(-1)
-        dists = np.asarray(rays.get("entity_distance", np.full(len(names), -1.0)), dtype=np.float64).reshape(-1)
-        ray_yaw = np.asarray(rays.get("ray_yaw", np.zeros(len(names))), dtype=np.float64).reshape(-1)
-        ray_pitch = np.asarray(rays.get("ray_pitch", np.zeros(len(names))), dtype=np.float64).reshape(-1)
         player_yaw = math.radians(self._location()[1])
         near = []
-        for name, dist, yaw, pitch in zip(names, dists, ray_yaw, ray_pitch, strict=False):
-            if _norm(name) not in THREATS or dist < 0:
+        for name, dist, yaw, pitch in _entity_hits(rays):
+            if name not in THREATS:
                 continue
             world_yaw = player_yaw - float(yaw)  # the lidar's yaw has the opposite sign (Plan4MC)
             flat, up = dist * math.cos(pitch), dist * math.sin(pitch)
