@@ -136,35 +136,37 @@ def evaluate_chain(request: learner_pb2.EvaluateRequest, job_dirs: dict[str, Pat
                       for job, config in configs.items()}
         stepper = LinkStepper([Link.from_proto(link) for link in links], request.episodes)
         first = FirstEpisodes(request.episodes, request.frames_per_episode)
-        idle = index.get("noop", 0)  # what envs past their first episode do: the cheapest action
+        idle = index.get("noop", 0)  # the probe's action
         generator = torch.Generator().manual_seed(request.seed)
-        observations = session.observations
+        pixels, vectors = from_tensor(session.observations.image), from_tensor(session.observations.vector)
+        live = first.live  # row r of pixels and vectors is env live[r]
         probe = True  # the env judges stages after a frame: a first noop shows which links are already done
-        while not first.done and first.frames < max_frames:
-            pixels, vectors = from_tensor(observations.image), from_tensor(observations.vector)
-            first.see(pixels)
-            actions = [idle] * request.episodes
+        while live and first.frames < max_frames:
+            first.see(pixels, live)
+            actions = [idle] * len(live)
             by_job: dict[str, list[int]] = {}
-            for i in range(request.episodes):
+            for row, i in enumerate(live):
                 link = stepper.controller(i)
                 if link is None or probe:
                     continue
                 if links[link].skill:
-                    actions[i] = index[SKILL_PREFIX + links[link].skill]
+                    actions[row] = index[SKILL_PREFIX + links[link].skill]
                 else:
-                    by_job.setdefault(links[link].job_id, []).append(i)
-            for job, envs in by_job.items():  # one batch per policy
-                chosen = policies[job].act(pixels[envs], vectors[envs], generator, request.greedy)
-                for i, action in zip(envs, to_session[job][chosen].tolist(), strict=True):
-                    actions[i] = action
-            step = stub.Step(env_pb2.StepRequest(session_id=session.session_id, actions=actions))
-            for i, info in enumerate(step.infos):
-                stepper.after_step(i, frames=step.frames[i], stages_done=list(info.stages_done),
+                    by_job.setdefault(links[link].job_id, []).append(row)
+            for job, rows in by_job.items():  # one batch per policy
+                chosen = policies[job].act(pixels[rows], vectors[rows], generator, request.greedy)
+                for row, action in zip(rows, to_session[job][chosen].tolist(), strict=True):
+                    actions[row] = action
+            step = stub.Step(env_pb2.StepRequest(session_id=session.session_id, actions=actions, env_indices=live))
+            for row, (i, info) in enumerate(zip(live, step.infos, strict=True)):
+                stepper.after_step(i, frames=step.frames[row], stages_done=list(info.stages_done),
                                    skill_error=info.HasField("skill_error"), skill_finished=info.skill_finished,
-                                   episode_ended=step.terminated[i] or step.truncated[i], probe=probe)
+                                   episode_ended=step.terminated[row] or step.truncated[row], probe=probe)
             probe = False
-            first.record(step)
-            observations = step.observations
+            first.record(step, live)
+            rows = [r for r, i in enumerate(live) if first.counting(i)]
+            live = [live[r] for r in rows]
+            pixels, vectors = from_tensor(step.observations.image)[rows], from_tensor(step.observations.vector)[rows]
     finally:
         stub.CloseSession(env_pb2.CloseSessionRequest(session_id=session.session_id))
         channel.close()

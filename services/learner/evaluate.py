@@ -47,18 +47,19 @@ def evaluate(job_dir: Path, env_server: str, episodes: int, seed: int, checkpoin
     try:
         policy = None if path is None else Policy.load(job_dir, path, config, session.observation,
                                                        len(session.actions))
-        plan_action = [list(session.actions).index(PLAN_ACTION)] * episodes if plan_alone else []
-        observations = session.observations
+        plan_action = list(session.actions).index(PLAN_ACTION) if plan_alone else -1
+        pixels, vectors = from_tensor(session.observations.image), from_tensor(session.observations.vector)
         generator = torch.Generator().manual_seed(seed)
-        while not first.done and first.frames < max_frames:
-            pixels = from_tensor(observations.image)
-            first.see(pixels)
-            actions = plan_action if policy is None else policy.act(pixels, from_tensor(observations.vector),
-                                                                     generator, greedy)
-            step = stub.Step(env_pb2.StepRequest(session_id=session.session_id, actions=actions))
-            first.record(step)
-            plan.record(step)
-            observations = step.observations
+        live = first.live  # row r of pixels and vectors is env live[r]
+        while live and first.frames < max_frames:
+            first.see(pixels, live)
+            actions = [plan_action] * len(live) if policy is None else policy.act(pixels, vectors, generator, greedy)
+            step = stub.Step(env_pb2.StepRequest(session_id=session.session_id, actions=actions, env_indices=live))
+            first.record(step, live)
+            plan.record(step, live)
+            rows = [r for r, i in enumerate(live) if first.counting(i)]
+            live = [live[r] for r in rows]
+            pixels, vectors = from_tensor(step.observations.image)[rows], from_tensor(step.observations.vector)[rows]
     finally:
         stub.CloseSession(env_pb2.CloseSessionRequest(session_id=session.session_id))
         channel.close()

@@ -17,14 +17,16 @@ class PlanProgress:
         self._done_at: list[list[int | None]] = [[None] * len(self.names) for _ in range(num_envs)]
         self._ended: dict[int, int] = {}  # env -> frames of its first episode
 
-    def record(self, step: env_pb2.StepResponse) -> None:
-        for i, info in enumerate(step.infos):
+    def record(self, step: env_pb2.StepResponse, envs: Sequence[int] | None = None) -> None:
+        """Books a step whose row r is env ``envs[r]`` (row r is env r when None)."""
+        for row, info in enumerate(step.infos):
+            i = row if envs is None else envs[row]
             if i in self._ended or not self.names:
                 continue
             for j, done in enumerate(info.stages_done):
                 if done and self._done_at[i][j] is None:
                     self._done_at[i][j] = info.episode_steps  # an ended episode's own, even when reset
-            if step.terminated[i] or step.truncated[i]:
+            if step.terminated[row] or step.truncated[row]:
                 self._ended[i] = info.episode_steps
 
     def first_unfinished(self, i: int) -> int | None:

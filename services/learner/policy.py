@@ -76,8 +76,9 @@ class Policy:
 
 
 class FirstEpisodes:
-    """Each env's first episode in an autoreset session: later episodes play on (the batch steps every env) but
-    are not counted."""
+    """Each env's first episode in an autoreset session. Only the envs whose first episode goes on (``live``)
+    need stepping (``StepRequest.env_indices``): stepping them all would play every env as long as the longest
+    episode, uncounted."""
 
     def __init__(self, num_envs: int, frames_per_episode: int = 0):
         self.num_envs = num_envs
@@ -92,22 +93,30 @@ class FirstEpisodes:
     def done(self) -> bool:
         return len(self.summaries) == self.num_envs
 
+    @property
+    def live(self) -> list[int]:
+        """The envs whose first episode goes on, in env order."""
+        return [i for i in range(self.num_envs) if self.counting(i)]
+
     def counting(self, i: int) -> bool:
         return i not in self.summaries
 
-    def see(self, pixels: np.ndarray) -> None:
-        """The observations about to be acted on, sampled for the episodes still counted."""
+    def see(self, pixels: np.ndarray, envs: Sequence[int] | None = None) -> None:
+        """The observations about to be acted on (row r: env ``envs[r]``; all envs when None), sampled for the
+        episodes still counted."""
         if self.frames_per_episode:
-            for i in range(self.num_envs):
+            for row, i in enumerate(range(self.num_envs) if envs is None else envs):
                 if self.counting(i):
-                    self._samplers[i].add(self._episode_steps[i], pixels[i])
+                    self._samplers[i].add(self._episode_steps[i], pixels[row])
 
-    def record(self, step: env_pb2.StepResponse) -> None:
-        for i, info in enumerate(step.infos):
+    def record(self, step: env_pb2.StepResponse, envs: Sequence[int] | None = None) -> None:
+        """Books a step whose row r is env ``envs[r]`` (row r is env r when None)."""
+        for row, info in enumerate(step.infos):
+            i = row if envs is None else envs[row]
             if not self.counting(i):
                 continue
-            self.frames += step.frames[i]
-            if step.terminated[i] or step.truncated[i]:
+            self.frames += step.frames[row]
+            if step.terminated[row] or step.truncated[row]:
                 self.summaries[i] = info.episode
             self._episode_steps[i] = info.episode_steps
 
