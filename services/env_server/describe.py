@@ -15,7 +15,7 @@ def observation_fields(spec: BackendSpec) -> list[env_pb2.ObservationField]:
         env_pb2.ObservationField(name="image", dtype="uint8", shape=list(spec.image_shape),
                                  description="RGB frame, height x width x channel"),
         env_pb2.ObservationField(name="vector", dtype="float32", shape=[len(spec.vector_labels)],
-                                 description="status, inventory and extra values, named in labels",
+                                 description=spec.vector_description,
                                  labels=list(spec.vector_labels)),
     ]
 

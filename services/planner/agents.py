@@ -110,13 +110,15 @@ def reward_kinds_text(describe: env_pb2.DescribeResponse, leave_out: tuple[str, 
 
 
 def observable_text(describe: env_pb2.DescribeResponse) -> str:
-    """The observation vector's groups and their entries, as Describe names them (for ``observe``)."""
-    labels = next((list(f.labels) for f in describe.observation if f.name == "vector"), [])
+    """The observation vector's groups and their entries, as Describe names them (for ``observe``), then what
+    they hold as Describe says it."""
+    vector = next((f for f in describe.observation if f.name == "vector"), None)
     by_group: dict[str, list[str]] = {}
-    for label in labels:
+    for label in vector.labels if vector is not None else ():
         group, _, _ = label.partition("/")
         by_group.setdefault(group, []).append(label)
-    return "; ".join(f"{group} ({', '.join(names)})" for group, names in by_group.items()) or "(none)"
+    names = "; ".join(f"{group} ({', '.join(labels)})" for group, labels in by_group.items()) or "(none)"
+    return f"{names}. What they hold: {vector.description}" if vector is not None and vector.description else names
 
 
 def curve_text(points: list[dict[str, Any]], limit: int = MAX_CURVE_POINTS) -> str:

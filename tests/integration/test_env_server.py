@@ -73,7 +73,9 @@ def test_batched_step_is_reproducible_and_isolated(env_server) -> None:
         assert ra.observations.image.data == rb.observations.image.data
         assert list(ra.frames) == [1, 1, 1, 1]
     vector = from_tensor(ra.observations.vector)
-    assert vector.shape == (4, 20) and vector.dtype == np.float32
+    labels = next(f.labels for f in a.observation if f.name == "vector")
+    assert vector.shape == (4, len(labels)) and vector.dtype == np.float32
+    assert np.array_equal(vector, from_tensor(rb.observations.vector))
     for s in (a, b, c):
         stub.CloseSession(env_pb2.CloseSessionRequest(session_id=s.session_id))
 

@@ -47,6 +47,8 @@ class BackendSpec:
     threats: tuple[str, ...] = ()
     """Creatures and objects that can hurt the player (Describe's threats; PlanInterrupt.threat_within watches
     them through :meth:`BackendEnv.threat_distance`); empty when the backend cannot tell."""
+    vector_description: str = "status, inventory and extra values, named in labels"
+    """What the vector's entries hold, beyond their names (Describe's vector field description)."""
 
 
 @dataclasses.dataclass

@@ -17,6 +17,7 @@ VECTOR_LABELS = (
     *(f"status/{s}" for s in STATUS),
     *(f"inventory/{i}" for i in ITEMS),
     "facing/x", "facing/y", "status/sleeping", "world/daylight",
+    "threat/seen", "threat/x", "threat/y",
 )
 VIEW_WIDTH, VIEW_HEIGHT = 9, 7  # the map part of Crafter's 9x9 view; 2 rows show the inventory
 _OBJECT_NAMES = {objects.Cow: "cow", objects.Zombie: "zombie", objects.Skeleton: "skeleton",
@@ -25,6 +26,10 @@ _OBJECT_NAMES = {objects.Cow: "cow", objects.Zombie: "zombie", objects.Skeleton:
 OUT_OF_MAP = "out_of_map"  # what a view cell beyond the map edge reads (never a wrapped index)
 _THREATS = (objects.Zombie, objects.Skeleton, objects.Arrow)
 """What can hurt the player in Crafter (crafter objects: a zombie's hit, a skeleton's arrow)."""
+VECTOR_DESCRIPTION = (
+    "facing/x, facing/y: where the player faces (-1, 0 or 1; x right, y down); world/daylight: 1 by day, near 0 "
+    f"at night; threat/seen: 1 while a threat ({', '.join(_OBJECT_NAMES[kind] for kind in _THREATS)}) is in the "
+    "local view; threat/x, threat/y: the nearest one's offset in cells (0 when none)")
 _SKELETON_RANGE = 5  # skeletons shoot at a player this close (crafter objects.Skeleton.update)
 _ARROW_DAMAGE = arrow_damage() or 0  # an arrow's hit, read from the game as the rules are (0: unknown, not noted)
 
@@ -85,10 +90,25 @@ class CrafterEnv(BackendEnv):
     def _vector(self) -> np.ndarray:
         player = self._player
         inv = player.inventory
+        nearest = self._threats(VIEW_WIDTH // 2, VIEW_HEIGHT // 2)[:1]
+        threat = [1.0, *nearest[0]] if nearest else [0.0, 0.0, 0.0]
         return np.array(
             [inv[s] for s in STATUS] + [inv[i] for i in ITEMS]
-            + [player.facing[0], player.facing[1], float(player.sleeping), self._env._world.daylight],
+            + [player.facing[0], player.facing[1], float(player.sleeping), self._env._world.daylight, *threat],
             dtype=np.float32)
+
+    def _threats(self, across: int, down: int) -> list[tuple[int, int]]:
+        """Offsets (x right, y down) of the threats at most ``across`` cells left or right and ``down`` up or
+        down of the player, nearest first (by the larger axis distance, then the sum; ties by position)."""
+        world = self._env._world
+        x, y = int(self._player.pos[0]), int(self._player.pos[1])
+        width, height = world.area
+        # Every frame builds the vector: read the object map's ids alone (one object per cell), clamped to the map
+        # (a negative start would wrap), not _nearby's unique materials too (they cost twice as much again).
+        ids = world._obj_map[max(0, x - across):min(width, x + across + 1), max(0, y - down):min(height, y + down + 1)]
+        objs = [world._objects[i] for i in ids[ids > 0].tolist()]
+        offsets = [(int(o.pos[0]) - x, int(o.pos[1]) - y) for o in objs if isinstance(o, _THREATS)]
+        return sorted(offsets, key=lambda d: (max(abs(d[0]), abs(d[1])), abs(d[0]) + abs(d[1]), d))
 
     def inventory(self) -> dict[str, int]:
         inv = self._player.inventory
@@ -169,11 +189,9 @@ class CrafterEnv(BackendEnv):
         return [side for side, near in sides if near]
 
     def threat_distance(self, within: int) -> int | None:
-        player = self._player
-        _materials, objs = self._nearby(tuple(player.pos), within)
         # crafter's own Object.distance is the sum of the axis distances; the session's is the larger one.
-        distances = [int(np.abs(o.pos - player.pos).max()) for o in objs if isinstance(o, _THREATS)]
-        return min(distances) if distances else None
+        nearest = self._threats(within, within)[:1]
+        return max(abs(nearest[0][0]), abs(nearest[0][1])) if nearest else None
 
     def death_cause(self) -> str:
         player = self._player
@@ -206,6 +224,7 @@ class CrafterBackend(Backend):
         items=ITEMS,
         image_shape=(64, 64, 3),
         vector_labels=VECTOR_LABELS,
+        vector_description=VECTOR_DESCRIPTION,
         default_episode_length=10000,
         skill_api=CRAFTER_SKILL_API,
         noop_action=0,

@@ -104,3 +104,33 @@ def test_death_cause_and_nearby_text_at_the_map_edge() -> None:
     assert env.death_cause() == "attacked by zombie"
     env._player.inventory["drink"] = 0
     assert env.death_cause() == "attacked by zombie and no drink"
+
+
+def clear_scene(env) -> tuple[int, int]:
+    """Test hook: only the player is left among the world's objects; its position."""
+    world = env._env._world
+    for obj in list(world.objects):
+        if obj is not env._player:
+            world.remove(obj)
+    return int(env._player.pos[0]), int(env._player.pos[1])
+
+
+def test_the_vector_shows_the_nearest_threat_in_view_and_its_offset() -> None:
+    env = CrafterBackend().make_env()
+    env.reset(0)
+    x, y = clear_scene(env)
+    seen, tx, ty = (VECTOR_LABELS.index(f"threat/{n}") for n in ("seen", "x", "y"))
+    _, vector = env.observe()
+    assert (vector[seen], vector[tx], vector[ty]) == (0, 0, 0)
+    world = env._env._world
+    world.add(objects.Cow(world, (x + 1, y)))  # a cow is no threat
+    world.add(objects.Zombie(world, (x - 3, y + 2), env._player))
+    world.add(objects.Zombie(world, (x + 4, y - 1), env._player))
+    _, vector = env.observe()
+    assert (vector[seen], vector[tx], vector[ty]) == (1, -3, 2)  # the nearer by the larger axis distance
+    assert env.threat_distance(3) == 3 and env.threat_distance(2) is None
+    world.add(objects.Skeleton(world, (x, y - 4), env._player))  # above the 7-row view, though 4 away
+    world.remove(world[(x - 3, y + 2)][1])
+    _, vector = env.observe()
+    assert (vector[seen], vector[tx], vector[ty]) == (1, 4, -1)
+    assert env.threat_distance(4) == 4  # the session's interrupt counts it, within 4 both ways

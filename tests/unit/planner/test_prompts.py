@@ -227,7 +227,7 @@ def test_a_revision_sees_the_last_trainings_curve_and_the_verdict_in_a_prompt_of
     assert "Reward the make_wood_pickaxe achievement" in prompt.split("Critic feedback:", 1)[1]
     assert "`env_frames` (optional): train for fewer frames than that, at least 2000" in prompt
     assert "agent.step_to(name)" in prompt  # the served skill API, for the macro actions' code
-    assert len(prompt) < 18000, len(prompt)
+    assert len(prompt) < 18500, len(prompt)  # 18,2xx with the observation vector's description (2026-11-27)
 
 
 def test_a_program_revision_sees_its_previous_program_and_error(rendered) -> None:
@@ -297,3 +297,11 @@ def test_examples_are_valid_answers_that_act_from_the_first_frame(env_server, de
     # walk to a seen material is what the slow agent's guidance calls "code".
     assert "step_to('sand')" in critic_examples[0] and 'step_to("sand")' in code_example["code"]
     assert "walking to the nearest" in (PROMPT_DIR / "slow_agent.txt").read_text()
+
+
+def test_the_rl_prompt_says_what_the_observation_vector_holds_as_the_env_serves_it(rendered) -> None:
+    vector = next(f for f in rendered["describe"].observation if f.name == "vector")
+    assert "threat/x" in vector.labels and "threat/x" in vector.description  # the env's own words
+    observable = rendered["fast_rl"].split("by\ngroup or by name ([] for all of them): ", 1)[1].split(". The", 1)[0]
+    assert "threat (threat/seen, threat/x, threat/y)" in observable
+    assert f"What they hold: {vector.description}" in rendered["fast_rl"].replace("\n", " ")
