@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -67,6 +68,9 @@ def main(
     threat_within: Annotated[int, typer.Option(help="A plan action hands control back while a threat (Describe's "
                                                     "threats) is this many cells away or closer; 0: off.",
                                                min=0, max=8)] = 0,
+    tag: Annotated[str, typer.Option(help="A name for a run of its own (lowercase letters, digits, '-'): its raw "
+                                          "results, figure and section are kept apart from the untagged run of "
+                                          "the same kind (e.g. a re-run on more worlds after a change).")] = "",
     report_only: Annotated[bool, typer.Option(help="Rebuild the section from the saved results.")] = False,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
 ) -> None:
@@ -80,9 +84,12 @@ def main(
     answer = json.loads(agent_answer.read_text()) if agent_answer is not None and not report_only else None
     kind = ("interrupt" if interrupt_damage or threat_within or (answer and hands_back(answer))
             else "prior" if plan_prior else "")
-    raw_json = raw_json or raw_path(f"diamond-{kind}" if kind else "diamond")
-    if kind and figure == FIGURE:
-        figure = figure.with_name(f"diamond_kept_plan_{kind}.png")
+    if tag and not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,31}", tag):
+        raise typer.BadParameter(f"{tag[:40]!r}: use 1 to 32 lowercase letters, digits and '-'", param_hint="--tag")
+    name = "-".join(part for part in ("diamond", kind, tag) if part)
+    raw_json = raw_json or raw_path(name)
+    if name != "diamond" and figure == FIGURE:
+        figure = figure.with_name(f"{name.replace('diamond', 'diamond_kept_plan', 1).replace('-', '_')}.png")
     if not report_only:
         try:
             plan = load_plan(plan_run)
@@ -96,6 +103,7 @@ def main(
         progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn(
             "{task.completed:,.0f}/{task.total:,.0f} frames"), TimeElapsedColumn(), console=console)
         results = load_results(raw_json) if raw_json.exists() else {}
+        results["tag"] = tag
         run = {"date_utc": utc_now(), "machine": machine_info(("torch", "sample-factory", "crafter"))}
         with progress:
             weights = {**dict(REWARD), "death": death, "health": health}

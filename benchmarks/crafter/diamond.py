@@ -89,6 +89,10 @@ def load_plan(run_dir: Path) -> RecordedPlan:
                         success=tuple(request["task"].get("success", ())) or ({"achievement": task},))
 
 
+PLAN_SKILLS_RUN = "until they return"
+"""How the env server ran plan skills, kept with the results: from 2026-11-27 a suspended plan skill resumes even
+if its stage got done meanwhile (the chain alone plays the same at any K); before, it ran until its stage was done
+at a K boundary, so the chain alone depended on K."""
 PRIOR_HEAD = "bias and weights x0.01"
 """How the learner starts the policy on the plan (services/learner/model.make_actor_critic), kept with the results:
 runs before 2026-11-27 set the bias alone, so the start was the prior only on average over the random weights."""
@@ -132,10 +136,11 @@ def play_plan_alone(target: str, config: learner_pb2.RLConfig, episodes: int,
     progress = PlanProgress([step.skill for step in config.plan], episodes)
     plan_action = list(session.actions).index(PLAN_ACTION)
     try:
-        while not first.done:
-            step = stub.Step(env_pb2.StepRequest(session_id=session.session_id, actions=[plan_action] * episodes))
-            first.record(step)
-            progress.record(step)
+        while live := first.live:
+            step = stub.Step(env_pb2.StepRequest(session_id=session.session_id, actions=[plan_action] * len(live),
+                                                 env_indices=live))
+            first.record(step, live)
+            progress.record(step, live)
     finally:
         stub.CloseSession(env_pb2.CloseSessionRequest(session_id=session.session_id))
         channel.close()
@@ -238,7 +243,9 @@ def run_diamond(plan: RecordedPlan, work: Path, frames: int, seed: int, timeout:
         if answer is not None:
             parsed = kept_plan_answer(kept_plan_schema(describe_of(servers[0].target)).model_validate(answer))
             apply_answer(config, parsed, list(macros))
-        threats = list(describe_of(servers[0].target).threats)
+        describe = describe_of(servers[0].target)
+        threats = list(describe.threats)
+        vector = [list(f.labels) for f in describe.observation if f.name == "vector"]
         chain = chain_alone(servers[0].target, config, eval_episodes, seed)
         log.info("the chain alone: %.1f%% of %d held-out worlds", 100 * chain["success_rate"], chain["episodes"])
         rc = train_job(job_dir, config, servers, timeout, progress, "kept plan + APPO")
@@ -257,6 +264,8 @@ def run_diamond(plan: RecordedPlan, work: Path, frames: int, seed: int, timeout:
             "prior_head": PRIOR_HEAD if config.plan_prior else "",
             "interrupt": {"damage": config.plan_interrupt.damage,
                           "threat_within": config.plan_interrupt.threat_within, "threats": threats},
+            "plan_skills_run": PLAN_SKILLS_RUN, "vector_labels": vector[0] if vector else [],
+            "observe": list(config.observe),
             "reward": [[t.kind, round(t.weight, 4), *([t.target] if t.target else [])] for t in config.reward_terms],
             "primitives": list(config.primitive_actions), "macro_actions": macros, "budget": frames,
             "frames": int(last.get("env_frames", 0)), "complete": int(last.get("env_frames", 0)) >= frames,

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import machine_line, markdown_table
+from benchmarks.crafter.diamond import PLAN_SKILLS_RUN
 
 SECTION_TITLE = "## collect_diamond with a kept plan: the chain alone vs APPO around it (make bench-diamond)"
 CONTROLLERS = (("run", "chain", "the chain alone", "chain"),
@@ -34,7 +35,18 @@ def interrupting(run: dict[str, Any]) -> bool:
 def section_title(results: dict[str, Any]) -> str:
     """The section a run's results belong in: interrupts, a plan prior, or the bench's own config."""
     run = results["run"]
-    return INTERRUPT_TITLE if interrupting(run) else PRIOR_TITLE if run.get("plan_prior") else SECTION_TITLE
+    title = INTERRUPT_TITLE if interrupting(run) else PRIOR_TITLE if run.get("plan_prior") else SECTION_TITLE
+    return f"{title}, run {results['tag']}" if results.get("tag") else title
+
+
+def threat_text(run: dict[str, Any]) -> str:
+    """Whether the policy saw where the nearest threat is (the env's observation vector, as the run recorded it)."""
+    seen = [label for label in run.get("vector_labels", ()) if label.startswith("threat/")]
+    chosen = run.get("observe") or []
+    if not seen or (chosen and "threat" not in chosen and not set(seen) & set(chosen)):
+        return ""
+    return (", the policy seeing the image and the observation vector, with the nearest threat in view and its "
+            f"offset ({', '.join(seen)})")
 
 
 def interrupt_text(interrupt: dict[str, Any]) -> str:
@@ -135,7 +147,10 @@ def render_section(results: dict[str, Any], plot: str | None, title: str = SECTI
         f"skill written by {r['llm']}), read from its state.json. The chain alone: every action is the plan action. "
         f"APPO around the kept plan (`RLConfig.plan`): the primitives {', '.join(r['primitives'])} and the plan "
         f"action (K={r['k']} frames, "
-        f"the suspended skill resumed by the next plan action)"
+        f"the suspended skill resumed by the next plan action"
+        + (", even if its stage got done meanwhile, so the chain alone plays the same at any K"
+           if r.get("plan_skills_run") == PLAN_SKILLS_RUN else "") + ")"
+        + threat_text(r)
         + (f", the untrained policy starting on the plan action with probability {r['plan_prior']:g} "
            "(`RLConfig.plan_prior`, "
            + ("the action head's bias, its weights scaled by 0.01 so on every observation"

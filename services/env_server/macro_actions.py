@@ -27,21 +27,27 @@ def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actio
                should_stop: Callable[[], bool] | None) -> None:
     """Runs the skill and plan actions of ``envs`` together, one frame of each per round, into ``out``.
 
-    A plan action runs its first unfinished stage's skill; when that returns with its stage done, the next
-    stage's skill starts within the same K frames. A plan skill that fails, or returns with its stage not done,
-    ends the plan action (``plan_error`` / ``skill_finished``) and the policy acts again. A plan skill still
-    running after K frames is suspended, not stopped (``session.plan_running``): the next plan action resumes
-    it, with its locals and its agent's memory of the map (restarting it every K frames cost the recorded diamond
-    chain most of its successes), unless its stage got done meanwhile. Plan skills live in a sandbox slot of
-    their own (:func:`plan_slot`), so a skill action in between runs beside the suspended plan skill and leaves
-    it as it was. A plan action also ends early, its skill suspended as at K, when the session's
-    ``plan_interrupt`` says so after a frame (hurt, a threat near): the policy acts where the plan is in trouble.
-    The next plan action then finishes that action's K frames with the same skill, so interrupts change when the
-    policy may act, not what the plan does: a chain with interrupts plays as one without."""
+    A skill action runs its skill from the start for up to K frames (``skill_max_steps``), or until it returns or
+    fails. A plan action runs the plan's skills, each until it returns: the first unfinished stage's skill; when
+    it returns with its stage done, the next stage's skill within the same K frames. A plan skill that fails, or
+    returns with its stage not done, ends the plan action (``plan_error`` / ``skill_finished``); the next plan
+    action starts that stage's skill again. A plan skill still running when the action ends (after K frames, or
+    early when the session's ``plan_interrupt`` says so after a frame: hurt, a threat near) is suspended, not
+    stopped (``session.plan_running``): the next plan action resumes it with its locals and its agent's memory of
+    the map (restarting it every K frames cost the recorded diamond chain most of its successes), even if its
+    stage got done meanwhile, since the skill says when it is done. So K and interrupts change when the policy
+    may act, never what the plan does: a chain alone plays the same at any K, with or without interrupts. Plan
+    skills live in a sandbox slot of their own (:func:`plan_slot`), so a skill action in between runs beside the
+    suspended plan skill and leaves it as it was."""
     names = list(session.backend.spec.actions)
     backend = session.backend.spec.name
+    k_frames = session.skill_max_steps
     running: dict[int, SkillRecord] = {}
     plans: dict[int, tuple[SkillRecord, ...]] = {}
+    suspended = session.plan_running
+    interrupt = session.plan_interrupt
+    health_at_start: dict[int, float] = {}
+    resumed: set[int] = set()  # envs whose resumed plan skill has not acted yet in this action
 
     def slot(i: int) -> int:
         return plan_slot(session, i) if i in plans else i
@@ -60,64 +66,34 @@ def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actio
         else:
             skill_failed(session, i, error, skill, out)
 
-    suspended = session.plan_running
-    interrupt = session.plan_interrupt
-    health_at_start: dict[int, float] = {}
-    limit: dict[int, int] = {}  # the round an env's action ends by: K, or what an interrupted plan action had left
-    resumed: set[int] = set()  # envs resuming an interrupted action that have not acted in it yet
-    for i in envs:
-        action = session.actions[actions[i]]
-        limit[i] = session.skill_max_steps
-        if action.plan:
-            plans[i] = action.plan
-            if interrupt.on:
-                health_at_start[i] = session.slots[i].env.health()
-            used = session.plan_window.pop(i, None)
-            if used is not None and i in suspended:
-                # Interrupted: the plan goes on as if it had not been, its skill for the rest of its K frames
-                # even if its stage got done meanwhile (as an uninterrupted plan action would), so a chain
-                # with interrupts plays exactly as one without.
-                skill = suspended.pop(i)
-                out.infos[i]["skill"] = skill.name
-                running[i] = skill
-                limit[i] = session.skill_max_steps - used
-                resumed.add(i)
-                continue
-            skill = plan_skill(session, i, action.plan)
-            if skill is None:  # every stage done: the plan has nothing left to do, and time moves on
-                out.infos[i]["skill"] = PLAN_ACTION
-                session.frame(i, session.backend.spec.noop_action, f"{PLAN_ACTION} (every stage done)", out)
-                continue
-            if suspended.get(i) is skill:  # the same stage's skill, suspended by the last plan action: resume it
-                del suspended[i]
-                out.infos[i]["skill"] = skill.name
-                running[i] = skill
-                continue
-            suspended.pop(i, None)  # another stage's skill: it replaces the suspended one in the plan slot
-        else:
-            assert action.skill is not None
-            skill = action.skill
-        start(i, skill)
-
-    def go_on(i: int, skill: SkillRecord, still: dict[int, SkillRecord]) -> None:
-        """Starts ``skill`` within this action; it runs from the next round."""
-        start(i, skill)
-        if running.get(i) is skill:
-            still[i] = skill
-
-    def afresh(i: int, k: int, still: dict[int, SkillRecord]) -> None:
-        """A resumed window's skill ended in round ``k`` before it acted: the plan goes on as its next action
-        would, with K frames from the next round (an uninterrupted chain spends no frame in between)."""
-        resumed.discard(i)
-        limit[i] = k + 1 + session.skill_max_steps
+    def plan_next(i: int, still: dict[int, SkillRecord]) -> None:
+        """Env ``i``'s plan goes on within this action with the first unfinished stage's skill, from the next
+        round; with every stage done, time moves on by a frame."""
         following = plan_skill(session, i, plans[i])
         if following is None:
             out.infos[i]["skill"] = PLAN_ACTION
             session.frame(i, session.backend.spec.noop_action, f"{PLAN_ACTION} (every stage done)", out)
-        else:
-            go_on(i, following, still)
+            return
+        start(i, following)
+        if running.get(i) is following:
+            still[i] = following
 
-    k = 0
+    for i in envs:
+        action = session.actions[actions[i]]
+        if action.skill is not None:
+            start(i, action.skill)
+            continue
+        plans[i] = action.plan
+        if interrupt.on:
+            health_at_start[i] = session.slots[i].env.health()
+        if i in suspended:  # the skill the last plan action left running goes on where it was
+            skill = suspended.pop(i)
+            out.infos[i]["skill"] = skill.name
+            running[i] = skill
+            resumed.add(i)
+        else:
+            plan_next(i, running)
+
     capped: dict[int, SkillRecord] = {}
     while running:
         if should_stop is not None and should_stop():
@@ -126,39 +102,37 @@ def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actio
         still: dict[int, SkillRecord] = {}
         for i, skill in running.items():
             result = results.get(slot(i), {"error": {"type": "WorkerCrashed", "message": "no result", "line": 0}})
+            first = i in resumed
+            resumed.discard(i)
             if "action" in result:
-                resumed.discard(i)
-                if not session.frame(i, session.primitive_index[result["action"]], result["action"], out):
-                    reason = interrupt.reason(session.slots[i].env, health_at_start[i]) if i in health_at_start \
-                        else ""
-                    if reason and k + 1 < limit[i]:  # suspended as at K: the next plan action resumes it
-                        out.infos[i]["plan_interrupted"] = reason
-                        suspended[i] = skill
-                        session.plan_window[i] = session.skill_max_steps - limit[i] + k + 1
-                    elif k + 1 >= limit[i]:
-                        capped[i] = skill
-                    else:
-                        still[i] = skill
+                if session.frame(i, session.primitive_index[result["action"]], result["action"], out):
+                    continue  # the episode ended
+                reason = interrupt.reason(session.slots[i].env, health_at_start[i]) if i in health_at_start else ""
+                if out.frames[i] >= k_frames:
+                    capped[i] = skill
+                elif reason:  # suspended as at K: the next plan action resumes it
+                    out.infos[i]["plan_interrupted"] = reason
+                    suspended[i] = skill
+                else:
+                    still[i] = skill
             elif "done" in result:
                 metrics.ENV_SKILL_RUNS.labels("finished").inc()
-                following = plan_skill(session, i, plans[i]) if i in plans else None
-                if following is not None and following is not skill and k + 1 < limit[i]:
-                    go_on(i, following, still)  # its stage is done: the plan goes on within this action
-                elif i in resumed:
-                    afresh(i, k, still)
+                if i in plans and (first or plan_skill(session, i, plans[i]) not in (None, skill)):
+                    # Its stage done, the plan goes on within this action; a resumed skill that returned before
+                    # acting again is followed as the next plan action would follow it (no frame in between).
+                    plan_next(i, still)
                 else:
                     out.infos[i]["skill_finished"] = True
                     if out.frames[i] == 0:  # every action consumes a frame, so time always moves on
                         # Named for what happened: a policy without `noop` must not read as full of noops.
                         name = f"{SKILL_PREFIX}{skill.name} (returned without acting)"
                         session.frame(i, session.backend.spec.noop_action, name, out)
-            elif i in resumed:
+            elif first:  # a resumed skill's error before it acted again: reported, and the plan starts afresh
                 plan_failed(session, i, result["error"], skill, out, spend_frame=False)
-                afresh(i, k, still)
+                plan_next(i, still)
             else:
                 failed(i, result["error"], skill)
         running = still
-        k += 1
     if capped:
         metrics.ENV_SKILL_RUNS.labels("step_cap").inc(len(capped))
     if running:

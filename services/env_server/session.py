@@ -120,9 +120,7 @@ class Session:
         """Backend action index by name: skills yield names."""
         self._executor: SkillExecutor | None = None
         self.plan_running: dict[int, SkillRecord] = {}
-        """Env -> the plan skill suspended in its executor slot after a plan action's K frames (macro_actions)."""
-        self.plan_window: dict[int, int] = {}
-        """Env -> frames its interrupted plan action had run of its K: the next plan action runs the rest."""
+        """Env -> the plan skill suspended in its executor slot when the last plan action ended (macro_actions)."""
         # All stepping of a session happens on its own thread: envs keep their state on one thread (and
         # mostly one core) instead of hopping across gRPC pool threads (measured: make bench-env).
         self._thread = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"session-{session_id}")
@@ -152,7 +150,6 @@ class Session:
 
     # --- reset --------------------------------------------------------------------------------------
     def _reset_slot(self, i: int) -> None:
-        self.plan_window.pop(i, None)
         if self.plan_running.pop(i, None) is not None and self._executor is not None:
             self._executor.stop([plan_slot(self, i)])  # a new episode starts its plan afresh
         slot = self.slots[i]

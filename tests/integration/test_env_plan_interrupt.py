@@ -96,6 +96,18 @@ def test_a_plan_with_interrupts_plays_as_one_without(env_server) -> None:
 
 
 @pytest.mark.usefixtures("idle_skills")
+def test_a_plan_plays_the_same_at_any_k(env_server) -> None:
+    stub = env_server.stub
+    # The first skill goes on past its stage (a sapling) until it returns: K ends plan actions, not the skill.
+    code = "def skill(agent):\n    for n in range(180):\n        yield 'do'\n"
+    stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="plan_grass", code=code, replace=True))
+    long_k, _ = play_plan(stub, None, k=200)
+    short_k, _ = play_plan(stub, None, k=5)
+    assert "collect_sapling" in long_k.episode.achievements
+    assert short_k.episode.text == long_k.episode.text and short_k.episode.steps == long_k.episode.steps
+
+
+@pytest.mark.usefixtures("idle_skills")
 def test_a_skill_that_gives_up_after_an_interrupt_costs_no_extra_frame(env_server) -> None:
     stub = env_server.stub
     # Gives up (returns, its stage not done) once hurt since it started: right after the interrupt, before acting

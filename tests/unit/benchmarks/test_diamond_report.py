@@ -134,6 +134,8 @@ def test_a_run_whose_plan_hands_control_back_says_when_under_its_own_title() -> 
             "(zombie, arrow: the env's own list) is 3 cells away or closer (`RLConfig.plan_interrupt`") in text
     data["run"]["interrupt"] = {"damage": False, "threat_within": 0, "threats": ["zombie"]}
     assert section_title(data) == PRIOR_TITLE and "plan_interrupt" not in render_section(data, None)
+    data["tag"] = "more-worlds"  # a run of its own (--tag): a section of its own
+    assert section_title(data) == PRIOR_TITLE + ", run more-worlds"
 
 
 def test_a_fast_agents_answer_with_interrupts_is_trained_and_told_as_the_planner_would() -> None:
@@ -163,3 +165,19 @@ def test_a_policy_and_its_chain_are_compared_world_by_world() -> None:
     lost = [end(False, cause="attacked by zombie")] * 10
     assert paired(controller(1.0, [], won), controller(0.0, [], lost)) == (10, 0, 2 / 2 ** 10)
     assert paired(controller(0.5, [], won[:5] + lost[:5]), controller(0.5, [], lost[:5] + won[:5]))[2] == 1.0
+
+
+def test_a_run_says_what_the_policy_saw_and_how_plan_skills_ran() -> None:
+    from benchmarks.crafter.diamond import PLAN_SKILLS_RUN
+
+    data = results()
+    text = render_section(data, None)
+    assert "nearest threat" not in text and "plays the same at any K" not in text  # older runs recorded neither
+    data["run"]["vector_labels"] = ["status/health", "threat/seen", "threat/x", "threat/y"]
+    data["run"]["plan_skills_run"] = PLAN_SKILLS_RUN
+    text = render_section(data, None)
+    assert ("resumed by the next plan action, even if its stage got done meanwhile, so the chain alone plays the "
+            "same at any K), the policy seeing the image and the observation vector, with the nearest threat in "
+            "view and its offset (threat/seen, threat/x, threat/y)") in text
+    data["run"]["observe"] = ["status"]  # a run that left the threat entries out
+    assert "nearest threat" not in render_section(data, None)
