@@ -260,8 +260,15 @@ def plot_diamond(results: dict[str, Any], path: Path) -> Path:
         if v.get("policy"):
             left.axhline(100 * v["policy"]["success_rate"], color=color, ls="--", alpha=0.5,
                          label=f"{who} sampling, held-out ({100 * v['policy']['success_rate']:.0f}%)")
+    # A variant at another K scored its own chain alone (before plan skills ran until they return, K mattered).
+    other_k = [(color, v) for color, (name, _, _) in zip(("C0", "C3"), VARIANTS, strict=True)
+               if name != "run" and (v := variant(results, name)).get("chain") and v.get("k") != r.get("k")]
+    at_k = f" at K={r['k']}" if other_k else ""
     left.axhline(100 * r["chain"]["success_rate"], color="grey", ls="--",
-                 label=f"the chain alone, held-out ({100 * r['chain']['success_rate']:.0f}%)")
+                 label=f"the chain alone{at_k}, held-out ({100 * r['chain']['success_rate']:.0f}%)")
+    for color, v in other_k:
+        left.axhline(100 * v["chain"]["success_rate"], color=color, ls="-.", alpha=0.5,
+                     label=f"the chain alone at K={v['k']}, held-out ({100 * v['chain']['success_rate']:.0f}%)")
     left.set_xlabel("env frames (millions)")
     left.set_ylabel("% of episodes")
     left.set_ylim(0, 100)

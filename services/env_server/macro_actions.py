@@ -107,10 +107,10 @@ def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actio
             if "action" in result:
                 if session.frame(i, session.primitive_index[result["action"]], result["action"], out):
                     continue  # the episode ended
-                reason = interrupt.reason(session.slots[i].env, health_at_start[i]) if i in health_at_start else ""
                 if out.frames[i] >= k_frames:
                     capped[i] = skill
-                elif reason:  # suspended as at K: the next plan action resumes it
+                elif i in health_at_start and (reason := interrupt.reason(session.slots[i].env, health_at_start[i])):
+                    # suspended as at K: the next plan action resumes it
                     out.infos[i]["plan_interrupted"] = reason
                     suspended[i] = skill
                 else:
