@@ -109,7 +109,7 @@ def main(
             weights = {**dict(REWARD), "death": death, "health": health}
             run["run"] = run_diamond(plan, work.resolve(), frames, seed, timeout, progress, episodes, k,
                                      tuple(weights.items()), answer=answer, plan_prior=plan_prior,
-                                     interrupt=interrupt)
+                                     interrupt=interrupt, tag=tag)
         if answer is not None:
             results["agent"] = {**run, "llm": agent_llm, "answer": str(agent_answer)}
         else:

@@ -16,7 +16,8 @@ from services.env_server.settings import EnvServerSettings
 
 TEST_ENV_SETTINGS = EnvServerSettings(
     max_sessions=4, max_envs_per_session=8, max_code_bytes=16384, session_idle_seconds=600,
-    max_run_skill_episodes=8, skill_call_seconds=1.5, skill_tick_budget=20000, skill_memory_mb=512)
+    max_run_skill_episodes=8, skill_call_seconds=1.5, skill_tick_budget=20000, skill_memory_mb=512,
+    plan_skill_overtime=60)
 
 
 @dataclasses.dataclass

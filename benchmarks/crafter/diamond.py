@@ -218,20 +218,23 @@ def hands_back(answer: dict[str, Any]) -> bool:
 def run_diamond(plan: RecordedPlan, work: Path, frames: int, seed: int, timeout: float, progress: Progress,
                 eval_episodes: int, k: int = K, reward: tuple[tuple[str, float], ...] = REWARD,
                 answer: dict[str, Any] | None = None, plan_prior: float = 0.0,
-                interrupt: common_pb2.PlanInterrupt | None = None) -> dict[str, Any]:
+                interrupt: common_pb2.PlanInterrupt | None = None, tag: str = "") -> dict[str, Any]:
     """Registers the plan's skills, scores the chain alone, trains (or resumes) APPO around the plan and scores
     the policy on the same held-out worlds. ``answer``: the fast agent's config for it (its primitives, macro
     actions, K, interrupts and reward terms after the plan's stage and success terms) started on the plan as the
     planner's is (:data:`KEPT_PLAN_PRIOR`), in the job ``kept-plan-agent`` (``-interrupt`` when it has them); without
     it the bench's own (``k``, ``reward``, :data:`PRIMITIVES`). ``plan_prior``: the untrained policy's probability
     of the plan action (``RLConfig.plan_prior``), in the job ``kept-plan-prior``; with ``interrupt`` (when a plan
-    action hands control back early, ``RLConfig.plan_interrupt``) in the job ``kept-plan-interrupt``."""
+    action hands control back early, ``RLConfig.plan_interrupt``) in the job ``kept-plan-interrupt``. ``tag``: a
+    run of its own, its job's name ending in ``-<tag>`` (never resuming the untagged run's job)."""
     interrupting = interrupt is not None and (interrupt.damage or interrupt.threat_within > 0)
     if answer is not None:  # as the planner trains around a kept plan: the policy starts on the plan
         plan_prior = KEPT_PLAN_PRIOR
         job_dir = work / ("kept-plan-agent-interrupt" if hands_back(answer) else "kept-plan-agent")
     else:
         job_dir = work / ("kept-plan-interrupt" if interrupting else "kept-plan-prior" if plan_prior else "kept-plan")
+    if tag:
+        job_dir = job_dir.with_name(f"{job_dir.name}-{tag}")
     job_dir.mkdir(parents=True, exist_ok=True)
     config = plan_config(plan, frames, seed, k, reward, plan_prior, interrupt)
     skills = {SKILL_PREFIX + name: code for name, code, _ in plan.steps}

@@ -41,9 +41,10 @@ def section_title(results: dict[str, Any]) -> str:
 
 def threat_text(run: dict[str, Any]) -> str:
     """Whether the policy saw where the nearest threat is (the env's observation vector, as the run recorded it)."""
-    seen = [label for label in run.get("vector_labels", ()) if label.startswith("threat/")]
     chosen = run.get("observe") or []
-    if not seen or (chosen and "threat" not in chosen and not set(seen) & set(chosen)):
+    seen = [label for label in run.get("vector_labels", ()) if label.startswith("threat/")
+            and (not chosen or "threat" in chosen or label in chosen)]
+    if not seen:
         return ""
     return (", the policy seeing the image and the observation vector, with the nearest threat in view and its "
             f"offset ({', '.join(seen)})")

@@ -17,10 +17,9 @@ SKILL_PREFIX = "skill:"
 """Skill actions are named ``skill:<name>`` in a session's action space."""
 
 
-def plan_skill(session: Session, i: int, plan: tuple[SkillRecord, ...]) -> SkillRecord | None:
-    """The skill of env ``i``'s first stage not yet done in its episode (stages are sticky); None when all are."""
-    done = session.slots[i].episode.stages_done
-    return next((record for j, record in enumerate(plan) if not done[j]), None)
+def plan_stage(session: Session, i: int) -> int | None:
+    """Env ``i``'s first stage not yet done in its episode (stages are sticky); None when all are."""
+    return next((j for j, done in enumerate(session.slots[i].episode.stages_done) if not done), None)
 
 
 def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actions: list[int], out: StepOutcome,
@@ -35,10 +34,13 @@ def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actio
     early when the session's ``plan_interrupt`` says so after a frame: hurt, a threat near) is suspended, not
     stopped (``session.plan_running``): the next plan action resumes it with its locals and its agent's memory of
     the map (restarting it every K frames cost the recorded diamond chain most of its successes), even if its
-    stage got done meanwhile, since the skill says when it is done. So K and interrupts change when the policy
-    may act, never what the plan does: a chain alone plays the same at any K, with or without interrupts. Plan
-    skills live in a sandbox slot of their own (:func:`plan_slot`), so a skill action in between runs beside the
-    suspended plan skill and leaves it as it was."""
+    stage got done meanwhile, since the skill says when it is done. A resumed skill that fails or returns before
+    it acted again is followed within the same action as the next plan action would follow it. So K and
+    interrupts change when the policy may act, never what the plan does: a chain alone plays the same at any K,
+    with or without interrupts. A skill that goes on ``plan_skill_overtime`` frames past its done stage is
+    stopped and the plan moves on (one that never returns must not hold the plan for good). Plan skills live in
+    a sandbox slot of their own (:func:`plan_slot`), so a skill action in between runs beside the suspended plan
+    skill and leaves it as it was."""
     names = list(session.backend.spec.actions)
     backend = session.backend.spec.name
     k_frames = session.skill_max_steps
@@ -69,14 +71,25 @@ def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actio
     def plan_next(i: int, still: dict[int, SkillRecord]) -> None:
         """Env ``i``'s plan goes on within this action with the first unfinished stage's skill, from the next
         round; with every stage done, time moves on by a frame."""
-        following = plan_skill(session, i, plans[i])
-        if following is None:
+        stage = plan_stage(session, i)
+        if stage is None:
             out.infos[i]["skill"] = PLAN_ACTION
             session.frame(i, session.backend.spec.noop_action, f"{PLAN_ACTION} (every stage done)", out)
             return
+        session.plan_stage[i] = stage
+        session.plan_overtime[i] = 0
+        following = plans[i][stage]
         start(i, following)
         if running.get(i) is following:
             still[i] = following
+
+    def overtime(i: int) -> bool:
+        """Whether env ``i``'s plan skill has gone on past its done stage for as long as the server allows: the
+        plan then moves on without it (a skill that never returns must not hold the plan for good)."""
+        if not session.slots[i].episode.stages_done[session.plan_stage[i]]:
+            return False
+        session.plan_overtime[i] += 1
+        return session.plan_overtime[i] >= session.plan_skill_overtime
 
     for i in envs:
         action = session.actions[actions[i]]
@@ -95,6 +108,7 @@ def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actio
             plan_next(i, running)
 
     capped: dict[int, SkillRecord] = {}
+    ended: list[int] = []  # envs whose episode ended during their skill: its slot is cleared
     while running:
         if should_stop is not None and should_stop():
             break
@@ -106,8 +120,15 @@ def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actio
             resumed.discard(i)
             if "action" in result:
                 if session.frame(i, session.primitive_index[result["action"]], result["action"], out):
-                    continue  # the episode ended
-                if out.frames[i] >= k_frames:
+                    ended.append(slot(i))
+                    continue
+                if i in plans and overtime(i):
+                    metrics.ENV_SKILL_RUNS.labels("overtime").inc()
+                    if out.frames[i] < k_frames:
+                        plan_next(i, still)
+                    else:  # the next plan action starts the next stage's skill
+                        executor.stop([slot(i)])
+                elif out.frames[i] >= k_frames:
                     capped[i] = skill
                 elif i in health_at_start and (reason := interrupt.reason(session.slots[i].env, health_at_start[i])):
                     # suspended as at K: the next plan action resumes it
@@ -117,7 +138,8 @@ def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actio
                     still[i] = skill
             elif "done" in result:
                 metrics.ENV_SKILL_RUNS.labels("finished").inc()
-                if i in plans and (first or plan_skill(session, i, plans[i]) not in (None, skill)):
+                if i in plans and (first or (session.slots[i].episode.stages_done[session.plan_stage[i]]
+                                             and plan_stage(session, i) is not None)):
                     # Its stage done, the plan goes on within this action; a resumed skill that returned before
                     # acting again is followed as the next plan action would follow it (no frame in between).
                     plan_next(i, still)
@@ -133,13 +155,13 @@ def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actio
             else:
                 failed(i, result["error"], skill)
         running = still
-    if capped:
-        metrics.ENV_SKILL_RUNS.labels("step_cap").inc(len(capped))
-    if running:
-        metrics.ENV_SKILL_RUNS.labels("stopped").inc(len(running))
     left = {**capped, **running}
     suspended.update({i: skill for i, skill in left.items() if i in plans})
-    executor.stop([i for i in left if i not in plans])
+    # A plan skill suspended at K (or by an interrupt) goes on in the next plan action: not a run that ended.
+    if stopped := [i for i in left if i not in plans]:
+        metrics.ENV_SKILL_RUNS.labels("step_cap").inc(sum(i in capped for i in stopped))
+        metrics.ENV_SKILL_RUNS.labels("stopped").inc(sum(i in running for i in stopped))
+    executor.stop(stopped + ended)
 
 
 def plan_slot(session: Session, i: int) -> int:

@@ -116,11 +116,17 @@ class Session:
         """Called with env ``i`` after each of its frames (its slot holds the new observation); RunSkill
         samples frames through it."""
         self._settings = settings
+        self.plan_skill_overtime = settings.plan_skill_overtime
+        """Frames a plan skill may go on after its stage is done (EnvServerSettings.plan_skill_overtime)."""
         self.primitive_index = {name: i for i, name in enumerate(backend.spec.actions)}
         """Backend action index by name: skills yield names."""
         self._executor: SkillExecutor | None = None
         self.plan_running: dict[int, SkillRecord] = {}
         """Env -> the plan skill suspended in its executor slot when the last plan action ended (macro_actions)."""
+        self.plan_stage: dict[int, int] = {}
+        """Env -> the stage whose skill the plan started last in this episode (macro_actions)."""
+        self.plan_overtime: dict[int, int] = {}
+        """Env -> frames that skill has run since its stage got done (capped by settings.plan_skill_overtime)."""
         # All stepping of a session happens on its own thread: envs keep their state on one thread (and
         # mostly one core) instead of hopping across gRPC pool threads (measured: make bench-env).
         self._thread = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"session-{session_id}")
@@ -150,6 +156,8 @@ class Session:
 
     # --- reset --------------------------------------------------------------------------------------
     def _reset_slot(self, i: int) -> None:
+        self.plan_stage.pop(i, None)
+        self.plan_overtime.pop(i, None)
         if self.plan_running.pop(i, None) is not None and self._executor is not None:
             self._executor.stop([plan_slot(self, i)])  # a new episode starts its plan afresh
         slot = self.slots[i]

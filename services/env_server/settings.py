@@ -29,6 +29,8 @@ class EnvServerSettings(Settings):
     default_skill_steps: int = setting(32, "K used when a session does not set skill_max_steps.", ge=1)
     max_skill_steps: int = setting(1000, "Max K a session may ask for.", ge=1)
     max_threat_distance: int = setting(8, "Max PlanInterrupt.threat_within a session may ask for, in cells.", ge=1)
+    plan_skill_overtime: int = setting(1000, "Frames a kept plan's skill may go on after its stage is done before "
+                                             "the plan moves on without it (a skill that never returns).", ge=1)
     max_episode_length: int = setting(100000, "Max episode length in frames a session may ask for.", ge=1)
     max_run_skill_episodes: int = setting(64, "Max test episodes in one RunSkill call.", ge=1)
     run_skill_default_steps: int = setting(300, "Frames per RunSkill episode when the request sets none.",

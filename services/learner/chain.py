@@ -136,7 +136,7 @@ def evaluate_chain(request: learner_pb2.EvaluateRequest, job_dirs: dict[str, Pat
                       for job, config in configs.items()}
         stepper = LinkStepper([Link.from_proto(link) for link in links], request.episodes)
         first = FirstEpisodes(request.episodes, request.frames_per_episode)
-        idle = index.get("noop", 0)  # the probe's action
+        idle = index.get("noop", 0)  # the probe's action, and any env no link controls
         generator = torch.Generator().manual_seed(request.seed)
         pixels, vectors = from_tensor(session.observations.image), from_tensor(session.observations.vector)
         live = first.live  # row r of pixels and vectors is env live[r]

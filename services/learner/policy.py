@@ -54,7 +54,14 @@ class Policy:
                                      "vector": gym.spaces.Box(-1e6, 1e6, shapes["vector"], np.float32)})
         model = create_actor_critic(cfg, obs_space, gym.spaces.Discrete(num_actions))
         state = torch.load(checkpoint, map_location="cpu", weights_only=False)
-        model.load_state_dict(state["model"])
+        try:
+            model.load_state_dict(state["model"])
+        except RuntimeError as exc:  # torch names each tensor whose shape differs
+            raise FailedPrecondition(
+                f"checkpoint {checkpoint.name} of job {job_dir.name} does not fit what the env serves now (a vector "
+                f"of {shapes['vector'][0]} entries, {num_actions} actions): it was trained on other shapes, e.g. "
+                "before the env's observation vector changed; train the job again. "
+                f"{str(exc).splitlines()[-1].strip()[:300]}") from None
         model.eval()
         log.info("loaded %s (%d actions)", checkpoint, num_actions)
         return cls(model)

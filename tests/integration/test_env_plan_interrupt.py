@@ -95,16 +95,30 @@ def test_a_plan_with_interrupts_plays_as_one_without(env_server) -> None:
     assert list(interrupted.episode.achievements) == list(plain.episode.achievements)
 
 
+def at_two_ks(stub, name: str, code: str, short: int) -> env_pb2.StepInfo:
+    """The plan (``name``, then idling) alone at K=200 and at K=``short``: the same episode; its last info."""
+    stub.RegisterSkill(env_pb2.RegisterSkillRequest(name=name, code=code, replace=True))
+    long_k, _ = play_plan(stub, None, (name, "plan_idle"), k=200)
+    short_k, _ = play_plan(stub, None, (name, "plan_idle"), k=short)
+    assert short_k.episode.text == long_k.episode.text and short_k.episode.steps == long_k.episode.steps
+    assert short_k.skill == long_k.skill
+    return long_k
+
+
 @pytest.mark.usefixtures("idle_skills")
 def test_a_plan_plays_the_same_at_any_k(env_server) -> None:
-    stub = env_server.stub
     # The first skill goes on past its stage (a sapling) until it returns: K ends plan actions, not the skill.
-    code = "def skill(agent):\n    for n in range(180):\n        yield 'do'\n"
-    stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="plan_grass", code=code, replace=True))
-    long_k, _ = play_plan(stub, None, k=200)
-    short_k, _ = play_plan(stub, None, k=5)
-    assert "collect_sapling" in long_k.episode.achievements
-    assert short_k.episode.text == long_k.episode.text and short_k.episode.steps == long_k.episode.steps
+    info = at_two_ks(env_server.stub, "plan_grass", "def skill(agent):\n    for n in range(180):\n        yield 'do'\n",
+                     short=5)
+    assert "collect_sapling" in info.episode.achievements
+
+
+@pytest.mark.usefixtures("idle_skills")
+def test_a_plan_skill_that_never_returns_is_stopped_long_after_its_stage(env_server) -> None:
+    info = at_two_ks(env_server.stub, "plan_grass_forever", "def skill(agent):\n    while True:\n        yield 'do'\n",
+                     short=7)
+    # The test server's plan_skill_overtime is 60 frames: then the plan moves on to the idle skill.
+    assert "collect_sapling" in info.episode.achievements and info.skill == "plan_idle"
 
 
 @pytest.mark.usefixtures("idle_skills")
