@@ -21,13 +21,10 @@ from rich.progress import Progress
 
 from benchmarks.common import REPO_ROOT
 from benchmarks.crafter.run import EPISODE_LENGTH, read_episodes, start_env_servers, train_job, training_seconds
-from rlgpt.env_client import PLAN_ACTION
 from rlgpt.grpc_client import create_channel
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2, planner_pb2
 from services.learner.jobs import read_progress
-from services.learner.plan_progress import PlanProgress
-from services.learner.policy import EVAL_SEED_OFFSET, FirstEpisodes
-from services.learner.sf_env import session_request
+from services.learner.policy import EVAL_SEED_OFFSET
 from services.planner.agents import FastAgent
 from services.planner.controller import failed_episodes
 from services.planner.kept_plan import KEPT_PLAN_PRIOR, own_reward_text
@@ -127,24 +124,12 @@ def play_plan_alone(target: str, config: learner_pb2.RLConfig, episodes: int,
                     first_seed: int) -> tuple[learner_pb2.EvaluateResponse, float]:
     """The plan with nobody stepping in (every action the plan action), ``episodes`` worlds from ``first_seed``;
     the episodes' summaries (recorded: their text too) and the seconds it took."""
+    from services.learner.evaluate import play
+
     started = time.time()
-    channel = create_channel(target, default_timeout=600)
-    stub = env_pb2_grpc.EnvServiceStub(channel)
-    session = stub.CreateSession(session_request(config, first_seed, num_envs=episodes,
-                                                 client="bench-diamond:chain", record=True, autoreset=True))
-    first = FirstEpisodes(episodes)
-    progress = PlanProgress([step.skill for step in config.plan], episodes)
-    plan_action = list(session.actions).index(PLAN_ACTION)
-    try:
-        while live := first.live:
-            step = stub.Step(env_pb2.StepRequest(session_id=session.session_id, actions=[plan_action] * len(live),
-                                                 env_indices=live))
-            first.record(step, live)
-            progress.record(step, live)
-    finally:
-        stub.CloseSession(env_pb2.CloseSessionRequest(session_id=session.session_id))
-        channel.close()
-    return first.response(progress.links()), time.time() - started
+    response = play(config, target, episodes, first_seed, client="bench-diamond:chain",
+                    max_frames=episodes * EPISODE_LENGTH)
+    return response, time.time() - started
 
 
 def chain_alone(target: str, config: learner_pb2.RLConfig, episodes: int, seed: int) -> dict[str, Any]:

@@ -164,9 +164,7 @@ def evaluate_chain(request: learner_pb2.EvaluateRequest, job_dirs: dict[str, Pat
                                    episode_ended=step.terminated[row] or step.truncated[row], probe=probe)
             probe = False
             first.record(step, live)
-            rows = [r for r, i in enumerate(live) if first.counting(i)]
-            live = [live[r] for r in rows]
-            pixels, vectors = from_tensor(step.observations.image)[rows], from_tensor(step.observations.vector)[rows]
+            live, pixels, vectors = first.narrow(step, live)
     finally:
         stub.CloseSession(env_pb2.CloseSessionRequest(session_id=session.session_id))
         channel.close()

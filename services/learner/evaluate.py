@@ -25,8 +25,6 @@ def evaluate(job_dir: Path, env_server: str, episodes: int, seed: int, checkpoin
     ``frames_per_episode``, that many of the observations it acted on are sampled from each episode; ``greedy``:
     the policy takes its most probable action instead; ``plan_alone``: no policy, every action the job's kept
     plan (the same worlds: what the policy must beat)."""
-    import torch
-
     if not (job_dir / "config.json").exists():
         raise NotFound(f"no job directory at {job_dir}")
     config, _doc = load_job_config(job_dir)
@@ -37,29 +35,38 @@ def evaluate(job_dir: Path, env_server: str, episodes: int, seed: int, checkpoin
     if episode_length:
         config.episode_length = episode_length
     path = None if plan_alone else checkpoint or latest_checkpoint(job_dir)
+    return play(config, env_server, episodes, seed + EVAL_SEED_OFFSET, policy=None if path is None else
+                (job_dir, path), client=f"evaluate:{job_dir.name}", max_frames=max_frames,
+                frames_per_episode=frames_per_episode, greedy=greedy, generator_seed=seed)
+
+
+def play(config: learner_pb2.RLConfig, env_server: str, episodes: int, first_seed: int, *,
+         policy: tuple[Path, Path] | None = None, client: str = "", max_frames: int = 1_000_000,
+         frames_per_episode: int = 0, greedy: bool = False, generator_seed: int = 0) -> learner_pb2.EvaluateResponse:
+    """The first episode of ``episodes`` worlds from ``first_seed`` (env i plays world ``first_seed + i``) in one
+    session built from ``config``: ``policy`` (a job directory and one of its checkpoints) acting, or with none
+    every action the kept plan (``config.plan``); per plan step, how far the episodes got (``links``)."""
+    import torch
+
     channel = create_channel(env_server, default_timeout=300)
     stub = env_pb2_grpc.EnvServiceStub(channel)
-    session = stub.CreateSession(session_request(config, seed + EVAL_SEED_OFFSET, num_envs=episodes,
-                                                 client=f"evaluate:{job_dir.name}", record=True,
-                                                 autoreset=True))
+    session = stub.CreateSession(session_request(config, first_seed, num_envs=episodes, client=client,
+                                                 record=True, autoreset=True))
     first = FirstEpisodes(episodes, frames_per_episode)
     plan = PlanProgress([step.skill for step in config.plan], episodes)
     try:
-        policy = None if path is None else Policy.load(job_dir, path, config, session.observation,
-                                                       len(session.actions))
-        plan_action = list(session.actions).index(PLAN_ACTION) if plan_alone else -1
+        actor = None if policy is None else Policy.load(*policy, config, session.observation, len(session.actions))
+        plan_action = list(session.actions).index(PLAN_ACTION) if actor is None else -1
         pixels, vectors = from_tensor(session.observations.image), from_tensor(session.observations.vector)
-        generator = torch.Generator().manual_seed(seed)
+        generator = torch.Generator().manual_seed(generator_seed)
         live = first.live  # row r of pixels and vectors is env live[r]
         while live and first.frames < max_frames:
             first.see(pixels, live)
-            actions = [plan_action] * len(live) if policy is None else policy.act(pixels, vectors, generator, greedy)
+            actions = [plan_action] * len(live) if actor is None else actor.act(pixels, vectors, generator, greedy)
             step = stub.Step(env_pb2.StepRequest(session_id=session.session_id, actions=actions, env_indices=live))
             first.record(step, live)
             plan.record(step, live)
-            rows = [r for r, i in enumerate(live) if first.counting(i)]
-            live = [live[r] for r in rows]
-            pixels, vectors = from_tensor(step.observations.image)[rows], from_tensor(step.observations.vector)[rows]
+            live, pixels, vectors = first.narrow(step, live)
     finally:
         stub.CloseSession(env_pb2.CloseSessionRequest(session_id=session.session_id))
         channel.close()

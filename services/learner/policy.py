@@ -12,6 +12,7 @@ import numpy as np
 
 from rlgpt.errors import FailedPrecondition
 from rlgpt.frames import FrameSampler
+from rlgpt.tensors import from_tensor
 from rlgpt.v1 import common_pb2, env_pb2, learner_pb2
 
 if TYPE_CHECKING:
@@ -126,6 +127,13 @@ class FirstEpisodes:
             if step.terminated[row] or step.truncated[row]:
                 self.summaries[i] = info.episode
             self._episode_steps[i] = info.episode_steps
+
+    def narrow(self, step: env_pb2.StepResponse, envs: Sequence[int]) -> tuple[list[int], np.ndarray, np.ndarray]:
+        """After :meth:`record` of a step whose row r is env ``envs[r]``: the envs whose first episode goes on,
+        with their rows of the step's images and vectors (row r of those is env r of the returned list)."""
+        rows = [r for r, i in enumerate(envs) if self.counting(i)]
+        return ([envs[r] for r in rows], from_tensor(step.observations.image)[rows],
+                from_tensor(step.observations.vector)[rows])
 
     def response(self, links: Sequence[learner_pb2.LinkStats] = ()) -> learner_pb2.EvaluateResponse:
         order = sorted(self.summaries)

@@ -1,0 +1,51 @@
+"""bench-diamond's command line and its chain alone, on a real env server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from benchmarks.bench_diamond import main
+from benchmarks.crafter.diamond import PLAN_RUN, SKILL_PREFIX, load_plan, plan_config, play_plan_alone
+from rlgpt.v1 import env_pb2
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    """The exit code and the output as one line (the error box's borders and wrapping taken out)."""
+    import typer
+
+    app = typer.Typer()
+    app.command()(main)
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, " ".join(result.output.replace("│", " ").split())
+
+
+def test_a_tag_that_cannot_name_files_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    code, output = invoke("--tag", "Night Run/2", "--work", str(tmp_path), "--output", str(tmp_path / "B.md"))
+    assert code == 2
+    assert "'Night Run/2': use 1 to 32 lowercase letters, digits and '-'" in output and "--tag" in output
+    assert not any(tmp_path.iterdir())  # no job, no section
+
+
+def test_a_tag_names_its_own_raw_results(tmp_path: Path) -> None:
+    # --report-only with nothing saved under the tag's name says where it looked: the tag's own results file.
+    code, output = invoke("--tag", "night-2", "--interrupt-damage", "--report-only", "--output", str(tmp_path / "B.md"))
+    assert code == 2
+    assert "diamond-interrupt-night-2" in output and "run without --report-only first" in output
+
+
+def test_the_chain_alone_plays_each_world_once_and_says_how_far_it_got(env_server) -> None:
+    plan = load_plan(PLAN_RUN)
+    for name, code, _ in plan.steps:
+        env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name=SKILL_PREFIX + name, code=code,
+                                                                   replace=True))
+    config = plan_config(plan, 1000, 0)
+    response, seconds = play_plan_alone(f"127.0.0.1:{env_server.port}", config, 3, 40)
+    assert len(response.episodes) == 3 and seconds > 0
+    links = {link.name: link for link in response.links}
+    assert list(links) == [SKILL_PREFIX + name for name, _, _ in plan.steps]
+    # Every episode starts on the first step; each later step is reached by those that did the one before.
+    assert links[SKILL_PREFIX + plan.steps[0][0]].reached == 3
+    for before, after in zip(response.links, response.links[1:], strict=False):
+        assert after.reached == before.succeeded
