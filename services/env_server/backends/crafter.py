@@ -59,6 +59,7 @@ class CrafterEnv(BackendEnv):
         self._env = _DeterministicCrafter(area=(64, 64), view=(9, 9), size=(64, 64), reward=True, length=None, seed=0)
         self._last_image: np.ndarray | None = None
         self._arrow_close = False
+        self._in_view: list[tuple[int, int]] | None = None  # the threats in view, as the last vector saw them
 
     @property
     def _player(self) -> objects.Player:
@@ -69,6 +70,7 @@ class CrafterEnv(BackendEnv):
         self._env._seed = int(seed)
         self._env._episode = 0
         self._arrow_close = False
+        self._in_view = None
         self._last_image = self._env.reset()
         return self._last_image, self._vector()
 
@@ -78,6 +80,7 @@ class CrafterEnv(BackendEnv):
         player = self._player
         self._arrow_close = player.health <= _ARROW_DAMAGE and any(
             isinstance(o, objects.Arrow) and player.distance(o) <= 2 for o in self._nearby(tuple(player.pos), 2)[1])
+        self._in_view = None
         image, reward, _done, _info = self._env.step(action)
         self._last_image = image
         return RawStep(image=image, vector=self._vector(), native_reward=float(reward),
@@ -90,8 +93,8 @@ class CrafterEnv(BackendEnv):
     def _vector(self) -> np.ndarray:
         player = self._player
         inv = player.inventory
-        nearest = self._threats(VIEW_WIDTH // 2, VIEW_HEIGHT // 2)[:1]
-        threat = [1.0, *nearest[0]] if nearest else [0.0, 0.0, 0.0]
+        self._in_view = self._threats(VIEW_WIDTH // 2, VIEW_HEIGHT // 2)
+        threat = [1.0, *self._in_view[0]] if self._in_view else [0.0, 0.0, 0.0]
         return np.array(
             [inv[s] for s in STATUS] + [inv[i] for i in ITEMS]
             + [player.facing[0], player.facing[1], float(player.sleeping), self._env._world.daylight, *threat],
@@ -189,9 +192,12 @@ class CrafterEnv(BackendEnv):
         return [side for side, near in sides if near]
 
     def threat_distance(self, within: int) -> int | None:
-        # crafter's own Object.distance is the sum of the axis distances; the session's is the larger one.
-        nearest = self._threats(within, within)[:1]
-        return max(abs(nearest[0][0]), abs(nearest[0][1])) if nearest else None
+        # crafter's own Object.distance is the sum of the axis distances; the session's is the larger one. Within
+        # the view the vector's list (built after the same frame, nearest first) answers without a second look.
+        in_view = within <= min(VIEW_WIDTH, VIEW_HEIGHT) // 2 and self._in_view is not None
+        nearest = self._in_view[:1] if in_view else self._threats(within, within)[:1]
+        distance = max(abs(nearest[0][0]), abs(nearest[0][1])) if nearest else None
+        return distance if distance is not None and distance <= within else None
 
     def death_cause(self) -> str:
         player = self._player

@@ -134,3 +134,22 @@ def test_the_vector_shows_the_nearest_threat_in_view_and_its_offset() -> None:
     _, vector = env.observe()
     assert (vector[seen], vector[tx], vector[ty]) == (1, 4, -1)
     assert env.threat_distance(4) == 4  # the session's interrupt counts it, within 4 both ways
+
+
+def test_the_threat_distance_after_a_frame_is_the_one_a_fresh_look_gives() -> None:
+    # The session's interrupt check reads the list the frame's vector built; it must agree with looking again.
+    env = CrafterBackend().make_env()
+    env.reset(3)
+    x, y = clear_scene(env)
+    world = env._env._world
+    for dx, dy in ((-3, 2), (4, -1), (0, -4), (2, 2), (-1, 0)):
+        world.add(objects.Zombie(world, (x + dx, y + dy), env._player))
+    answers = set()
+    for frame in range(40):
+        env.step(frame % 5)  # creatures move (and hit) between frames
+        for within in range(1, 9):
+            fresh = env._threats(within, within)[:1]
+            expected = max(abs(fresh[0][0]), abs(fresh[0][1])) if fresh else None
+            assert env.threat_distance(within) == expected, (frame, within)
+            answers.add(expected)
+    assert len(answers) > 2  # the scene changed the answer
