@@ -86,7 +86,8 @@ class JobWatch:
 
 
 def exit_later(seconds: float, code: int, before_exit: Callable[[], None]) -> None:
-    """Ends the process ``seconds`` from now unless it has ended by then (a daemon thread)."""
+    """Ends the process ``seconds`` from now unless it has ended by then (a daemon thread), with every process
+    it started (Sample Factory's workers would otherwise go on as orphans)."""
 
     def wait_then_exit() -> None:
         time.sleep(seconds)
@@ -94,6 +95,18 @@ def exit_later(seconds: float, code: int, before_exit: Callable[[], None]) -> No
         try:
             before_exit()
         finally:
+            end_children()
             os._exit(code)
 
     threading.Thread(target=wait_then_exit, daemon=True, name="exit-later").start()
+
+
+def end_children() -> None:
+    """Kills every process this one started, their own children included."""
+    import psutil
+
+    for child in psutil.Process().children(recursive=True):
+        try:
+            child.kill()
+        except psutil.NoSuchProcess:
+            pass

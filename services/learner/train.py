@@ -108,6 +108,7 @@ class ProgressObserver(AlgoObserver):
         self.rate: deque[tuple[float, float]] = deque(maxlen=30)
         self.reason = ""
         self.stopped = False
+        self.terminated = False
         self.watch = watch
 
     def on_episode(self, runner: Runner, msg: dict[str, Any], policy_id: int) -> None:
@@ -163,16 +164,25 @@ class ProgressObserver(AlgoObserver):
             runner._stop_training()  # saves a checkpoint, then stops every component
 
     def extra_summaries(self, runner: Runner, *args: Any) -> None:
-        """Sample Factory calls this every few seconds on the runner's loop, trained or not: the job's self-watch."""
-        if self.watch is None or self.reason:
+        """Sample Factory calls this every few seconds on the runner's loop, trained or not: the job's self-watch,
+        and a stop asked by a signal (:meth:`terminate`)."""
+        if self.reason:
             return
-        reason = self.watch.check()
+        reason = "stopped" if self.terminated else self.watch.check() if self.watch is not None else None
         if reason:
-            log.error("stopping the training with a checkpoint: %s", self.watch.message)
+            log.error("stopping the training with a checkpoint: %s",
+                      "asked by a signal" if self.terminated else self.watch.message)
             self.reason = reason
             # Stopping waits for every component; one that died with the env server could keep it waiting.
-            exit_later(self.watch.stop_grace, 3, lambda: self.on_stop(runner))
+            exit_later(self.watch.stop_grace if self.watch else DEFAULT_STOP_GRACE, 3, lambda: self.on_stop(runner))
             runner._stop_training()  # saves a checkpoint, writes the final record, stops every component
+
+    def terminate(self, signum: int, _frame: Any = None) -> None:
+        """A SIGTERM handler (``kill PID``): the job stops as StopJob stops it, with a checkpoint, and its Sample
+        Factory processes end with it instead of stepping on as orphans. Only a flag here: the runner's loop acts
+        on it (:meth:`extra_summaries`)."""
+        log.warning("signal %d: stopping the training", signum)
+        self.terminated = True
 
     def on_stop(self, runner: Runner) -> None:
         if not self.stopped:
@@ -204,6 +214,7 @@ def run_job(job_dir: Path, env_name: str = ENV_NAME) -> int:
     observer = ProgressObserver(job_dir, config.env_frames, float(doc.get("progress_interval", 2.0)), watch)
     runner.register_observer(observer)
     runner.register_episodic_stats_handler(observer.on_episode)
+    signal.signal(signal.SIGTERM, observer.terminate)  # this process only: Sample Factory spawns its workers
     status = runner.init()
     if status == ExperimentStatus.SUCCESS:
         status = runner.run()

@@ -245,6 +245,34 @@ def test_stop_restart_and_resume_from_checkpoint(env_server, skills, tmp_path) -
         second.close()
 
 
+def test_a_training_process_told_to_terminate_stops_with_a_checkpoint_and_leaves_no_workers(
+        env_server, skills, tmp_path) -> None:
+    import os
+    import signal
+
+    import psutil
+
+    settings = settings_for(env_server.target, tmp_path)
+    learner = start_learner(settings)
+    try:
+        job_id = learner.stub.StartTraining(learner_pb2.StartTrainingRequest(config=wood_config(1_000_000))).job_id
+        wait_for(lambda: job(learner, job_id).progress.env_frames > 200, 240, "training progress")
+        job_dir = str(tmp_path / "jobs" / job_id)
+        train = next(p for p in psutil.process_iter(["cmdline"])
+                     if "services.learner.train" in (p.info["cmdline"] or []) and job_dir in p.info["cmdline"])
+        workers = train.children(recursive=True)
+        assert workers, "Sample Factory runs its workers as processes of their own"
+        os.kill(train.pid, signal.SIGTERM)  # `kill PID` by a person, the training process alone
+        final = watch_until_done(learner, job_id, timeout=120)[-1]
+        assert final.state == learner_pb2.JOB_STATE_STOPPED, final.message
+        assert list((tmp_path / "jobs" / job_id / "sf").rglob("checkpoint_*.pth"))
+        _gone, alive = psutil.wait_procs(workers, timeout=30)
+        assert not alive, f"orphaned workers: {[p.pid for p in alive]}"
+    finally:
+        learner.servicer.close()
+        learner.close()
+
+
 def test_env_server_going_away_fails_the_job_clearly(tmp_path) -> None:
     env = start_service("env", tmp_path / "logs")
     try:

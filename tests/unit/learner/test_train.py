@@ -263,3 +263,16 @@ def test_sample_factory_loads_a_checkpoint_holding_numpy_scalars(tmp_path, monke
     trust_own_checkpoints()
     loaded = Learner.load_checkpoint([str(path)], "cpu")
     assert loaded["env_steps"] == 2048 and loaded["best_performance"] == np.float32(3.5)
+
+
+def test_a_terminate_signal_stops_the_runner_once_as_a_stop(tmp_path: Path, monkeypatch) -> None:
+    exits: list[float] = []
+    monkeypatch.setattr("services.learner.train.exit_later", lambda seconds, code, before: exits.append(seconds))
+    observer, runner = ProgressObserver(tmp_path, 1000, 0.0), Runner()  # no self-watch: run by hand
+    observer.extra_summaries(runner, 0, None, 0)
+    assert runner.stopped == 0
+    observer.terminate(signal.SIGTERM)
+    assert runner.stopped == 0  # the handler only raises a flag; the runner's own loop acts on it
+    observer.extra_summaries(runner, 0, None, 0)
+    observer.extra_summaries(runner, 0, None, 0)
+    assert runner.stopped == 1 and observer.reason == "stopped" and exits == [20.0]
