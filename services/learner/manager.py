@@ -100,12 +100,16 @@ class JobManager:
                 raise
             return record
 
-    def resume(self, job_id: str, extra: dict[str, Any]) -> JobRecord:
+    def resume(self, job_id: str, extra: dict[str, Any], check: Callable[[Path], None] | None = None) -> JobRecord:
+        """Launches a stopped or failed job again from its checkpoint; ``check`` (given the job directory, once the
+        job is known not to run) may refuse it first."""
         with self._lock:
             record = self.get(job_id)
             if record.state not in (learner_pb2.JOB_STATE_STOPPED, learner_pb2.JOB_STATE_FAILED):
                 raise FailedPrecondition(f"job {job_id} is {learner_pb2.JobState.Name(record.state)}; only a stopped "
                                          "or failed job can resume")
+            if check is not None:
+                check(record.job_dir)
             write_job_config(record.job_dir, record.config, extra)
             for name in ("stop", "error.json"):
                 (record.job_dir / name).unlink(missing_ok=True)

@@ -31,6 +31,37 @@ def latest_checkpoint(job_dir: Path) -> Path:
     return checkpoints[-1]
 
 
+VECTOR_WEIGHT, ACTION_WEIGHT = "encoder.vector.0.weight", "action_parameterization.distribution_linear.weight"
+"""The tensors of a checkpoint (services/learner/model.py) whose shapes say the vector length and action count."""
+
+
+def _unfit(job_dir: Path, checkpoint: Path, vector: int, actions: int) -> str:
+    return (f"checkpoint {checkpoint.name} of job {job_dir.name} does not fit what the env serves now (a vector of "
+            f"{vector} entries, {actions} actions): it was trained on other shapes, e.g. before the env's "
+            "observation vector changed; train the job again (StartTraining with its config, not a resume).")
+
+
+def check_fits(job_dir: Path, checkpoint: Path, weights: dict[str, Any], vector: int, actions: int) -> None:
+    """FailedPrecondition when ``weights`` (a checkpoint's model) were trained on another vector length or action
+    count than the env serves now (``vector``, ``actions``)."""
+    trained = (weights[VECTOR_WEIGHT].shape[1] if VECTOR_WEIGHT in weights else vector,
+               weights[ACTION_WEIGHT].shape[0] if ACTION_WEIGHT in weights else actions)
+    if trained != (vector, actions):
+        raise FailedPrecondition(f"{_unfit(job_dir, checkpoint, vector, actions)} It was trained on a vector of "
+                                 f"{trained[0]} entries and {trained[1]} actions.")
+
+
+def check_resumable(job_dir: Path, vector: int, actions: int) -> None:
+    """Before a resume: the job's latest checkpoint, if any, fits what the env serves now (Sample Factory would
+    otherwise fail in its learner process with torch's size-mismatch error)."""
+    import torch
+
+    checkpoints = sorted((job_dir / "sf" / job_dir.name / "checkpoint_p0").glob("checkpoint_*.pth"))
+    if checkpoints:
+        state = torch.load(checkpoints[-1], map_location="cpu", weights_only=False)
+        check_fits(job_dir, checkpoints[-1], state["model"], vector, actions)
+
+
 class Policy:
     """A job's actor-critic, loaded once (CPU), sampling actions of its own action space for a batch of envs."""
 
@@ -55,14 +86,12 @@ class Policy:
                                      "vector": gym.spaces.Box(-1e6, 1e6, shapes["vector"], np.float32)})
         model = create_actor_critic(cfg, obs_space, gym.spaces.Discrete(num_actions))
         state = torch.load(checkpoint, map_location="cpu", weights_only=False)
+        check_fits(job_dir, checkpoint, state["model"], shapes["vector"][0], num_actions)
         try:
             model.load_state_dict(state["model"])
         except RuntimeError as exc:  # torch names each tensor whose shape differs
-            raise FailedPrecondition(
-                f"checkpoint {checkpoint.name} of job {job_dir.name} does not fit what the env serves now (a vector "
-                f"of {shapes['vector'][0]} entries, {num_actions} actions): it was trained on other shapes, e.g. "
-                "before the env's observation vector changed; train the job again. "
-                f"{str(exc).splitlines()[-1].strip()[:300]}") from None
+            raise FailedPrecondition(f"{_unfit(job_dir, checkpoint, shapes['vector'][0], num_actions)} "
+                                     f"{str(exc).splitlines()[-1].strip()[:300]}") from None
         model.eval()
         log.info("loaded %s (%d actions)", checkpoint, num_actions)
         return cls(model)

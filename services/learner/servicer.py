@@ -18,6 +18,7 @@ from services.learner.env_servers import prepare_env_servers, training_targets
 from services.learner.evaluate import evaluate
 from services.learner.jobs import JobRunner
 from services.learner.manager import JobManager
+from services.learner.policy import check_resumable
 from services.learner.rl_config import EnvVocabulary, check_device, validate_rl_config
 from services.learner.settings import LearnerSettings
 from services.learner.sf_env import session_request
@@ -63,12 +64,14 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
                               f"{exc.details()}); start it or set RLGPT_LEARNER_ENV_SERVER") from None
         return EnvVocabulary.from_env_server(describe, skills)
 
-    def _env_accepts(self, config: learner_pb2.RLConfig) -> None:
-        """Opens and closes one real session with the config: the env server is the one judge of what it accepts."""
+    def _env_accepts(self, config: learner_pb2.RLConfig) -> env_pb2.CreateSessionResponse:
+        """Opens and closes one real session with the config: the env server is the one judge of what it accepts.
+        The session as created (its observation fields and actions)."""
         try:
             session = self._env.CreateSession(session_request(config, int(config.seed), client="learner:validate"),
                                               timeout=60)
             self._env.CloseSession(env_pb2.CloseSessionRequest(session_id=session.session_id), timeout=30)
+            return session
         except grpc.RpcError as exc:
             if exc.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND):
                 raise InvalidArgument(f"invalid RL config: the env server refused it: {exc.details()}") from None
@@ -91,8 +94,12 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
     def StartTraining(self, request: learner_pb2.StartTrainingRequest,
                       context: grpc.ServicerContext) -> learner_pb2.StartTrainingResponse:
         if request.resume_job_id:
-            config = self.jobs.get(request.resume_job_id).config
-            record = self.jobs.resume(request.resume_job_id, self._job_extra(self._targets(config)))
+            existing = self.jobs.get(request.resume_job_id)
+            targets = self._targets(existing.config)
+            session = self._env_accepts(existing.config)  # what the env serves the job now
+            vector = next((f.shape[0] for f in session.observation if f.name == "vector"), 0)
+            record = self.jobs.resume(request.resume_job_id, self._job_extra(targets),
+                                      check=lambda job_dir: check_resumable(job_dir, vector, len(session.actions)))
             return learner_pb2.StartTrainingResponse(job_id=record.job_id)
         config = validate_rl_config(request.config, self._vocabulary(request.config.backend), self.settings)
         check_device(config, self.settings)

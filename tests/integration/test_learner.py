@@ -233,6 +233,22 @@ def test_stop_restart_and_resume_from_checkpoint(env_server, skills, tmp_path) -
         listed = job(second, job_id)
         assert listed.progress.state == learner_pb2.JOB_STATE_STOPPED
         assert listed.config.env_frames == 1_000_000
+        # A checkpoint trained on another observation vector (an older env) is refused before anything launches,
+        # with what to do, instead of Sample Factory's size-mismatch error in a learner process.
+        import torch
+
+        latest = sorted(checkpoints)[-1]
+        saved = latest.read_bytes()
+        state = torch.load(latest, map_location="cpu", weights_only=False)
+        state["model"]["encoder.vector.0.weight"] = torch.zeros(64, 20)
+        torch.save(state, latest)
+        with pytest.raises(grpc.RpcError) as info:
+            second.stub.StartTraining(learner_pb2.StartTrainingRequest(resume_job_id=job_id))
+        assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "trained on a vector of 20 entries" in info.value.details()
+        assert "train the job again" in info.value.details()
+        assert job(second, job_id).progress.state == learner_pb2.JOB_STATE_STOPPED  # nothing launched
+        latest.write_bytes(saved)
         second.stub.StartTraining(learner_pb2.StartTrainingRequest(resume_job_id=job_id))
         wait_for(lambda: job(second, job_id).progress.env_frames > frames_at_stop + 200, 240, "resumed progress")
         resumed_log = (tmp_path / "jobs" / job_id / "train.log").read_text().rsplit("Loading state from checkpoint", 1)
