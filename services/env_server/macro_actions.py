@@ -3,6 +3,7 @@ to ``skill_max_steps`` frames, or until it returns, fails or the caller stops it
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,18 @@ if TYPE_CHECKING:
 
 SKILL_PREFIX = "skill:"
 """Skill actions are named ``skill:<name>`` in a session's action space."""
+
+
+@dataclasses.dataclass
+class PlanState:
+    """Where one env's plan stands in its episode (``Session.plans``)."""
+
+    stage: int = 0
+    """The stage whose skill the plan started last."""
+    overtime: int = 0
+    """Frames that skill has run since its stage got done (capped by ``plan_skill_overtime``)."""
+    suspended: SkillRecord | None = None
+    """The plan skill left running in its sandbox slot when the last plan action ended: the next resumes it."""
 
 
 def plan_stage(session: Session, i: int) -> int | None:
@@ -32,7 +45,7 @@ def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actio
     returns with its stage not done, ends the plan action (``plan_error`` / ``skill_finished``); the next plan
     action starts that stage's skill again. A plan skill still running when the action ends (after K frames, or
     early when the session's ``plan_interrupt`` says so after a frame: hurt, a threat near) is suspended, not
-    stopped (``session.plan_running``): the next plan action resumes it with its locals and its agent's memory of
+    stopped (``PlanState.suspended``): the next plan action resumes it with its locals and its agent's memory of
     the map (restarting it every K frames cost the recorded diamond chain most of its successes), even if its
     stage got done meanwhile, since the skill says when it is done. A resumed skill that fails or returns before
     it acted again is followed within the same action as the next plan action would follow it. So K and
@@ -46,7 +59,7 @@ def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actio
     k_frames = session.skill_max_steps
     running: dict[int, SkillRecord] = {}
     plans: dict[int, tuple[SkillRecord, ...]] = {}
-    suspended = session.plan_running
+    states = session.plans
     interrupt = session.plan_interrupt
     health_at_start: dict[int, float] = {}
     resumed: set[int] = set()  # envs whose resumed plan skill has not acted yet in this action
@@ -76,8 +89,7 @@ def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actio
             out.infos[i]["skill"] = PLAN_ACTION
             session.frame(i, session.backend.spec.noop_action, f"{PLAN_ACTION} (every stage done)", out)
             return
-        session.plan_stage[i] = stage
-        session.plan_overtime[i] = 0
+        states[i] = PlanState(stage=stage)
         following = plans[i][stage]
         start(i, following)
         if running.get(i) is following:
@@ -86,10 +98,11 @@ def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actio
     def overtime(i: int) -> bool:
         """Whether env ``i``'s plan skill has gone on past its done stage for as long as the server allows: the
         plan then moves on without it (a skill that never returns must not hold the plan for good)."""
-        if not session.slots[i].episode.stages_done[session.plan_stage[i]]:
+        state = states[i]
+        if not session.slots[i].episode.stages_done[state.stage]:
             return False
-        session.plan_overtime[i] += 1
-        return session.plan_overtime[i] >= session.plan_skill_overtime
+        state.overtime += 1
+        return state.overtime >= session.plan_skill_overtime
 
     for i in envs:
         action = session.actions[actions[i]]
@@ -99,8 +112,8 @@ def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actio
         plans[i] = action.plan
         if interrupt.on:
             health_at_start[i] = session.slots[i].env.health()
-        if i in suspended:  # the skill the last plan action left running goes on where it was
-            skill = suspended.pop(i)
+        if i in states and states[i].suspended is not None:  # the skill the last plan action left goes on
+            skill, states[i].suspended = states[i].suspended, None
             out.infos[i]["skill"] = skill.name
             running[i] = skill
             resumed.add(i)
@@ -133,12 +146,12 @@ def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actio
                 elif i in health_at_start and (reason := interrupt.reason(session.slots[i].env, health_at_start[i])):
                     # suspended as at K: the next plan action resumes it
                     out.infos[i]["plan_interrupted"] = reason
-                    suspended[i] = skill
+                    states[i].suspended = skill
                 else:
                     still[i] = skill
             elif "done" in result:
                 metrics.ENV_SKILL_RUNS.labels("finished").inc()
-                if i in plans and (first or (session.slots[i].episode.stages_done[session.plan_stage[i]]
+                if i in plans and (first or (session.slots[i].episode.stages_done[states[i].stage]
                                              and plan_stage(session, i) is not None)):
                     # Its stage done, the plan goes on within this action; a resumed skill that returned before
                     # acting again is followed as the next plan action would follow it (no frame in between).
@@ -156,7 +169,9 @@ def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actio
                 failed(i, result["error"], skill)
         running = still
     left = {**capped, **running}
-    suspended.update({i: skill for i, skill in left.items() if i in plans})
+    for i, skill in left.items():
+        if i in plans:
+            states[i].suspended = skill
     # A plan skill suspended at K (or by an interrupt) goes on in the next plan action: not a run that ended.
     if stopped := [i for i in left if i not in plans]:
         metrics.ENV_SKILL_RUNS.labels("step_cap").inc(sum(i in capped for i in stopped))

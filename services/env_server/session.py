@@ -16,7 +16,7 @@ from rlgpt import metrics
 from rlgpt.errors import FailedPrecondition, NotFound, shown
 from services.env_server.backends.base import Backend, BackendEnv, RawStep
 from services.env_server.episode import EnvSlot, Episode
-from services.env_server.macro_actions import plan_slot, run_skills
+from services.env_server.macro_actions import PlanState, plan_slot, run_skills
 from services.env_server.recording import episode_summary, record_frame, recorder_for
 from services.env_server.settings import EnvServerSettings
 from services.env_server.skills.executor import SkillExecutor, SkillRecord
@@ -121,12 +121,8 @@ class Session:
         self.primitive_index = {name: i for i, name in enumerate(backend.spec.actions)}
         """Backend action index by name: skills yield names."""
         self._executor: SkillExecutor | None = None
-        self.plan_running: dict[int, SkillRecord] = {}
-        """Env -> the plan skill suspended in its executor slot when the last plan action ended (macro_actions)."""
-        self.plan_stage: dict[int, int] = {}
-        """Env -> the stage whose skill the plan started last in this episode (macro_actions)."""
-        self.plan_overtime: dict[int, int] = {}
-        """Env -> frames that skill has run since its stage got done (capped by settings.plan_skill_overtime)."""
+        self.plans: dict[int, PlanState] = {}
+        """Env -> where its plan stands in this episode, once a plan action ran (macro_actions)."""
         # All stepping of a session happens on its own thread: envs keep their state on one thread (and
         # mostly one core) instead of hopping across gRPC pool threads (measured: make bench-env).
         self._thread = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"session-{session_id}")
@@ -156,9 +152,8 @@ class Session:
 
     # --- reset --------------------------------------------------------------------------------------
     def _reset_slot(self, i: int) -> None:
-        self.plan_stage.pop(i, None)
-        self.plan_overtime.pop(i, None)
-        if self.plan_running.pop(i, None) is not None and self._executor is not None:
+        plan = self.plans.pop(i, None)
+        if plan is not None and plan.suspended is not None and self._executor is not None:
             self._executor.stop([plan_slot(self, i)])  # a new episode starts its plan afresh
         slot = self.slots[i]
         episode_seed = self.seed + i + slot.episodes_started * self.num_envs
