@@ -1,0 +1,75 @@
+"""Fixed rules around the kept plan: ``make bench-diamond-rules`` runs ``python -m benchmarks.bench_diamond_rules``.
+
+The recorded collect_diamond plan (docs/runs/claude-relay-collect_diamond) with the fast agent's macro actions
+(its answer for RL around the plan with interrupts), used by fixed rules instead of a trained policy, on the
+held-out worlds bench-diamond scores on: whether those actions could beat the chain alone at all. The results
+go to docs/bench-raw/diamond-rules/results.json; the section and plot are rebuilt from them (``--report-only``).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from benchmarks.common import load_results, machine_info, raw_path, save_results, setup_logging, utc_now, write_section
+from benchmarks.crafter.diamond import PLAN_RUN, load_plan
+from benchmarks.crafter.diamond_rules import ANSWER, RULES, load_answer, run_rules
+from benchmarks.crafter.diamond_rules_report import FIGURE, SECTION_TITLE, plot_rules, render_section
+
+log = logging.getLogger("benchmarks.crafter")
+console = Console(stderr=True)
+
+
+def main(
+    plan_run: Annotated[Path, typer.Option(help="A recorded RL-GPT run whose last plan (every sub-task coded) is "
+                                                "kept.")] = PLAN_RUN,
+    answer: Annotated[Path, typer.Option(help="The fast agent's answer whose macro actions the rules use.")] = ANSWER,
+    answer_llm: Annotated[str, typer.Option(help="Who wrote --answer (for the section).")] = (
+        "Claude (Anthropic), as a helper agent given only the rendered prompt"),
+    rules: Annotated[list[str] | None, typer.Option("--rule", help=f"A rule to play (repeat); default all: "
+                                                                   f"{', '.join(RULES)}.")] = None,
+    episodes: Annotated[int, typer.Option(help="Held-out worlds each rule plays.", min=1, max=256)] = 256,
+    seed: Annotated[int, typer.Option(help="Seed of bench-diamond's training worlds (the held-out ones are "
+                                           "offset from it).")] = 0,
+    work: Annotated[Path, typer.Option(help="Where the env servers' logs go.")] = Path("runs/bench-diamond-rules"),
+    output: Annotated[Path, typer.Option(help="Markdown file whose section is replaced.")] = Path("docs/BENCHMARKS.md"),
+    figure: Annotated[Path, typer.Option(help="The plot (PNG).")] = FIGURE,
+    raw_json: Annotated[Path | None, typer.Option(help="Raw results; default docs/bench-raw/diamond-rules/"
+                                                       "results.json.")] = None,
+    report_only: Annotated[bool, typer.Option(help="Rebuild the section from the saved results.")] = False,
+    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+) -> None:
+    """collect_diamond: the fast agent's macro actions around the kept plan, used by fixed rules."""
+    setup_logging(console, log_level)
+    chosen = ["chain", *[r for r in (rules or list(RULES)) if r != "chain"]]  # every rule is held to the chain
+    if unknown := [r for r in chosen if r not in RULES]:
+        raise typer.BadParameter(f"unknown rule {unknown[0][:40]!r}; use one of {', '.join(RULES)}",
+                                 param_hint="--rule")
+    raw_json = raw_json or raw_path("diamond-rules")
+    if not report_only:
+        try:
+            plan = load_plan(plan_run)
+            macros = load_answer(answer)
+        except (OSError, ValueError, KeyError) as exc:
+            raise typer.BadParameter(f"{plan_run} or {answer}: unreadable ({exc})", param_hint="--plan-run") from None
+        progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn(
+            "{task.completed:,.0f}/{task.total:,.0f} rules"), TimeElapsedColumn(), console=console)
+        with progress:
+            run = run_rules(plan, macros, work.resolve(), chosen, episodes, seed, progress)
+        save_results(raw_json, {"date_utc": utc_now(), "machine": machine_info(("crafter",)), "run": run,
+                                "answer": str(answer), "answer_llm": answer_llm})
+    elif not raw_json.exists():
+        raise typer.BadParameter(f"no results at {raw_json}; run without --report-only first")
+    results = load_results(raw_json)
+    plot = plot_rules(results, figure)
+    write_section(output, SECTION_TITLE, render_section(results, str(plot.relative_to(output.parent))))
+    log.info("wrote %s and %s from %s", output, plot, raw_json)
+
+
+if __name__ == "__main__":
+    typer.run(main)
