@@ -47,8 +47,8 @@ def check_fits(job_dir: Path, checkpoint: Path, weights: dict[str, Any], vector:
     trained = (weights[VECTOR_WEIGHT].shape[1] if VECTOR_WEIGHT in weights else vector,
                weights[ACTION_WEIGHT].shape[0] if ACTION_WEIGHT in weights else actions)
     if trained != (vector, actions):
-        raise FailedPrecondition(f"{_unfit(job_dir, checkpoint, vector, actions)} It was trained on a vector of "
-                                 f"{trained[0]} entries and {trained[1]} actions.")
+        raise FailedPrecondition(f"{_unfit(job_dir, checkpoint, vector, actions)} The checkpoint's: a vector of "
+                                 f"{trained[0]} entries, {trained[1]} actions.")
 
 
 def check_resumable(job_dir: Path, vector: int, actions: int) -> None:
@@ -56,10 +56,12 @@ def check_resumable(job_dir: Path, vector: int, actions: int) -> None:
     otherwise fail in its learner process with torch's size-mismatch error)."""
     import torch
 
-    checkpoints = sorted((job_dir / "sf" / job_dir.name / "checkpoint_p0").glob("checkpoint_*.pth"))
-    if checkpoints:
-        state = torch.load(checkpoints[-1], map_location="cpu", weights_only=False)
-        check_fits(job_dir, checkpoints[-1], state["model"], vector, actions)
+    try:
+        checkpoint = latest_checkpoint(job_dir)
+    except FailedPrecondition:  # nothing saved yet: the resume starts afresh
+        return
+    check_fits(job_dir, checkpoint, torch.load(checkpoint, map_location="cpu", weights_only=False)["model"], vector,
+               actions)
 
 
 class Policy:

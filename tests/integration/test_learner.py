@@ -245,7 +245,7 @@ def test_stop_restart_and_resume_from_checkpoint(env_server, skills, tmp_path) -
         with pytest.raises(grpc.RpcError) as info:
             second.stub.StartTraining(learner_pb2.StartTrainingRequest(resume_job_id=job_id))
         assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-        assert "trained on a vector of 20 entries" in info.value.details()
+        assert "The checkpoint's: a vector of 20 entries" in info.value.details()
         assert "train the job again" in info.value.details()
         assert job(second, job_id).progress.state == learner_pb2.JOB_STATE_STOPPED  # nothing launched
         latest.write_bytes(saved)

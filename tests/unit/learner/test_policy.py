@@ -51,3 +51,24 @@ def test_a_checkpoint_trained_on_other_shapes_is_refused_with_what_to_do(tmp_pat
     with pytest.raises(FailedPrecondition, match=r"checkpoint_old.pth of job job-old does not fit what the env "
                                                  r"serves now \(a vector of 23 entries, 2 actions\).*train the job"):
         Policy.load(job_dir, checkpoint, config, fields(23), 2)
+
+
+def test_a_resume_checks_the_latest_checkpoint_against_what_the_env_serves(tmp_path) -> None:
+    import pytest
+    import torch
+
+    from rlgpt.errors import FailedPrecondition
+    from services.learner.policy import ACTION_WEIGHT, VECTOR_WEIGHT, check_resumable
+
+    job_dir = tmp_path / "job-7"
+    check_resumable(job_dir, 23, 9)  # nothing saved yet: a resume starts afresh, nothing to refuse
+    saved = job_dir / "sf" / "job-7" / "checkpoint_p0"
+    saved.mkdir(parents=True)
+    torch.save({"model": {VECTOR_WEIGHT: torch.zeros(64, 20), ACTION_WEIGHT: torch.zeros(9, 256)}},
+               saved / "checkpoint_000000001_100.pth")
+    check_resumable(job_dir, 20, 9)
+    with pytest.raises(FailedPrecondition, match=r"checkpoint_000000001_100.pth of job job-7 does not fit .*a vector "
+                                                 r"of 23 entries, 9 actions.*The checkpoint's: a vector of 20"):
+        check_resumable(job_dir, 23, 9)
+    with pytest.raises(FailedPrecondition, match="The checkpoint's: a vector of 20 entries, 9 actions"):
+        check_resumable(job_dir, 20, 10)
