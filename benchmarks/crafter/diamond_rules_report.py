@@ -19,13 +19,17 @@ def _ends(result: dict[str, Any]) -> str:
     return ", ".join(f"{kind} {n}" for kind, n in kinds.most_common())
 
 
+def p_text(p: float) -> str:
+    return f"p = {p:.2f}" if p >= 0.01 else "p < 0.01"
+
+
 def _verdict(rule: str, result: dict[str, Any], chain: dict[str, Any]) -> str:
     only_rule, only_chain, p = paired(result, chain)
     diff = 100 * (result["success_rate"] - chain["success_rate"])
     where = "above" if diff > 0 else "below" if diff < 0 else "equal to"
     text = (f"`{rule}`: {100 * result['success_rate']:.1f}%, " + (f"{abs(diff):.1f} points {where}" if diff else where)
             + f" the chain alone; it won {only_rule} worlds the chain lost and lost {only_chain} the chain won "
-            f"(exact McNemar, p = {p:.2f}" + ("; within chance)." if p >= 0.05 else ")."))
+            f"(exact McNemar, {p_text(p)}" + ("; within chance)." if p >= 0.05 else "; beyond chance)."))
     return text
 
 
@@ -37,7 +41,7 @@ def render_section(results: dict[str, Any], plot: str | None) -> str:
     for rule, result in r["results"].items():
         only_rule, only_chain, p = paired(result, chain) if rule != "chain" else (0, 0, 1.0)
         rows.append([f"`{rule}`", r["rules"][rule], f"{100 * result['success_rate']:.1f}%",
-                     "-" if rule == "chain" else f"{only_rule} / {only_chain} (p = {p:.2f})",
+                     "-" if rule == "chain" else f"{only_rule} / {only_chain} ({p_text(p)})",
                      f"{sum(e['steps'] for e in result['ends']) / max(1, len(result['ends'])):.0f}", _ends(result)])
     tools = r["tools"]
     lines = [
@@ -66,6 +70,10 @@ def render_section(results: dict[str, Any], plot: str | None) -> str:
         beaten = r["results"][best]["success_rate"] > chain["success_rate"] and p < 0.05
         lines += ["", f"The best rule, `{best}`, " + ("beats the chain alone beyond chance." if beaten else
                                                         "does not beat the chain alone beyond chance.")]
+        worse = [rule for rule, result in r["results"].items() if rule != "chain"
+                 and result["success_rate"] < chain["success_rate"] and paired(result, chain)[2] < 0.05]
+        if worse:
+            lines[-1] += (f" Below it beyond chance: {', '.join(f'`{rule}`' for rule in worse)}.")
     if plot:
         lines += ["", f"![fixed rules around the kept plan]({plot})"]
     return "\n".join(lines) + "\n"
@@ -96,7 +104,8 @@ def plot_rules(results: dict[str, Any], path: Path = FIGURE) -> Path:
     ax.bar(names, rates, yerr=[lows, highs], capsize=4, color=colors)
     ax.axhline(rates[names.index("chain")], color="#555555", linestyle="--", linewidth=1, label="the chain alone")
     ax.set_ylabel("collect_diamond (% of held-out worlds)")
-    ax.set_title(f"Fixed rules with the fast agent's macro actions, {r['results']['chain']['episodes']} worlds")
+    episodes = r["results"]["chain"]["episodes"]
+    ax.set_title(f"Fixed rules with the fast agent's macro actions, {episodes} worlds (95% intervals)")
     ax.set_ylim(bottom=0)
     ax.legend(loc="upper right")
     return save_plot(fig, path)

@@ -93,9 +93,11 @@ def test_the_section_says_how_each_rule_did_against_the_chain_world_by_world(tmp
     shelter = [i < 14 for i in range(40)]
     text = render_section(results(chain, shelter), "figures/rules.png")
     assert "| `shelter` | at night (world/daylight below 0.3)" in text
-    assert "| 35.0% | 10 / 0 (p = 0.00) | 200 | killed 26 |" in text
+    assert "| 35.0% | 10 / 0 (p < 0.01) | 200 | killed 26 |" in text
     assert "`shelter`: 35.0%, 25.0 points above the chain alone; it won 10 worlds the chain lost and lost 0" in text
     assert "The best rule, `shelter`, beats the chain alone beyond chance." in text
     even = render_section(results(chain, [i < 5 for i in range(40)]), None)
     assert "does not beat the chain alone beyond chance." in even and "![" not in even
+    worse = render_section(results([i < 12 for i in range(40)], [False] * 40), None)
+    assert "(exact McNemar, p < 0.01; beyond chance)." in worse and "Below it beyond chance: `shelter`." in worse
     assert plot_rules(results(chain, shelter), tmp_path / "rules.png").stat().st_size > 5000
