@@ -46,6 +46,8 @@ NIGHT = 0.3
 """world/daylight below this is night (Crafter's zombies spawn most in the dark)."""
 K = 60
 """Frames of one plan or macro action (the answer's own K): the plan plays the same at any K."""
+THREAT_WITHIN = 3
+"""A plan action hands control back when a threat is this close (or the player is hurt), as in the answer."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,9 +63,9 @@ class Tools:
 
 RULES = {
     "chain": "every action the plan action (the chain alone)",
-    "fight": "after a plan action that handed control back (hurt, or a threat 3 cells away or closer), the fight "
-             "macro once, then the plan again",
-    "shelter": "at night (world/daylight below 0.3), the shelter macro, again as long as it acts",
+    "fight": f"after a plan action that handed control back (hurt, or a threat {THREAT_WITHIN} cells away or "
+             "closer), the fight macro once, then the plan again",
+    "shelter": f"at night (world/daylight below {NIGHT}), the shelter macro, again as long as it acts",
     "shelter+fight": "the shelter rule, and otherwise the fight rule",
     "sword": "the sword macro once, as soon as the plan's make_stone_pickaxe stage is done",
     "sword+fight": "the sword rule, and otherwise the fight rule",
@@ -135,8 +137,9 @@ def play_rule(target: str, config: learner_pb2.RLConfig, rule_name: str, tools: 
 
 
 def rules_config(plan: RecordedPlan, answer: dict[str, Any], k: int = K) -> learner_pb2.RLConfig:
-    """The kept plan with the answer's macro actions and the bench's interrupts (hurt, a threat within 3)."""
-    config = plan_config(plan, 1000, 0, k, interrupt=common_pb2.PlanInterrupt(damage=True, threat_within=3))
+    """The kept plan with the answer's macro actions and its interrupts (hurt, a threat within
+    ``THREAT_WITHIN``)."""
+    config = plan_config(plan, 1000, 0, k, interrupt=common_pb2.PlanInterrupt(damage=True, threat_within=THREAT_WITHIN))
     config.skills.extend(agent_skills(answer))
     config.primitive_actions[:] = ["noop"]
     return config
@@ -174,7 +177,7 @@ def run_rules(plan: RecordedPlan, answer: dict[str, Any], work: Path, rules: lis
     finally:
         for server in servers:
             server.stop()
-    return {"task": plan.task, "llm": plan.llm, "run": plan.run, "k": k, "night": NIGHT,
+    return {"task": plan.task, "llm": plan.llm, "run": plan.run, "k": k, "night": NIGHT, "threat_within": THREAT_WITHIN,
             "tools": dataclasses.asdict(tools), "rules": {rule: RULES[rule] for rule in rules},
             "macro_actions": sorted(agent_skills(answer)), "results": {rule: results[rule] for rule in rules}}
 

@@ -54,8 +54,8 @@ def render_section(results: dict[str, Any], plot: str | None) -> str:
         f"observation vector by Describe's labels, and what each step returns), when to use them "
         f"(fight: `{tools['fight']}`, shelter: `{tools['shelter']}`, sword: `{tools['sword']}`); the plan's and the "
         f"macros' actions run K={r['k']} frames, a plan action handing control back when the player is hurt or a "
-        f"threat is 3 cells away or closer. All rules play the same {episodes} held-out worlds bench-diamond "
-        "scores on (the learner's evaluation seeds).", "",
+        f"threat is {r.get('threat_within', 3)} cells away or closer. All rules play the same {episodes} held-out "
+        "worlds bench-diamond scores on (the learner's evaluation seeds).", "",
         "This probes the actions, not the learning: a rule that clearly beats the chain alone is something APPO "
         "around the plan could have learned with the same actions; rules that do not, say those actions are the "
         "limit.", "",
