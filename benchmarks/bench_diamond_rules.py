@@ -9,6 +9,7 @@ go to docs/bench-raw/diamond-rules/results.json; the section and plot are rebuil
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -18,11 +19,17 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from benchmarks.common import load_results, machine_info, raw_path, save_results, setup_logging, utc_now, write_section
 from benchmarks.crafter.diamond import PLAN_RUN, load_plan
+from benchmarks.crafter.diamond_revision import revision_prompt as diamond_revision_prompt
 from benchmarks.crafter.diamond_rules import ANSWER, RULES, load_answer, run_rules
-from benchmarks.crafter.diamond_rules_report import FIGURE, SECTION_TITLE, plot_rules, render_section
+from benchmarks.crafter.diamond_rules_report import FIGURE, plot_rules, render_section, section_title
+from services.learner.policy import EVAL_SEED_OFFSET
 
 log = logging.getLogger("benchmarks.crafter")
 console = Console(stderr=True)
+TRAINED = Path("docs/bench-raw/diamond-interrupt-threat-seen/results.json")
+"""bench-diamond's run that trained the default --answer (its 'agent' entry)."""
+BRIEFING_EPISODES = 64
+"""Briefing worlds the revision prompt's chain alone and rules play (the first prompt's were 64 too)."""
 
 
 def main(
@@ -41,6 +48,16 @@ def main(
     figure: Annotated[Path, typer.Option(help="The plot (PNG).")] = FIGURE,
     raw_json: Annotated[Path | None, typer.Option(help="Raw results; default docs/bench-raw/diamond-rules/"
                                                        "results.json.")] = None,
+    tag: Annotated[str, typer.Option(help="A name for a run of its own (lowercase letters, digits, '-'), e.g. "
+                                          "another answer's macro actions: its raw results, figure and section "
+                                          "are kept apart from the untagged run.")] = "",
+    revision_prompt: Annotated[Path | None, typer.Option(help="Write the fast agent's revision prompt for --answer "
+                                                              "to this file and stop: the planner's prompt with "
+                                                              "that answer, its training's curve (--trained) and "
+                                                              "the rules played with its macro actions on the "
+                                                              "briefing worlds (never the held-out ones).")] = None,
+    trained: Annotated[Path, typer.Option(help="bench-diamond's raw results of a training with --answer (their "
+                                               "'agent' entry), for --revision-prompt.")] = TRAINED,
     report_only: Annotated[bool, typer.Option(help="Rebuild the section from the saved results.")] = False,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
 ) -> None:
@@ -50,24 +67,38 @@ def main(
     if unknown := [r for r in chosen if r not in RULES]:
         raise typer.BadParameter(f"unknown rule {unknown[0][:40]!r}; use one of {', '.join(RULES)}",
                                  param_hint="--rule")
-    raw_json = raw_json or raw_path("diamond-rules")
+    if tag and not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,31}", tag):
+        raise typer.BadParameter(f"{tag[:40]!r}: use 1 to 32 lowercase letters, digits and '-'", param_hint="--tag")
+    name = "-".join(part for part in ("diamond-rules", tag) if part)
+    raw_json = raw_json or raw_path(name)
+    if tag and figure == FIGURE:
+        figure = figure.with_name(f"{name.replace('-', '_')}.png")
     if not report_only:
         try:
             plan = load_plan(plan_run)
             macros = load_answer(answer)
+            training = load_results(trained)["agent"]["run"] if revision_prompt is not None else {}
         except (OSError, ValueError, KeyError) as exc:
-            raise typer.BadParameter(f"{plan_run} or {answer}: unreadable ({exc})", param_hint="--plan-run") from None
+            raise typer.BadParameter(f"{plan_run}, {answer} or {trained}: unreadable ({exc})",
+                                     param_hint="--plan-run") from None
         progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn(
             "{task.completed:,.0f}/{task.total:,.0f} rules"), TimeElapsedColumn(), console=console)
         with progress:
-            run = run_rules(plan, macros, work.resolve(), chosen, episodes, seed, progress)
+            if revision_prompt is not None:
+                prompt, _ = diamond_revision_prompt(plan, macros, training, work.resolve(), training["budget"], seed,
+                                                    BRIEFING_EPISODES, progress)
+                revision_prompt.write_text(prompt)
+                log.info("wrote the fast agent's revision prompt to %s", revision_prompt)
+                return
+            run = run_rules(plan, macros, work.resolve(), chosen, episodes, seed + EVAL_SEED_OFFSET, progress)
         save_results(raw_json, {"date_utc": utc_now(), "machine": machine_info(("crafter",)), "run": run,
-                                "answer": str(answer), "answer_llm": answer_llm})
+                                "answer": str(answer), "answer_llm": answer_llm, "tag": tag})
     elif not raw_json.exists():
         raise typer.BadParameter(f"no results at {raw_json}; run without --report-only first")
     results = load_results(raw_json)
     plot = plot_rules(results, figure)
-    write_section(output, SECTION_TITLE, render_section(results, str(plot.relative_to(output.parent))))
+    title = section_title(results)
+    write_section(output, title, render_section(results, str(plot.relative_to(output.parent)), title))
     log.info("wrote %s and %s from %s", output, plot, raw_json)
 
 

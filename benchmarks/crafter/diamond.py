@@ -28,7 +28,7 @@ from services.learner.policy import EVAL_SEED_OFFSET
 from services.planner.agents import FastAgent
 from services.planner.controller import failed_episodes
 from services.planner.kept_plan import KEPT_PLAN_PRIOR, own_reward_text
-from services.planner.kept_plan_agent import apply_answer, kept_plan_answer, kept_plan_prompt
+from services.planner.kept_plan_agent import KeptPlanRevision, apply_answer, kept_plan_answer, kept_plan_prompt
 from services.planner.prompts import EvalProtocol
 from services.planner.schemas import kept_plan_schema
 from services.planner.skill_library import SkillLibrary
@@ -167,9 +167,11 @@ def describe_of(target: str) -> env_pb2.DescribeResponse:
         channel.close()
 
 
-def agent_prompt(plan: RecordedPlan, work: Path, frames: int, seed: int, episodes: int) -> str:
+def agent_prompt(plan: RecordedPlan, work: Path, frames: int, seed: int, episodes: int,
+                 revision: KeptPlanRevision | None = None) -> str:
     """The planner's prompt to the fast agent for RL around this plan, as a run would render it: the chain alone
-    played on briefing worlds (neither trained nor scored on) tells how and where it fails."""
+    played on briefing worlds (neither trained nor scored on) tells how and where it fails; with ``revision``, the
+    config it revises and how that did."""
     config = plan_config(plan, frames, seed)
     servers, _ = start_env_servers(1, work / "logs", {SKILL_PREFIX + name: code for name, code, _ in plan.steps},
                                    config)
@@ -184,7 +186,7 @@ def agent_prompt(plan: RecordedPlan, work: Path, frames: int, seed: int, episode
                                                         for c in plan.success])
     prompt, _ = kept_plan_prompt(fast, task, json_format.ParseDict(plan.plan, planner_pb2.Plan()),
                                  success_rate=response.success_rate, failed=failed_episodes(list(response.episodes)),
-                                 env_frames=frames, own_reward=own_reward_text())
+                                 env_frames=frames, own_reward=own_reward_text(), revision=revision)
     return prompt
 
 
@@ -192,6 +194,14 @@ def agent_skills(answer: dict[str, Any]) -> dict[str, str]:
     """The registered name -> code of an answer's macro actions (checked against the schema once registered)."""
     return {AGENT_MACRO_PREFIX + str(m.get("name", "")): str(m.get("code", ""))
             for m in answer.get("macro_actions", [])}
+
+
+def apply_agent_answer(config: learner_pb2.RLConfig, answer: dict[str, Any],
+                       describe: env_pb2.DescribeResponse) -> None:
+    """A fast agent's answer checked against its schema (Describe's enums) and applied as the planner applies one:
+    its primitives, macro actions (registered names), K, interrupts and reward terms."""
+    parsed = kept_plan_answer(kept_plan_schema(describe).model_validate(answer))
+    apply_answer(config, parsed, list(agent_skills(answer)))
 
 
 def hands_back(answer: dict[str, Any]) -> bool:
@@ -229,8 +239,7 @@ def run_diamond(plan: RecordedPlan, work: Path, frames: int, seed: int, timeout:
     servers, _ = start_env_servers(NUM_WORKERS, work / "logs", {**skills, **macros}, config)
     try:
         if answer is not None:
-            parsed = kept_plan_answer(kept_plan_schema(describe_of(servers[0].target)).model_validate(answer))
-            apply_answer(config, parsed, list(macros))
+            apply_agent_answer(config, answer, describe_of(servers[0].target))
         describe = describe_of(servers[0].target)
         threats = list(describe.threats)
         vector = [list(f.labels) for f in describe.observation if f.name == "vector"]

@@ -33,7 +33,12 @@ def _verdict(rule: str, result: dict[str, Any], chain: dict[str, Any]) -> str:
     return text
 
 
-def render_section(results: dict[str, Any], plot: str | None) -> str:
+def section_title(results: dict[str, Any]) -> str:
+    """A tagged run (another answer's macro actions) has a section of its own."""
+    return f"{SECTION_TITLE}, run {results['tag']}" if results.get("tag") else SECTION_TITLE
+
+
+def render_section(results: dict[str, Any], plot: str | None, title: str = SECTION_TITLE) -> str:
     r = results["run"]
     chain = r["results"]["chain"]
     episodes = chain["episodes"]
@@ -45,7 +50,7 @@ def render_section(results: dict[str, Any], plot: str | None) -> str:
                      f"{sum(e['steps'] for e in result['ends']) / max(1, len(result['ends'])):.0f}", _ends(result)])
     tools = r["tools"]
     lines = [
-        SECTION_TITLE, "",
+        title, "",
         machine_line(results["date_utc"], results["machine"], ("crafter",))
         + f". The plan: the last plan of `{Path(r['run']).name}` ({r['llm']}); its macro actions: the fast agent's "
         f"answer for RL around the plan with interrupts (`{results['answer']}`: "

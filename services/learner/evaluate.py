@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
 from pathlib import Path
+
+import numpy as np
 
 from rlgpt.env_client import PLAN_ACTION
 from rlgpt.errors import FailedPrecondition, NotFound
@@ -35,19 +38,35 @@ def evaluate(job_dir: Path, env_server: str, episodes: int, seed: int, checkpoin
     if episode_length:
         config.episode_length = episode_length
     path = None if plan_alone else checkpoint or latest_checkpoint(job_dir)
-    return play(config, env_server, episodes, seed + EVAL_SEED_OFFSET, policy=None if path is None else
-                (job_dir, path), client=f"evaluate:{job_dir.name}", max_frames=max_frames,
-                frames_per_episode=frames_per_episode, greedy=greedy, generator_seed=seed)
+    return play(config, env_server, episodes, seed + EVAL_SEED_OFFSET,
+                chooser=None if path is None else policy_chooser(job_dir, path, config, greedy, seed),
+                client=f"evaluate:{job_dir.name}", max_frames=max_frames, frames_per_episode=frames_per_episode)
+
+
+Chooser = Callable[[list[int], np.ndarray, np.ndarray, Mapping[int, tuple[env_pb2.StepInfo, int]]], list[int]]
+"""The next actions of the live envs (row r of the images and vectors is env ``live[r]``), given each one's last
+step (its info and frames; none before its first)."""
+
+
+def policy_chooser(job_dir: Path, checkpoint: Path, config: learner_pb2.RLConfig, greedy: bool = False,
+                   generator_seed: int = 0) -> Callable[[env_pb2.CreateSessionResponse], Chooser]:
+    """A job's policy at ``checkpoint`` choosing (sampling, or ``greedy`` its most probable action)."""
+    import torch
+
+    def chooser(session: env_pb2.CreateSessionResponse) -> Chooser:
+        actor = Policy.load(job_dir, checkpoint, config, session.observation, len(session.actions))
+        generator = torch.Generator().manual_seed(generator_seed)
+        return lambda live, pixels, vectors, last: actor.act(pixels, vectors, generator, greedy)
+
+    return chooser
 
 
 def play(config: learner_pb2.RLConfig, env_server: str, episodes: int, first_seed: int, *,
-         policy: tuple[Path, Path] | None = None, client: str = "", max_frames: int = 1_000_000,
-         frames_per_episode: int = 0, greedy: bool = False, generator_seed: int = 0) -> learner_pb2.EvaluateResponse:
+         chooser: Callable[[env_pb2.CreateSessionResponse], Chooser] | None = None, client: str = "",
+         max_frames: int = 1_000_000, frames_per_episode: int = 0) -> learner_pb2.EvaluateResponse:
     """The first episode of ``episodes`` worlds from ``first_seed`` (env i plays world ``first_seed + i``) in one
-    session built from ``config``: ``policy`` (a job directory and one of its checkpoints) acting, or with none
-    every action the kept plan (``config.plan``); per plan step, how far the episodes got (``links``)."""
-    import torch
-
+    session built from ``config``: ``chooser`` (made from the session) acting, or with none every action the kept
+    plan (``config.plan``); per plan step, how far the episodes got (``links``)."""
     channel = create_channel(env_server, default_timeout=300)
     stub = env_pb2_grpc.EnvServiceStub(channel)
     session = stub.CreateSession(session_request(config, first_seed, num_envs=episodes, client=client,
@@ -55,17 +74,21 @@ def play(config: learner_pb2.RLConfig, env_server: str, episodes: int, first_see
     first = FirstEpisodes(episodes, frames_per_episode)
     plan = PlanProgress([step.skill for step in config.plan], episodes)
     try:
-        actor = None if policy is None else Policy.load(*policy, config, session.observation, len(session.actions))
-        plan_action = list(session.actions).index(PLAN_ACTION) if actor is None else -1
+        if chooser is None:
+            plan_action = list(session.actions).index(PLAN_ACTION)
+            choose: Chooser = lambda live, pixels, vectors, last: [plan_action] * len(live)  # noqa: E731
+        else:
+            choose = chooser(session)
         pixels, vectors = from_tensor(session.observations.image), from_tensor(session.observations.vector)
-        generator = torch.Generator().manual_seed(generator_seed)
+        last: dict[int, tuple[env_pb2.StepInfo, int]] = {}
         live = first.live  # row r of pixels and vectors is env live[r]
         while live and first.frames < max_frames:
             first.see(pixels, live)
-            actions = [plan_action] * len(live) if actor is None else actor.act(pixels, vectors, generator, greedy)
-            step = stub.Step(env_pb2.StepRequest(session_id=session.session_id, actions=actions, env_indices=live))
+            step = stub.Step(env_pb2.StepRequest(session_id=session.session_id, env_indices=live,
+                                                 actions=choose(live, pixels, vectors, last)))
             first.record(step, live)
             plan.record(step, live)
+            last.update((i, (step.infos[r], step.frames[r])) for r, i in enumerate(live))
             live, pixels, vectors = first.narrow(step, live)
     finally:
         stub.CloseSession(env_pb2.CloseSessionRequest(session_id=session.session_id))

@@ -135,12 +135,13 @@ def curve_text(points: list[dict[str, Any]], limit: int = MAX_CURVE_POINTS) -> s
                      for p in points)
 
 
-def shown_macros(macros: dict[str, str]) -> dict[str, str]:
-    """The previous config's macro actions as its prompt shows them: each code whole while it and those before it
-    fit (:data:`MAX_SHOWN_CODE_CHARS`, :data:`MAX_SHOWN_MACRO_CHARS`), else a note in its place."""
-    shown, left = {}, MAX_SHOWN_MACRO_CHARS
+def shown_macros(macros: dict[str, str], each: int = MAX_SHOWN_CODE_CHARS,
+                 total: int = MAX_SHOWN_MACRO_CHARS) -> dict[str, str]:
+    """The previous config's macro actions as its prompt shows them: each code whole while it (at most ``each``
+    characters) and those before it fit (``total``), else a note in its place."""
+    shown, left = {}, total
     for name, code in macros.items():
-        if len(code) <= min(MAX_SHOWN_CODE_CHARS, left):
+        if len(code) <= min(each, left):
             shown[name] = code
             left -= len(code)
         else:

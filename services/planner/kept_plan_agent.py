@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import json
 from typing import Any
 
 from pydantic import BaseModel
@@ -15,12 +16,15 @@ from rlgpt.env_client import PLAN_ACTION
 from rlgpt.llm.client import CallRecord
 from rlgpt.prompts import conditions_text
 from rlgpt.v1 import common_pb2, learner_pb2, planner_pb2
-from services.planner.agents import FastAgent, reward_kinds_text, skill_api_text
+from services.planner.agents import FastAgent, reward_kinds_text, shown_macros, skill_api_text
 from services.planner.prompts import render
-from services.planner.schemas import KEPT_PLAN_OWN_KINDS, MacroActionAnswer, kept_plan_schema
+from services.planner.schemas import KEPT_PLAN_OWN_KINDS, SKILL_CODE_LIMITS, MacroActionAnswer, kept_plan_schema
 
 MAX_FAILURE_LINES = 40
 """Lines of failed chain episodes' trajectories shown (their last lines, a few episodes)."""
+MAX_SHOWN_REVISED_CHARS = 16_000
+"""A revision shows the previous macro actions' code, each whole (up to the schema's limit) while all fit in
+this: the kept plan's prompt is long already, and its fast agent a capable model's job."""
 _ENDS = {"death": "died", "time_limit": "ran out of frames", "skill_finished": "ended with the chain's skills all "
          "returned", "error": "ended in a skill error"}
 
@@ -36,6 +40,32 @@ class KeptPlanAnswer:
     record: CallRecord | None
     plan_interrupt: common_pb2.PlanInterrupt = dataclasses.field(default_factory=common_pb2.PlanInterrupt)
     """When a plan action hands control back before its K frames (hurt, a threat near)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class KeptPlanRevision:
+    """What a revision of the fast agent's config reads besides the first prompt's: the config it revises and how
+    that config did."""
+
+    previous: dict[str, Any]
+    """The previous answer in its own form (``kept_plan_schema``'s fields), its macro actions' code included."""
+    outcome: str
+    """How the previous config did, in words: its training, the policy against the chain alone on the same
+    worlds, any probe of its macro actions (the caller's measurements; never worlds the result is scored on)."""
+
+
+def revision_text(revision: KeptPlanRevision | None) -> str:
+    """The prompt's revision part ('' for a first config): the previous answer, its macro actions' code shown as
+    an RL revision shows it (:func:`~services.planner.agents.shown_macros`), and its outcome."""
+    if revision is None:
+        return ""
+    previous = dict(revision.previous)
+    written = list(previous.get("macro_actions", []))
+    shown = shown_macros({str(m.get("name", "")): str(m.get("code", "")) for m in written},
+                         each=int(SKILL_CODE_LIMITS["max_length"]), total=MAX_SHOWN_REVISED_CHARS)
+    previous["macro_actions"] = [{**m, "code": shown[str(m.get("name", ""))]} for m in written]
+    return "\n" + render("fast_agent_kept_plan_revision", previous_config=json.dumps(previous, indent=1),
+                         outcome=revision.outcome.strip())
 
 
 def _holds(conditions: list[common_pb2.Condition], achievements: set[str], inventory: dict[str, int]) -> bool:
@@ -110,8 +140,10 @@ def hand_back_text(describe: Any) -> str:
 
 
 def kept_plan_prompt(fast: FastAgent, task: common_pb2.TaskSpec, plan: planner_pb2.Plan, *, success_rate: float,
-                     failed: list[dict[str, Any]], env_frames: int, own_reward: str) -> tuple[str, type[BaseModel]]:
-    """The prompt and its answer schema (primitives and reward kinds from Describe)."""
+                     failed: list[dict[str, Any]], env_frames: int, own_reward: str,
+                     revision: KeptPlanRevision | None = None) -> tuple[str, type[BaseModel]]:
+    """The prompt and its answer schema (primitives and reward kinds from Describe); with ``revision``, the
+    config it revises and how that did."""
     describe = fast.describe
     prompt = render("fast_agent_kept_plan", task=task.name, success=conditions_text(list(task.success)),
                     plan=plan_text(plan), failures=failures_text(plan, success_rate, failed),
@@ -119,7 +151,8 @@ def kept_plan_prompt(fast: FastAgent, task: common_pb2.TaskSpec, plan: planner_p
                     reward_kinds=reward_kinds_text(describe, leave_out=KEPT_PLAN_OWN_KINDS),
                     protocol=fast.protocol.kept_plan_test(env_frames), skill_api=skill_api_text(describe),
                     hand_back=hand_back_text(describe),
-                    hand_back_field=', "hand_back_within": ...' if describe.threats else "")
+                    hand_back_field=', "hand_back_within": ...' if describe.threats else "",
+                    revision=revision_text(revision))
     return prompt, kept_plan_schema(describe)
 
 

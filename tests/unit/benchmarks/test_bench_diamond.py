@@ -4,33 +4,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from typer.testing import CliRunner
-
 from benchmarks.bench_diamond import main
 from benchmarks.crafter.diamond import PLAN_RUN, SKILL_PREFIX, load_plan, plan_config, play_plan_alone
 from rlgpt.v1 import env_pb2
 
 
-def invoke(*args: str) -> tuple[int, str]:
-    """The exit code and the output as one line (the error box's borders and wrapping taken out)."""
-    import typer
-
-    app = typer.Typer()
-    app.command()(main)
-    result = CliRunner().invoke(app, list(args))
-    return result.exit_code, " ".join(result.output.replace("│", " ").split())
-
-
-def test_a_tag_that_cannot_name_files_is_refused_before_anything_runs(tmp_path: Path) -> None:
-    code, output = invoke("--tag", "Night Run/2", "--work", str(tmp_path), "--output", str(tmp_path / "B.md"))
+def test_a_tag_that_cannot_name_files_is_refused_before_anything_runs(tmp_path: Path, invoke) -> None:
+    code, output = invoke(main, "--tag", "Night Run/2", "--work", str(tmp_path), "--output", str(tmp_path / "B.md"))
     assert code == 2
     assert "'Night Run/2': use 1 to 32 lowercase letters, digits and '-'" in output and "--tag" in output
     assert not any(tmp_path.iterdir())  # no job, no section
 
 
-def test_a_tag_names_its_own_raw_results(tmp_path: Path) -> None:
+def test_a_tag_names_its_own_raw_results(tmp_path: Path, invoke) -> None:
     # --report-only with nothing saved under the tag's name says where it looked: the tag's own results file.
-    code, output = invoke("--tag", "night-2", "--interrupt-damage", "--report-only", "--output", str(tmp_path / "B.md"))
+    code, output = invoke(main, "--tag", "night-2", "--interrupt-damage", "--report-only", "--output",
+                          str(tmp_path / "B.md"))
     assert code == 2
     assert "diamond-interrupt-night-2" in output and "run without --report-only first" in output
 

@@ -1,15 +1,26 @@
-"""bench-diamond-rules: each rule's choices, one rule played on a real env server, the section from results."""
+"""bench-diamond-rules: each rule's choices, one rule played on a real env server, the section from results, and
+its command line (a tag keeps another answer's run apart)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from benchmarks.bench_diamond_rules import main
 from benchmarks.crafter.diamond import AGENT_MACRO_PREFIX, PLAN_RUN, SKILL_PREFIX, load_plan
-from benchmarks.crafter.diamond_rules import ANSWER, RULES, Rule, Tools, load_answer, play_rule, rules_config
-from benchmarks.crafter.diamond_rules_report import plot_rules, render_section
+from benchmarks.crafter.diamond_rules import (
+    ANSWER,
+    Rule,
+    Tools,
+    load_answer,
+    play_rule,
+    rule_text,
+    rules_config,
+)
+from benchmarks.crafter.diamond_rules_report import SECTION_TITLE, plot_rules, render_section
 from rlgpt.env_client import PLAN_ACTION
 from rlgpt.v1 import env_pb2
 from services.env_server.backends.crafter import VECTOR_LABELS
@@ -49,14 +60,29 @@ def test_each_rule_uses_its_macro_only_when_its_condition_holds() -> None:
     assert early.next(1, done, vector(1.0), 16) == sword  # each env makes its own
 
 
-def test_an_unknown_rule_is_refused_with_the_known_ones() -> None:
+def test_an_unknown_rule_or_a_missing_macro_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="unknown rule 'dance'; one of chain, fight"):
         rule("dance")
+    with pytest.raises(ValueError, match="rule sword: the answer has no macro action diamond_macro_make_sword"):
+        Rule("sword", [*ACTIONS[:3], PLAN_ACTION], list(VECTOR_LABELS), STAGES, Tools())
+    assert rule_text("shelter+fight").startswith("at night") and "; otherwise after a plan action" in \
+        rule_text("shelter+fight")
+
+
+def test_a_rule_chooses_for_the_live_envs_from_their_last_steps() -> None:
+    plan, fight = ACTIONS.index(PLAN_ACTION), ACTIONS.index(ACTIONS[1])
+    last = {2: (env_pb2.StepInfo(plan_interrupted="threat"), 3), 5: (env_pb2.StepInfo(), 60)}
+    vectors = np.stack([vector(1.0)] * 3)
+    assert rule("fight").choose([0, 2, 5], None, vectors, last) == [plan, fight, plan]  # env 0: not stepped yet
 
 
 def test_a_rule_plays_each_world_once_with_the_answers_macros(env_server) -> None:
     plan, answer = load_plan(PLAN_RUN), load_answer(ANSWER)
-    config = rules_config(plan, answer, k=60)
+    config = rules_config(plan, answer, env_server.stub.Describe(env_pb2.DescribeRequest()))
+    # The answer's own K and interrupts, and its macro actions by their registered names.
+    assert config.skill_max_steps == answer["skill_max_steps"]
+    assert config.plan_interrupt.threat_within == answer["hand_back_within"] and config.plan_interrupt.damage
+    assert sorted(config.skills) == sorted(AGENT_MACRO_PREFIX + m["name"] for m in answer["macro_actions"])
     for name, code, _ in plan.steps:
         env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name=SKILL_PREFIX + name, code=code, replace=True))
     for macro in answer["macro_actions"]:
@@ -82,7 +108,7 @@ def results(chain: list[bool], shelter: list[bool]) -> dict:
                                                              "python": "3.11", "crafter": "1.8.3"},
             "answer": str(ANSWER), "answer_llm": "a capable model",
             "run": {"task": "collect_diamond", "llm": "a capable model", "run": str(PLAN_RUN), "k": 60, "night": 0.3,
-                    "tools": vars(Tools()), "rules": {"chain": RULES["chain"], "shelter": RULES["shelter"]},
+                    "tools": vars(Tools()), "rules": {"chain": rule_text("chain"), "shelter": rule_text("shelter")},
                     "macro_actions": ["diamond_macro_shelter_and_sleep"],
                     "results": {"chain": played(chain), "shelter": played(shelter)}}}
 
@@ -101,3 +127,27 @@ def test_the_section_says_how_each_rule_did_against_the_chain_world_by_world(tmp
     worse = render_section(results([i < 12 for i in range(40)], [False] * 40), None)
     assert "(exact McNemar, p < 0.01; beyond chance)." in worse and "Below it beyond chance: `shelter`." in worse
     assert plot_rules(results(chain, shelter), tmp_path / "rules.png").stat().st_size > 5000
+
+
+def test_a_tag_that_cannot_name_files_is_refused_before_anything_runs(tmp_path: Path, invoke) -> None:
+    code, output = invoke(main, "--tag", "Revised 2", "--work", str(tmp_path), "--output", str(tmp_path / "B.md"))
+    assert code == 2 and "'Revised 2': use 1 to 32 lowercase letters, digits and '-'" in output
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_tagged_run_has_its_own_raw_results_figure_and_section(tmp_path: Path, invoke) -> None:
+    code, output = invoke(main, "--tag", "revised", "--report-only", "--output", str(tmp_path / "B.md"))
+    assert code == 2 and "diamond-rules-revised" in output and "run without --report-only first" in output
+    saved = {**results([i < 4 for i in range(40)], [i < 6 for i in range(40)]), "tag": "revised"}
+    raw = tmp_path / "results.json"
+    raw.write_text(json.dumps(saved))
+    doc = tmp_path / "B.md"
+    doc.write_text(f"# Benchmarks\n\n{SECTION_TITLE}\n\nthe untagged run's section\n")
+    figures = tmp_path / "figures"
+    figures.mkdir()
+    code, output = invoke(main, "--tag", "revised", "--report-only", "--raw-json", str(raw), "--output", str(doc),
+                          "--figure", str(figures / "rules-revised.png"))
+    assert code == 0, output
+    text = doc.read_text()
+    assert "the untagged run's section" in text and f"{SECTION_TITLE}, run revised\n" in text
+    assert "](figures/rules-revised.png)" in text and (figures / "rules-revised.png").stat().st_size > 5000

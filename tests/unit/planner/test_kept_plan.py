@@ -5,6 +5,7 @@ learner; the whole method runs against real services in tests/integration/test_r
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
 from services.planner.agents import FastAgent
 from services.planner.context import Stubs
 from services.planner.kept_plan import KEPT_PLAN_PRIOR, OWN_REWARD, final_controller, kept_plan_name
-from services.planner.kept_plan_agent import failures_text, kept_plan_prompt, stage_ended
+from services.planner.kept_plan_agent import KeptPlanRevision, failures_text, kept_plan_prompt, stage_ended
 from services.planner.loops import TwoLoops
 from services.planner.runs import Run
 from services.planner.schemas import kept_plan_schema
@@ -200,6 +201,28 @@ def test_the_prompt_shows_the_plan_the_failures_and_the_planners_own_reward(env_
     assert "- `hand_back_within` (0 to 8; 0: off): the `plan` action also ends, its skill paused, while one of " \
            "zombie, skeleton, arrow is this many cells away or closer" in prompt
     assert '"hand_back_when_hurt": ..., "hand_back_within": ...}' in prompt and "{hand_back" not in prompt
+
+
+def test_a_revision_shows_the_previous_answer_whole_and_how_it_did(env_server) -> None:
+    describe = env_server.stub.Describe(env_pb2.DescribeRequest())
+    fast = FastAgent(ScriptedLLM(None), env_server.stub, describe, SkillLibrary(Path("/nonexistent/lib.json")))
+    long_code = WALK + "".join(f"# note {i}: {'x' * 60}\n" for i in range(60))  # longer than an RL revision shows
+    previous = {"primitive_actions": ["noop"], "skill_max_steps": 30, "reward_terms": [],
+                "hand_back_when_hurt": True, "hand_back_within": 2,
+                "macro_actions": [{"name": "step_aside", "description": "walk left", "code": long_code}]}
+    task = common_pb2.TaskSpec(name="make_wood_pickaxe", success=[PICKAXE])
+    first, _ = kept_plan_prompt(fast, task, PLAN, success_rate=0.25, failed=FAILED, env_frames=40_000,
+                                own_reward="+1 per stage")
+    revised, _ = kept_plan_prompt(fast, task, PLAN, success_rate=0.25, failed=FAILED, env_frames=40_000,
+                                  own_reward="+1 per stage",
+                                  revision=KeptPlanRevision(previous, "The policy never left the plan."))
+    assert "This is a revision" not in first and "{revision}" not in first
+    assert revised.startswith(first[:first.index("Answer with one JSON")])  # the first prompt, then the revision
+    part = revised[len(first[:first.index("Answer with one JSON")]):]
+    assert part.startswith("This is a revision. Your previous configuration")
+    assert '"hand_back_within": 2' in part and json.dumps(long_code) in part  # the macro's code whole
+    assert "How it did:\nThe policy never left the plan.\n" in part
+    assert part.rstrip().endswith(first[first.index("Answer with one JSON"):].rstrip())
 
 
 def test_the_one_agent_setup_trains_the_planners_defaults(tmp_path: Path, env_server) -> None:

@@ -255,7 +255,8 @@ def _examples(path: Path) -> list[str]:
 
 
 CRITIC_TEMPLATE = CRITIC_PROMPT_DIR / "critic.txt"
-WITHOUT_EXAMPLES = {"fast_agent_program", "fast_agent_kept_plan", "one_agent_program", "program_steps"}
+WITHOUT_EXAMPLES = {"fast_agent_program", "fast_agent_kept_plan", "fast_agent_kept_plan_revision", "one_agent_program",
+                    "program_steps"}
 ALL_TEMPLATES = (*sorted(PROMPT_DIR.glob("*.txt")), CRITIC_TEMPLATE)
 
 
