@@ -10,7 +10,9 @@ sub-task's), K and reward terms; the planner pays the plan's stages and the task
 agent of its own (the one-agent setup), or when its answer is unusable, the planner's defaults train.
 
 The policy and the plan alone (``EvaluateRequest.plan_alone``) are scored on the same worlds; the final controller
-is the policy only if it did better there (``final_controller``)."""
+is the policy only if it did better there (``final_controller``). When it did not, the fast agent revises its
+config, told its answer, the learning curve and both scores (``revision_of``, up to ``kept_plan_revisions`` times),
+and the revised config trains with the frames kept for it."""
 
 from __future__ import annotations
 
@@ -21,10 +23,11 @@ import grpc
 
 from rlgpt.llm.client import StructuredOutputError
 from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
+from services.planner.agents import curve_text
 from services.planner.attempts import Attempts, RLAttempt
 from services.planner.context import AgentSetup, Mode, RunContext
 from services.planner.controller import learner_evaluation
-from services.planner.kept_plan_agent import apply_answer, write_kept_plan
+from services.planner.kept_plan_agent import KeptPlanRevision, answer_form, apply_answer, write_kept_plan
 from services.planner.schemas import SUCCESS_REWARD
 from services.planner.state import Decision, FinalResult, Status, SubTaskState
 
@@ -62,8 +65,9 @@ def wanted(ctx: RunContext, plan: planner_pb2.Plan | None, chain_success: float 
     return left is None or left >= MIN_FRAMES
 
 
-def kept_plan_config(ctx: RunContext, plan: planner_pb2.Plan) -> learner_pb2.RLConfig:
-    """The plan's sub-tasks' code registered under names of this run, as the steps of a kept plan."""
+def kept_plan_config(ctx: RunContext, plan: planner_pb2.Plan, trainings: int = 1) -> learner_pb2.RLConfig:
+    """The plan's sub-tasks' code registered under names of this run, as the steps of a kept plan; the frames left
+    shared by the ``trainings`` (this one and the revisions that may follow) while each gets MIN_FRAMES."""
     task = ctx.run.request.task
     steps = []
     for st in plan.subtasks:
@@ -79,7 +83,8 @@ def kept_plan_config(ctx: RunContext, plan: planner_pb2.Plan) -> learner_pb2.RLC
         task=common_pb2.TaskSpec(name=task.name, success=list(task.success), terminate_on_success=True),
         reward_terms=[common_pb2.RewardTerm(kind=k, weight=w, target=t) for k, w, t in OWN_REWARD + DEFAULT_REWARD],
         episode_length=ctx.settings.final_episode_frames,
-        env_frames=left if left is not None else ctx.budgets.env_frames_per_training)
+        env_frames=ctx.budgets.env_frames_per_training if left is None else
+        left // trainings if left >= trainings * MIN_FRAMES else left)
 
 
 def own_reward_text() -> str:
@@ -89,20 +94,23 @@ def own_reward_text() -> str:
 
 
 def configure(ctx: RunContext, attempts: Attempts, plan: planner_pb2.Plan, st: planner_pb2.SubTask,
-              state: SubTaskState, chain_success: float, failed: list[dict[str, Any]]) -> RLAttempt:
+              state: SubTaskState, chain_success: float, failed: list[dict[str, Any]],
+              revision: KeptPlanRevision | None = None) -> RLAttempt:
     """The training's config: the planner's own (the plan, its stages' and the task's reward, every primitive,
     K=16, dying and health terms), with the fast agent's answer in place of the last four where it gave one. Its
     macro actions are registered (RegisterSkill test-runs them) under the kept plan's names; a refused one is
     left out, with its error in the attempt's details."""
-    config = kept_plan_config(ctx, plan)
+    fast = None if ctx.agents is AgentSetup.ONE else attempts.fast
+    number = 0 if revision is None else (ctx.state.kept_plan or {}).get("revision", 0) + 1  # of this training
+    may_follow = 0 if fast is None else max(0, ctx.settings.kept_plan_revisions - number)  # revisions after it
+    config = kept_plan_config(ctx, plan, 1 + may_follow)
     details: dict[str, Any] = {"kept_plan": True, "config_by": "planner defaults"}
-    fast = attempts.fast
-    if fast is None or ctx.agents is AgentSetup.ONE:
+    if fast is None:
         return RLAttempt(st, state, [], config=config, details=details)
     try:
         answer = write_kept_plan(fast, ctx.run.request.task, plan, success_rate=chain_success, failed=failed,
                                  env_frames=config.env_frames, own_reward=own_reward_text(),
-                                 iteration=ctx.state.outer_iteration)
+                                 iteration=ctx.state.outer_iteration, revision=revision)
     except StructuredOutputError as exc:  # an unusable answer: the defaults train, and the run says why
         if exc.record is not None:
             ctx.run.llm_call(exc.record, st.name)
@@ -115,25 +123,30 @@ def configure(ctx: RunContext, attempts: Attempts, plan: planner_pb2.Plan, st: p
     attempts.emit_macros(st, macros)
     apply_answer(config, answer, list(macros.accepted))
     state.macro_actions = dict(macros.accepted)  # registered again on resume, as an RL sub-task's are
-    details.update(config_by="fast agent", macro_actions=list(macros.accepted),
+    details.update(config_by="fast agent", answer=answer_form(answer), macro_actions=list(macros.accepted),
                    refused_macro_actions=[{"name": name, "error": f"{error.type}: {error.message}"}
                                           for name, _, error in macros.refused])
     return RLAttempt(st, state, [], config=config, details=details)
 
 
 def train_kept_plan(ctx: RunContext, attempts: Attempts, plan: planner_pb2.Plan, chain_success: float,
-                    failed: list[dict[str, Any]] | None = None) -> None:
+                    failed: list[dict[str, Any]] | None = None, revision: KeptPlanRevision | None = None) -> None:
     """Trains the policy around the plan; scores it and the plan alone on the same worlds and keeps both in the
     state (``kept_plan``). ``failed``: the chain's failed episodes after the iteration (what the fast agent is
-    told). A refused config or a failed evaluation is logged and recorded, and the chain stays."""
+    told); ``revision``: the fast agent revises its previous config (that training's record goes to the new
+    one's ``earlier``). A refused config or a failed evaluation is logged and recorded, and the chain stays."""
     task = ctx.run.request.task
     name = kept_plan_name(task.name)
     st = planner_pb2.SubTask(name=name, success=list(task.success), decision=planner_pb2.DECISION_RL,
                              description="RL around the kept plan: the plan is one macro action")
     state = ctx.state.subtasks.setdefault(name, SubTaskState(name=name, decision=Decision.RL))
     record: dict[str, Any] = {"chain_success_rate": chain_success}
+    if revision is not None and ctx.state.kept_plan:
+        previous = ctx.state.kept_plan
+        record.update(revision=previous.get("revision", 0) + 1, earlier=[
+            *previous.get("earlier", []), {k: v for k, v in previous.items() if k != "earlier"}])
     try:
-        attempt = configure(ctx, attempts, plan, st, state, chain_success, list(failed or []))
+        attempt = configure(ctx, attempts, plan, st, state, chain_success, list(failed or []), revision)
         assert attempt.config is not None
         record.update({k: v for k, v in attempt.details.items() if k != "kept_plan"},
                       skill_max_steps=attempt.config.skill_max_steps,
@@ -150,7 +163,9 @@ def train_kept_plan(ctx: RunContext, attempts: Attempts, plan: planner_pb2.Plan,
                 job_id=job_id, episodes=attempt.trained.asked.episodes, seed=attempt.trained.asked.seed,
                 episode_length=attempt.trained.asked.episode_length, plan_alone=True), timeout=3600)
             record.update(job_id=job_id, success_rate=policy.success_rate,
-                          plan_alone_success_rate=alone.success_rate)
+                          plan_alone_success_rate=alone.success_rate, episodes=attempt.trained.asked.episodes,
+                          curve=[{k: p[k] for k in ("env_frames", "success_rate", "mean_return") if k in p}
+                                 for p in attempt.trained.curve])
             state.status, state.success_rate = Status.DONE, policy.success_rate
     except grpc.RpcError as exc:
         if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
@@ -159,6 +174,29 @@ def train_kept_plan(ctx: RunContext, attempts: Attempts, plan: planner_pb2.Plan,
     ctx.state.kept_plan = record
     log.info("kept plan: %s", record)
     ctx.save()
+
+
+def revision_of(ctx: RunContext) -> KeptPlanRevision | None:
+    """The fast agent's next revision of its config around the plan, or None: the last training's policy beat the
+    plan alone, or that training had no answer of the fast agent's, or the revisions (``kept_plan_revisions``) or
+    the frames are spent."""
+    kept = ctx.state.kept_plan or {}
+    if not kept.get("answer") or not kept.get("job_id") or final_controller(ctx) is not None:
+        return None
+    left = ctx.frames_left()
+    if kept.get("revision", 0) >= ctx.settings.kept_plan_revisions or (left is not None and left < MIN_FRAMES):
+        return None
+    return KeptPlanRevision(kept["answer"], outcome_text(kept))
+
+
+def outcome_text(kept: dict[str, Any]) -> str:
+    """How a training around the plan did, in words: its learning curve, and the policy and the plan alone on the
+    same worlds."""
+    return ("Learning curve of that training (frames trained: success rate and mean return of the recent training "
+            f"episodes):\n{curve_text(kept.get('curve', []))}\n"
+            f"Scored on the same {kept.get('episodes', 0)} worlds (whole episodes, the task's success): the policy "
+            f"{kept['success_rate']:.0%}, the plan alone {kept['plan_alone_success_rate']:.0%}; the policy did not "
+            "do better than the plan alone.")
 
 
 def final_controller(ctx: RunContext) -> str | None:

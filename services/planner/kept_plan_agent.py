@@ -158,10 +158,11 @@ def kept_plan_prompt(fast: FastAgent, task: common_pb2.TaskSpec, plan: planner_p
 
 def write_kept_plan(fast: FastAgent, task: common_pb2.TaskSpec, plan: planner_pb2.Plan, *, success_rate: float,
                     failed: list[dict[str, Any]], env_frames: int, own_reward: str,
-                    iteration: int = 0) -> KeptPlanAnswer:
-    """The fast agent's answer (one LLM call; StructuredOutputError when it gives none that fits)."""
+                    iteration: int = 0, revision: KeptPlanRevision | None = None) -> KeptPlanAnswer:
+    """The fast agent's answer (one LLM call; StructuredOutputError when it gives none that fits); with
+    ``revision``, a revision of its previous one."""
     prompt, schema = kept_plan_prompt(fast, task, plan, success_rate=success_rate, failed=failed,
-                                      env_frames=env_frames, own_reward=own_reward)
+                                      env_frames=env_frames, own_reward=own_reward, revision=revision)
     answer, record = fast.llm.complete("fast", [{"role": "user", "content": prompt}], schema, iteration=iteration)
     return kept_plan_answer(answer, record)
 
@@ -177,6 +178,17 @@ def kept_plan_answer(answer: BaseModel, record: CallRecord | None = None) -> Kep
         record=record,
         plan_interrupt=common_pb2.PlanInterrupt(damage=bool(getattr(answer, "hand_back_when_hurt", False)),
                                                 threat_within=int(getattr(answer, "hand_back_within", 0) or 0)))
+
+
+def answer_form(answer: KeptPlanAnswer) -> dict[str, Any]:
+    """An answer in the form the fast agent wrote it (what a revision shows it), macro actions' code included."""
+    return {"primitive_actions": list(answer.primitive_actions),
+            "macro_actions": [m.model_dump() for m in answer.macro_actions],
+            "skill_max_steps": answer.skill_max_steps,
+            "reward_terms": [{"kind": t.kind, "target": t.target or None, "weight": t.weight}
+                             for t in answer.reward_terms],
+            "hand_back_when_hurt": answer.plan_interrupt.damage,
+            "hand_back_within": answer.plan_interrupt.threat_within}
 
 
 def apply_answer(config: learner_pb2.RLConfig, answer: KeptPlanAnswer, macro_skills: list[str]) -> None:

@@ -196,13 +196,17 @@ class TwoLoops(PlanMaking):
         self._keep_plan()
 
     def _keep_plan(self) -> None:
-        """RL inside the chain, not instead of it, after the last iteration: also on a resume that finds the
-        iterations done but the training around the plan not (a stop during it)."""
+        """RL inside the chain, not instead of it, after the last iteration, then the fast agent's revisions of its
+        config while the policy does not beat the plan alone: also on a resume that finds the iterations done but
+        these trainings not (a stop during one)."""
         plan = self.state.plan_proto()
         last = self.state.iterations[-1] if self.state.iterations else {}
         if kept_plan.wanted(self.ctx, plan, last.get("success_rate")):
             assert plan is not None
             kept_plan.train_kept_plan(self.ctx, self.attempts, plan, last["success_rate"], last.get("failed", []))
+        while plan is not None and (revision := kept_plan.revision_of(self.ctx)) is not None:
+            chain = (self.state.kept_plan or {}).get("chain_success_rate", 0.0)
+            kept_plan.train_kept_plan(self.ctx, self.attempts, plan, chain, last.get("failed", []), revision)
 
     def _evaluate_iteration(self, record: IterationRecord) -> None:
         """The whole task's chain as it stands after the iteration (the paper's success per iteration)."""

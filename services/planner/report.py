@@ -159,6 +159,13 @@ def kept_plan_section(kept: dict[str, Any] | None) -> list[str]:
             lines.append(f"Macro action {refused['name']} was refused by its test run: {refused['error']}")
         if kept.get("config_error"):
             lines.append(f"The fast agent's answer was unusable: {kept['config_error']}")
+    for number, earlier in enumerate(kept.get("earlier", []), 1):
+        lines.append(f"Training {number} (job {earlier.get('job_id', 'none')}): " + (
+            f"the policy {earlier['success_rate']:.0%}, the plan alone {earlier['plan_alone_success_rate']:.0%} on "
+            "the same worlds" if "plan_alone_success_rate" in earlier else earlier.get("error", "not scored"))
+            + "; the fast agent revised its config (told its answer, the learning curve and these scores).")
+    if kept.get("revision"):
+        lines.append(f"Training {kept['revision'] + 1}, the last revision:")
     if kept.get("error"):
         return [*lines, f"The training failed: {kept['error']}", ""]
     alone = kept.get("plan_alone_success_rate", kept["chain_success_rate"])

@@ -19,6 +19,7 @@ from services.planner.context import Stubs
 from services.planner.kept_plan import KEPT_PLAN_PRIOR, OWN_REWARD, final_controller, kept_plan_name
 from services.planner.kept_plan_agent import KeptPlanRevision, failures_text, kept_plan_prompt, stage_ended
 from services.planner.loops import TwoLoops
+from services.planner.report import kept_plan_section
 from services.planner.runs import Run
 from services.planner.schemas import kept_plan_schema
 from services.planner.settings import PlannerSettings
@@ -100,8 +101,8 @@ class PlanLearner:
     """A test double of the learner for one kept-plan job: trains at once; the policy and the plan alone score
     ``policy`` and ``alone``."""
 
-    def __init__(self, policy: float, alone: float) -> None:
-        self.policy, self.alone = policy, alone
+    def __init__(self, policy: float | list[float], alone: float) -> None:
+        self.policy, self.alone = policy, alone  # a list: job i's policy scores policy[i - 1]
         self.configs: list[learner_pb2.RLConfig] = []
         self.evaluations: list[learner_pb2.EvaluateRequest] = []
 
@@ -115,13 +116,14 @@ class PlanLearner:
 
     def Evaluate(self, request: learner_pb2.EvaluateRequest, timeout: float) -> learner_pb2.EvaluateResponse:
         self.evaluations.append(request)
-        return learner_pb2.EvaluateResponse(success_rate=self.alone if request.plan_alone else self.policy)
+        policy = self.policy[int(request.job_id.split("-")[1]) - 1] if isinstance(self.policy, list) else self.policy
+        return learner_pb2.EvaluateResponse(success_rate=self.alone if request.plan_alone else policy)
 
 
 def finished_iterations(tmp_path: Path, env_server, llm: ScriptedLLM | None, learner: PlanLearner,
-                        agents: str = "") -> TwoLoops:
+                        agents: str = "", revisions: int = 0) -> TwoLoops:
     """TwoLoops whose iterations are all done (as a resumed run finds them): every sub-task coded and done, the
-    chain at 25% after the last one."""
+    chain at 25% after the last one; ``revisions``: of the fast agent's config (none unless asked)."""
     task = common_pb2.TaskSpec(name="make_wood_pickaxe", success=[PICKAXE])
     run = Run(tmp_path / "run", planner_pb2.StartRunRequest(task=task, agents=agents))
     describe = env_server.stub.Describe(env_pb2.DescribeRequest())
@@ -132,7 +134,7 @@ def finished_iterations(tmp_path: Path, env_server, llm: ScriptedLLM | None, lea
         sub.status, sub.skill_code = Status.DONE, WALK
     two = TwoLoops(run, state, describe, llm, SkillLibrary(tmp_path / "library.json"),
                    Stubs(env=env_server.stub, learner=learner, critic=None),
-                   PlannerSettings(max_outer_iterations=2, total_env_frames=50_000))
+                   PlannerSettings(max_outer_iterations=2, total_env_frames=50_000, kept_plan_revisions=revisions))
     two.attempts.fast = FastAgent(llm, env_server.stub, describe, two.ctx.library) if llm is not None else None
     return two
 
@@ -172,6 +174,48 @@ def test_a_resumed_run_with_its_iterations_done_trains_around_the_plan_with_the_
     assert two.state.subtasks[name].macro_actions == {f"{name}__step_aside": WALK}  # restored on a resume
     two._iterate()
     assert len(learner.configs) == 1  # done once
+
+
+def test_a_policy_that_loses_to_the_plan_alone_is_revised_with_its_answer_and_outcome(tmp_path: Path,
+                                                                                       env_server) -> None:
+    answer = {"primitive_actions": ["noop"], "skill_max_steps": 12, "reward_terms": [],
+              "macro_actions": [{"name": "step_aside", "description": "walks left", "code": WALK}],
+              "hand_back_when_hurt": True, "hand_back_within": 2}
+    llm, learner = ScriptedLLM(answer), PlanLearner(policy=[0.125, 0.5], alone=0.25)
+    two = finished_iterations(tmp_path, env_server, llm, learner, revisions=2)
+    two._iterate()
+    assert len(learner.configs) == 2 and len(llm.prompts) == 2  # the revision won: no second one
+    # The frames left are shared: a third of them first (two revisions may follow), half the rest next.
+    assert [c.env_frames for c in learner.configs] == [50_000 // 3, (50_000 - 50_000 // 3) // 2]
+    first, revised = llm.prompts
+    assert "This is a revision" not in first and "This is a revision" in revised
+    assert json.dumps(WALK) in revised and '"hand_back_within": 2' in revised  # its whole answer, code included
+    episodes = learner.evaluations[0].episodes
+    assert f"Scored on the same {episodes} worlds (whole episodes, the task's success): the policy 12%, the plan " \
+           "alone 25%; the policy did not do better than the plan alone." in revised
+    assert "Learning curve of that training" in revised and "frames: success 0%" in revised
+    kept = two.state.kept_plan
+    assert kept["revision"] == 1 and [e["job_id"] for e in kept["earlier"]] == ["job-1"]
+    assert kept["earlier"][0]["answer"]["macro_actions"][0]["code"] == WALK
+    assert final_controller(two.ctx) == "job-2"
+    report = "\n".join(kept_plan_section(kept))
+    assert "Training 1 (job job-1): the policy 12%, the plan alone 25% on the same worlds; the fast agent revised " \
+           "its config" in report
+    assert "Training 2, the last revision:\nJob job-2: the policy scored 50% and the plan alone 25% on the same " \
+           "worlds: the policy is the final controller." in report
+    two._iterate()
+    assert len(learner.configs) == 2  # a resume trains nothing more
+
+
+def test_revisions_stop_at_the_setting(tmp_path: Path, env_server) -> None:
+    answer = {"primitive_actions": ["noop"], "skill_max_steps": 12, "reward_terms": [], "macro_actions": []}
+    for revisions in (0, 1):
+        learner = PlanLearner(policy=0.125, alone=0.25)
+        two = finished_iterations(tmp_path / str(revisions), env_server, ScriptedLLM(answer), learner,
+                                  revisions=revisions)
+        two._iterate()
+        assert len(learner.configs) == 1 + revisions and final_controller(two.ctx) is None
+        assert sum(c.env_frames for c in learner.configs) == (50_000 if revisions == 0 else 50_000 // 2 * 2)
 
 
 def test_an_unusable_answer_trains_the_planners_defaults_and_a_worse_policy_keeps_the_chain(
