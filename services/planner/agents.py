@@ -22,6 +22,7 @@ from services.planner.program_writer import draw_program, program_prompt
 from services.planner.programs import Vocabulary
 from services.planner.prompts import EvalProtocol, render
 from services.planner.schemas import (
+    CODE_LIMIT,
     MAX_SUBTASKS,
     MIN_ENV_FRAMES,
     MacroActionAnswer,
@@ -337,7 +338,7 @@ class FastAgent:
                       success=conditions_text(list(subtask.success)),
                       protocol=self.protocol.code_test(list(start_inventory or [])),
                       library=library_text(skills, code_of=relevant), previous_code=previous_code or "(none)",
-                      error=error or "(none)", feedback=feedback or "(none)")
+                      error=error or "(none)", feedback=feedback or "(none)", code_limit=CODE_LIMIT)
 
     def rl_prompt(self, subtask: planner_pb2.SubTask, *, env_frames: int,
                   previous: learner_pb2.RLConfig | None = None, feedback: str = "",
@@ -353,7 +354,7 @@ class FastAgent:
         skills = offered_skills(self.library, query)
         names = tuple(s.name for s in skills)
         suggested = [name for name in subtask.skills if name in names]
-        prompt = render("fast_agent_rl", actions=", ".join(self.describe.actions),
+        prompt = render("fast_agent_rl", actions=", ".join(self.describe.actions), code_limit=CODE_LIMIT,
                         skills=library_text(skills), suggested=", ".join(suggested) or "(none)",
                         reward_kinds=reward_kinds_text(self.describe), observable=observable_text(self.describe),
                         subtask=f"{subtask.name}: {subtask.description}",

@@ -18,7 +18,13 @@ from rlgpt.prompts import conditions_text
 from rlgpt.v1 import common_pb2, learner_pb2, planner_pb2
 from services.planner.agents import FastAgent, reward_kinds_text, shown_macros, skill_api_text
 from services.planner.prompts import render
-from services.planner.schemas import KEPT_PLAN_OWN_KINDS, SKILL_CODE_LIMITS, MacroActionAnswer, kept_plan_schema
+from services.planner.schemas import (
+    CODE_LIMIT,
+    KEPT_PLAN_OWN_KINDS,
+    SKILL_CODE_LIMITS,
+    MacroActionAnswer,
+    kept_plan_schema,
+)
 
 MAX_FAILURE_LINES = 40
 """Lines of failed chain episodes' trajectories shown (their last lines, a few episodes)."""
@@ -146,6 +152,7 @@ def kept_plan_prompt(fast: FastAgent, task: common_pb2.TaskSpec, plan: planner_p
     config it revises and how that did."""
     describe = fast.describe
     prompt = render("fast_agent_kept_plan", task=task.name, success=conditions_text(list(task.success)),
+                    code_limit=CODE_LIMIT,
                     plan=plan_text(plan), failures=failures_text(plan, success_rate, failed),
                     plan_action=PLAN_ACTION, own_reward=own_reward,
                     reward_kinds=reward_kinds_text(describe, leave_out=KEPT_PLAN_OWN_KINDS),

@@ -39,6 +39,8 @@ SnakeName = Annotated[str, Field(pattern=NAME_PATTERN), BeforeValidator(snake_na
 
 
 SKILL_CODE_LIMITS = {"min_length": 10, "max_length": 8000}
+CODE_LIMIT = f"{SKILL_CODE_LIMITS['max_length']:,}"
+"""The longest code an answer may hold, as the prompts state it (a capable model writes longer code unless told)."""
 """A coded skill's source, as long as the fast agent may write it (skills and macro actions alike)."""
 MAX_MACRO_ACTIONS = 3
 """Macro actions one RL config may write for its sub-task."""

@@ -21,7 +21,7 @@ from services.planner.kept_plan_agent import KeptPlanRevision, failures_text, ke
 from services.planner.loops import TwoLoops
 from services.planner.report import kept_plan_section
 from services.planner.runs import Run
-from services.planner.schemas import kept_plan_schema
+from services.planner.schemas import SKILL_CODE_LIMITS, kept_plan_schema
 from services.planner.settings import PlannerSettings
 from services.planner.skill_library import SkillLibrary
 from services.planner.state import IterationRecord, RunState, Status
@@ -245,6 +245,8 @@ def test_the_prompt_shows_the_plan_the_failures_and_the_planners_own_reward(env_
     assert "- `hand_back_within` (0 to 8; 0: off): the `plan` action also ends, its skill paused, while one of " \
            "zombie, skeleton, arrow is this many cells away or closer" in prompt
     assert '"hand_back_when_hurt": ..., "hand_back_within": ...}' in prompt and "{hand_back" not in prompt
+    # The schema's limit on code, stated: a capable model wrote an 11,000-character macro action before it was.
+    assert f"at most {SKILL_CODE_LIMITS['max_length']:,} characters" in " ".join(prompt.split())
 
 
 def test_a_revision_shows_the_previous_answer_whole_and_how_it_did(env_server) -> None:

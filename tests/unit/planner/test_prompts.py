@@ -29,7 +29,7 @@ from services.planner.agents import FastAgent, SlowAgent
 from services.planner.program_code import compile_program
 from services.planner.program_writer import program_prompt
 from services.planner.prompts import PROMPT_DIR, EvalProtocol
-from services.planner.schemas import SkillAnswer, rl_schema
+from services.planner.schemas import SKILL_CODE_LIMITS, SkillAnswer, rl_schema
 from services.planner.skill_library import LibrarySkill, SkillLibrary
 
 TASK = "make_wood_pickaxe"
@@ -236,6 +236,11 @@ def test_a_program_revision_sees_its_previous_program_and_error(rendered) -> Non
     assert json.loads(shown) == [{"op": "collect", "item": "wood", "count": 3}]  # the program, not its code
     assert "step 2 (make wood_pickaxe): needs a table" in prompt.split("Error of the previous program:", 1)[1]
     assert "def skill" not in prompt and len(prompt) < 9000, len(prompt)
+
+
+def test_the_code_prompts_state_the_schemas_limit_on_code(rendered) -> None:
+    for name in ("fast_code", "fast_rl"):
+        assert f"at most {SKILL_CODE_LIMITS['max_length']:,} characters" in " ".join(rendered[name].split()), name
 
 
 def test_feedback_is_never_cut_mid_sentence(rendered) -> None:
