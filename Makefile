@@ -131,7 +131,8 @@ bench-diamond: setup
 	$(PY) -m benchmarks.bench_diamond --output docs/BENCHMARKS.md $(BENCH_DIAMOND_ARGS)
 
 # The fast agent's macro actions around the same kept plan, used by fixed rules (fight, shelter at night, a sword)
-# instead of a policy, on the same held-out worlds (about 20 min on 2 cores)
+# instead of a policy, on the same held-out worlds (about 40 min on 2 cores); --revision-prompt renders the fast
+# agent's revision prompt from them (briefing worlds), --tag keeps another answer's run apart
 bench-diamond-rules: setup
 	$(PY) -m benchmarks.bench_diamond_rules --output docs/BENCHMARKS.md $(BENCH_DIAMOND_RULES_ARGS)
 
