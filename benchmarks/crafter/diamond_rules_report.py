@@ -53,7 +53,7 @@ def render_section(results: dict[str, Any], plot: str | None, title: str = SECTI
         title, "",
         machine_line(results["date_utc"], results["machine"], ("crafter",))
         + f". The plan: the last plan of `{Path(r['run']).name}` ({r['llm']}); its macro actions: the fast agent's "
-        f"answer for RL around the plan with interrupts (`{results['answer']}`: "
+        f"answer for RL around the plan (`{results['answer']}`: "
         f"{', '.join(m.removeprefix('diamond_macro_') for m in r['macro_actions'])}), written by "
         f"{results['answer_llm']}. No policy: each rule below decides, from what a policy would see (the "
         f"observation vector by Describe's labels, and what each step returns), when to use them "
@@ -110,7 +110,8 @@ def plot_rules(results: dict[str, Any], path: Path = FIGURE) -> Path:
     ax.axhline(rates[names.index("chain")], color="#555555", linestyle="--", linewidth=1, label="the chain alone")
     ax.set_ylabel("collect_diamond (% of held-out worlds)")
     episodes = r["results"]["chain"]["episodes"]
-    ax.set_title(f"Fixed rules with the fast agent's macro actions, {episodes} worlds (95% intervals)")
+    run = f" (run {results['tag']})" if results.get("tag") else ""
+    ax.set_title(f"Fixed rules with the fast agent's macro actions{run}, {episodes} worlds (95% intervals)")
     ax.set_ylim(bottom=0)
     ax.legend(loc="upper right")
     return save_plot(fig, path)
