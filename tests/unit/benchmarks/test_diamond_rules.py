@@ -136,8 +136,9 @@ def test_a_tag_that_cannot_name_files_is_refused_before_anything_runs(tmp_path: 
 
 
 def test_a_tagged_run_has_its_own_raw_results_figure_and_section(tmp_path: Path, invoke) -> None:
-    code, output = invoke(main, "--tag", "revised", "--report-only", "--output", str(tmp_path / "B.md"))
-    assert code == 2 and "diamond-rules-revised" in output and "run without --report-only first" in output
+    # A tag no run has used: --report-only says where it looked, the tag's own results file.
+    code, output = invoke(main, "--tag", "never-run-9", "--report-only", "--output", str(tmp_path / "B.md"))
+    assert code == 2 and "diamond-rules-never-run-9" in output and "run without --report-only first" in output
     saved = {**results([i < 4 for i in range(40)], [i < 6 for i in range(40)]), "tag": "revised"}
     raw = tmp_path / "results.json"
     raw.write_text(json.dumps(saved))
