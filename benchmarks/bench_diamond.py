@@ -81,7 +81,7 @@ def main(
         raise typer.BadParameter("the fast agent's answer chooses its own interrupts, and the planner its plan prior: "
                                  "give --agent-answer without --interrupt-damage, --threat-within or --plan-prior",
                                  param_hint="--agent-answer")
-    answer = json.loads(agent_answer.read_text()) if agent_answer is not None and not report_only else None
+    answer = json.loads(agent_answer.read_text()) if agent_answer is not None else None  # its kind names the file
     kind = ("interrupt" if interrupt_damage or threat_within or (answer and hands_back(answer))
             else "prior" if plan_prior else "")
     if tag and not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,31}", tag):

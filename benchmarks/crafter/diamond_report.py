@@ -25,6 +25,10 @@ PRIOR_TITLE = ("## collect_diamond with a kept plan, the policy starting on the 
 INTERRUPT_TITLE = ("## collect_diamond with a kept plan that hands control back when in trouble: the chain alone vs "
                    "APPO around it (make bench-diamond BENCH_DIAMOND_ARGS='--interrupt-damage --threat-within=N')")
 """The section of a run whose plan actions end early (``--interrupt-damage``, ``--threat-within``)."""
+AGENT_TITLE = ("## collect_diamond with a kept plan and the fast agent's config: the chain alone vs APPO around it "
+               "(make bench-diamond BENCH_DIAMOND_ARGS='--agent-answer FILE --tag T')")
+"""The section of a run with only the fast agent's config (``--agent-answer`` under a tag with no run of the
+bench's own config)."""
 
 
 def interrupting(run: dict[str, Any]) -> bool:
@@ -34,6 +38,9 @@ def interrupting(run: dict[str, Any]) -> bool:
 
 def section_title(results: dict[str, Any]) -> str:
     """The section a run's results belong in: interrupts, a plan prior, or the bench's own config."""
+    if not results.get("run"):
+        title = AGENT_TITLE
+        return f"{title}, run {results['tag']}" if results.get("tag") else title
     run = results["run"]
     title = INTERRUPT_TITLE if interrupting(run) else PRIOR_TITLE if run.get("plan_prior") else SECTION_TITLE
     return f"{title}, run {results['tag']}" if results.get("tag") else title
@@ -67,6 +74,12 @@ def variant(results: dict[str, Any], name: str) -> dict[str, Any]:
     return results.get(name) or {} if name == "run" else (results.get(name) or {}).get("run") or {}
 
 
+def base(results: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The variant the section opens with (its plan, its chain alone, its K): the bench's own config, or the fast
+    agent's in a run of ``--agent-answer`` alone."""
+    return ("run", results["run"]) if results.get("run") else ("agent", variant(results, "agent"))
+
+
 def controllers(results: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
     """(row label, short label, its held-out result) of each controller the results have, in table order."""
     return [(label, short, variant(results, v)[key]) for v, key, label, short in CONTROLLERS
@@ -80,7 +93,7 @@ def comparisons(results: dict[str, Any]) -> list[tuple[str, dict[str, Any], str,
     for v, key, label, _ in CONTROLLERS:
         chain = variant(results, v).get("chain")
         if key != "chain" and variant(results, v).get(key) and chain:
-            same_k = variant(results, v).get("k") == variant(results, "run").get("k")
+            same_k = variant(results, v).get("k") == base(results)[1].get("k")
             out.append((label, variant(results, v)[key], "the chain alone" + ("" if same_k else " at the same K"),
                         chain))
     return out
@@ -137,33 +150,40 @@ def reward_text(terms: list[list[Any]]) -> str:
 
 
 def render_section(results: dict[str, Any], plot: str | None, title: str = SECTION_TITLE) -> str:
-    r = results["run"]
+    _, r = base(results)
     chain = r["chain"]
     steps = [link["name"].removeprefix("diamond_") for link in chain["links"]]
-    frames_cell = f"{r['frames']:,} of {r['budget']:,} frames" + ("" if r["complete"] else " (partial)")
+    opening = (
+        machine_line(results["date_utc"] if results.get("run") else results["agent"]["date_utc"],
+                     results["machine"] if results.get("run") else results["agent"]["machine"],
+                     ("torch", "sample-factory", "crafter"))
+        + f". The plan and its skills: the last plan of `{Path(r['run']).name}` ({len(steps)} sub-tasks, each a "
+        f"skill written by {r['llm']}), read from its state.json. The chain alone: every action is the plan action.")
+    if results.get("run"):
+        frames_cell = f"{r['frames']:,} of {r['budget']:,} frames" + ("" if r["complete"] else " (partial)")
+        opening += (
+            " APPO around the kept plan (`RLConfig.plan`): the primitives "
+            f"{', '.join(r['primitives'])} and the plan action (K={r['k']} frames, "
+            "the suspended skill resumed by the next plan action"
+            + (", even if its stage got done meanwhile, so the chain alone plays the same at any K"
+               if r.get("plan_skills_run") == PLAN_SKILLS_RUN else "") + ")"
+            + threat_text(r)
+            + (f", the untrained policy starting on the plan action with probability {r['plan_prior']:g} "
+               "(`RLConfig.plan_prior`, "
+               + ("the action head's bias, its weights scaled by 0.01 so on every observation"
+                  if r.get("prior_head") else "the action head's bias alone, so on average over the head's random "
+                  "weights (this run predates their small start)")
+               + "; otherwise about uniform), so that it begins near the chain "
+               "alone and explores steps away from the plan rather than the plan's order" if r.get("plan_prior")
+               else "")
+            + (interrupt_text(r["interrupt"]) if interrupting(r) else "")
+            + ", reward "
+            + reward_text(r["reward"])
+            + f", episodes of up to 10,000 frames, trained for {frames_cell} ({r['train_episodes']:,} training "
+            f"episodes, {r['train_s'] / 60:.0f} min).")
     lines = [
         title, "",
-        machine_line(results["date_utc"], results["machine"], ("torch", "sample-factory", "crafter"))
-        + f". The plan and its skills: the last plan of `{Path(r['run']).name}` ({len(steps)} sub-tasks, each a "
-        f"skill written by {r['llm']}), read from its state.json. The chain alone: every action is the plan action. "
-        f"APPO around the kept plan (`RLConfig.plan`): the primitives {', '.join(r['primitives'])} and the plan "
-        f"action (K={r['k']} frames, "
-        f"the suspended skill resumed by the next plan action"
-        + (", even if its stage got done meanwhile, so the chain alone plays the same at any K"
-           if r.get("plan_skills_run") == PLAN_SKILLS_RUN else "") + ")"
-        + threat_text(r)
-        + (f", the untrained policy starting on the plan action with probability {r['plan_prior']:g} "
-           "(`RLConfig.plan_prior`, "
-           + ("the action head's bias, its weights scaled by 0.01 so on every observation"
-              if r.get("prior_head") else "the action head's bias alone, so on average over the head's random "
-              "weights (this run predates their small start)")
-           + "; otherwise about uniform), so that it begins near the chain "
-           "alone and explores steps away from the plan rather than the plan's order" if r.get("plan_prior") else "")
-        + (interrupt_text(r["interrupt"]) if interrupting(r) else "")
-        + ", reward "
-        + reward_text(r["reward"])
-        + f", episodes of up to 10,000 frames, trained for {frames_cell} ({r['train_episodes']:,} training "
-        f"episodes, {r['train_s'] / 60:.0f} min). All are scored on the same {chain['episodes']} held-out worlds "
+        opening + f" All are scored on the same {chain['episodes']} held-out worlds "
         "(the learner's evaluation seeds, never trained on); the policy sampling its actions as in training, and "
         "greedy (its most probable action, `EvaluateRequest.greedy`).", "",
     ]
@@ -177,12 +197,14 @@ def render_section(results: dict[str, Any], plot: str | None, title: str = SECTI
             "(`--agent-prompt` renders it as a run would: the plan, and how the chain alone failed on 64 briefing "
             f"worlds, seeded apart from the training and held-out ones) with K={a['k']}, the primitives "
             f"{', '.join(a['primitives'])}, its macro actions {macros}"
+            + ("" if results.get("run") else threat_text(a))
             + (interrupt_text(a["interrupt"]).replace(", so that the policy acts where the plan is in trouble", "")
                if interrupting(a) else "")
             + ", and reward " + reward_text(a["reward"])
             + " (stage and success are the planner's)"
             + (f"; the policy starting on the plan action with probability {a['plan_prior']:g}, as the planner's "
                "does" if a.get("plan_prior") else "")
+            + ("" if results.get("run") else ", episodes of up to 10,000 frames")
             + f". Trained for {frames_cell} ({a['train_episodes']:,} "
             f"training episodes, {a['train_s'] / 60:.0f} min, {agent['date_utc']}); the answer is "
             f"`{agent['answer']}`.", ""]
@@ -248,7 +270,7 @@ def plot_diamond(results: dict[str, Any], path: Path) -> Path:
 
     from benchmarks.common import save_plot
 
-    r = results["run"]
+    base_name, r = base(results)
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5.5), gridspec_kw={"width_ratios": [1, 1.4]})
     for color, (name, _, who) in zip(("C0", "C3"), VARIANTS, strict=True):
         v = variant(results, name)
@@ -263,7 +285,7 @@ def plot_diamond(results: dict[str, Any], path: Path) -> Path:
                          label=f"{who} sampling, held-out ({100 * v['policy']['success_rate']:.0f}%)")
     # A variant at another K scored its own chain alone (before plan skills ran until they return, K mattered).
     other_k = [(color, v) for color, (name, _, _) in zip(("C0", "C3"), VARIANTS, strict=True)
-               if name != "run" and (v := variant(results, name)).get("chain") and v.get("k") != r.get("k")]
+               if name != base_name and (v := variant(results, name)).get("chain") and v.get("k") != r.get("k")]
     at_k = f" at K={r['k']}" if other_k else ""
     left.axhline(100 * r["chain"]["success_rate"], color="grey", ls="--",
                  label=f"the chain alone{at_k}, held-out ({100 * r['chain']['success_rate']:.0f}%)")
@@ -290,7 +312,8 @@ def plot_diamond(results: dict[str, Any], path: Path) -> Path:
     right.set_ylim(0, 100)
     right.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=2)  # below: bars stay visible
     right.set_title("how far the plan got", fontsize=10)
-    start = f", the policy starting on the plan (p={r['plan_prior']:g})" if r.get("plan_prior") else ""
+    start = ", the fast agent's config" if base_name == "agent" else ""
+    start += f", the policy starting on the plan (p={r['plan_prior']:g})" if r.get("plan_prior") else ""
     if interrupting(r):
         hand = [w for w, on in (("when hurt", r["interrupt"].get("damage")),
                                 (f"a threat within {r['interrupt'].get('threat_within')}",

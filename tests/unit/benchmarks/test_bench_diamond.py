@@ -38,3 +38,13 @@ def test_the_chain_alone_plays_each_world_once_and_says_how_far_it_got(env_serve
     assert links[SKILL_PREFIX + plan.steps[0][0]].reached == 3
     for before, after in zip(response.links, response.links[1:], strict=False):
         assert after.reached == before.succeeded
+
+
+def test_report_only_with_an_agent_answer_reads_the_answers_own_results(tmp_path: Path, invoke) -> None:
+    # An answer whose plan actions hand control back is saved with the interrupt runs; --report-only finds it there.
+    answer = tmp_path / "answer.json"
+    answer.write_text('{"hand_back_within": 2}')
+    code, output = invoke(main, "--agent-answer", str(answer), "--tag", "night-3", "--report-only", "--output",
+                          str(tmp_path / "B.md"))
+    assert code == 2
+    assert "diamond-interrupt-night-3" in output and "run without --report-only first" in output

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from benchmarks.crafter.diamond import PLAN_RUN, hands_back, load_plan, plan_config
 from benchmarks.crafter.diamond_report import (
+    AGENT_TITLE,
     INTERRUPT_TITLE,
     PRIOR_TITLE,
     SECTION_TITLE,
@@ -181,3 +182,25 @@ def test_a_run_says_what_the_policy_saw_and_how_plan_skills_ran() -> None:
             "view and its offset (threat/seen, threat/x, threat/y)") in text
     data["run"]["observe"] = ["status"]  # a run that left the threat entries out
     assert "nearest threat" not in render_section(data, None)
+
+
+def test_a_run_of_the_fast_agents_config_alone_gets_its_section_and_plot(tmp_path) -> None:
+    # --agent-answer under a tag with no run of the bench's own config: the results hold the agent's run only.
+    data = results()
+    agent_run = {**data.pop("run"), "k": 80, "macro_actions": {"diamond_macro_shelter": "def skill(agent): ..."},
+                 "interrupt": {"damage": True, "threat_within": 2, "threats": ["zombie"]},
+                 "vector_labels": ["threat/seen", "threat/x"]}
+    machine = data.pop("machine")
+    data.pop("date_utc")
+    data.update(tag="revised", agent={"date_utc": "2026-11-27 18:00 UTC", "machine": machine, "llm": "a model",
+                                      "answer": "a.json", "run": agent_run})
+    assert section_title(data) == AGENT_TITLE + ", run revised"
+    text = render_section(data, None, title=section_title(data))
+    assert "2026-11-27 18:00 UTC" in text and "The plan and its skills: the last plan of `x` (3 sub-tasks" in text
+    assert "APPO around the kept plan (`RLConfig.plan`)" not in text  # no bench config was trained
+    assert ("its macro actions shelter, the policy seeing the image and the observation vector, with the nearest "
+            "threat in view and its offset (threat/seen, threat/x), a plan action handing control back") in text
+    assert "| the chain alone, at the fast agent's K | 25.0% | 4 |" in text
+    assert ("APPO with the fast agent's config, sampling: collect_diamond in 50.0% of the held-out worlds, 25.0 "
+            "points above the chain alone (25.0%).") in text
+    assert plot_diamond(data, tmp_path / "d.png").stat().st_size > 10_000
