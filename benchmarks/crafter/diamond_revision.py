@@ -15,6 +15,7 @@ from benchmarks.crafter.diamond import BRIEFING_SEED_OFFSET, RecordedPlan, agent
 from benchmarks.crafter.diamond_report import end_kind, paired
 from benchmarks.crafter.diamond_rules import RULES, run_rules
 from benchmarks.crafter.diamond_rules_report import p_text
+from services.planner.agents import evenly
 from services.planner.kept_plan_agent import KeptPlanRevision
 
 CURVE_POINTS = 6
@@ -24,9 +25,7 @@ CURVE_POINTS = 6
 def training_text(trained: dict[str, Any], stages: int) -> str:
     """The previous config's training (a bench-diamond run with it: its raw results' ``run``) in words: its
     budget and its training episodes' learning curve."""
-    curve = trained["curve"]
-    shown = [curve[i] for i in sorted({round(k * (len(curve) - 1) / (CURVE_POINTS - 1))
-                                       for k in range(CURVE_POINTS)})] if curve else []
+    shown = evenly(trained["curve"], CURVE_POINTS)
     lines = [f"A policy was trained with this configuration for {trained['frames']:,} frames (APPO, "
              f"{trained['train_episodes']:,} training episodes on training worlds). Its recent training episodes, "
              f"by frames trained: success rate, mean sub-tasks of the plan done (of {stages}), and the share that "

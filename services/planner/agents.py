@@ -7,7 +7,8 @@ import json
 import logging
 import re
 import time
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypeVar
 
 import grpc
 from pydantic import BaseModel
@@ -122,15 +123,26 @@ def observable_text(describe: env_pb2.DescribeResponse) -> str:
     return f"{names}. What they hold: {vector.description}" if vector is not None and vector.description else names
 
 
+T = TypeVar("T")
+
+
+def evenly(points: Sequence[T], limit: int) -> list[T]:
+    """At most ``limit`` of ``points``, in order, spread evenly over them: the first and the last included."""
+    if len(points) <= limit:
+        return list(points)
+    if limit <= 1:
+        return list(points[-1:]) if limit == 1 else []
+    step = (len(points) - 1) / (limit - 1)
+    return [points[round(i * step)] for i in range(limit)]
+
+
 def curve_text(points: list[dict[str, Any]], limit: int = MAX_CURVE_POINTS) -> str:
     """A training's learning curve in a few lines (frames trained: success rate, mean return): ``limit`` points
-    spread evenly over it, the first and the last included. ``points``: one training's, in order, each with
-    ``training_frames`` (frames of that training) or else ``env_frames``."""
+    spread evenly over it (:func:`evenly`). ``points``: one training's, in order, each with ``training_frames``
+    (frames of that training) or else ``env_frames``."""
     if not points:
         return "(none)"
-    if len(points) > limit:
-        step = (len(points) - 1) / (limit - 1)
-        points = [points[round(i * step)] for i in range(limit)]
+    points = evenly(points, limit)
     return "\n".join(f"- {int(p.get('training_frames', p.get('env_frames', 0)))} frames: success "
                      f"{float(p.get('success_rate', 0)):.0%}, mean return {float(p.get('mean_return', 0)):.2f}"
                      for p in points)

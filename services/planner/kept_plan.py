@@ -11,8 +11,9 @@ agent of its own (the one-agent setup), or when its answer is unusable, the plan
 
 The policy and the plan alone (``EvaluateRequest.plan_alone``) are scored on the same worlds; the final controller
 is the policy only if it did better there (``final_controller``). When it did not, the fast agent revises its
-config, told its answer, the learning curve and both scores (``revision_of``, up to ``kept_plan_revisions`` times),
-and the revised config trains with the frames kept for it."""
+config, told its answer, the learning curve, the macro actions refused and both scores on worlds of the revision's
+own (``revision_of``, up to ``kept_plan_revisions`` times), and the revised config trains with the frames kept for
+it."""
 
 from __future__ import annotations
 
@@ -38,6 +39,10 @@ KEPT_PLAN_PRIOR = 0.8
 """The untrained policy's probability of the plan action (``RLConfig.plan_prior``): it starts near the chain
 alone, whose order it should keep, and explores steps away from the plan rather than a random walk (on
 collect_diamond, make bench-diamond: training success began at 15% with a prior of 0.9, at 5.5% without)."""
+REVISION_SEED_OFFSET = 3000
+"""The worlds a revision is told the policy's and the plan alone's scores on: apart from those the trainings are
+judged on (the revised policy is chosen there, so it must not have been told them), the per-iteration ones
+(``controller.ITERATION_SEED_OFFSET``) and the final ones (``controller.FINAL_SEED_OFFSET``)."""
 MIN_FRAMES = 5_000
 """Fewer frames left than this: no training around the plan (it would not learn anything)."""
 OWN_REWARD = (("stage", 1.0, ""), ("success", SUCCESS_REWARD, ""))
@@ -179,24 +184,53 @@ def train_kept_plan(ctx: RunContext, attempts: Attempts, plan: planner_pb2.Plan,
 def revision_of(ctx: RunContext) -> KeptPlanRevision | None:
     """The fast agent's next revision of its config around the plan, or None: the last training's policy beat the
     plan alone, or that training had no answer of the fast agent's, or the revisions (``kept_plan_revisions``) or
-    the frames are spent."""
+    the frames are spent, or its briefing could not be scored. The briefing (:func:`brief`) is scored once and kept
+    with the training's record, so a resume tells the same."""
     kept = ctx.state.kept_plan or {}
     if not kept.get("answer") or not kept.get("job_id") or final_controller(ctx) is not None:
         return None
     left = ctx.frames_left()
     if kept.get("revision", 0) >= ctx.settings.kept_plan_revisions or (left is not None and left < MIN_FRAMES):
         return None
+    if "briefing" not in kept:
+        kept["briefing"] = brief(ctx, kept)
+        ctx.save()
+    if kept["briefing"].get("error"):
+        return None
     return KeptPlanRevision(kept["answer"], outcome_text(kept))
 
 
+def brief(ctx: RunContext, kept: dict[str, Any]) -> dict[str, Any]:
+    """The policy and the plan alone on worlds of the revision's own (:data:`REVISION_SEED_OFFSET`), as many as the
+    training was judged on; a learner that refuses is recorded (``error``) and the chain stays."""
+    asked = learner_pb2.EvaluateRequest(job_id=kept["job_id"], episodes=int(kept.get("episodes", 0)) or
+                                        ctx.budgets.eval_episodes, seed=ctx.seed + REVISION_SEED_OFFSET,
+                                        episode_length=ctx.settings.final_episode_frames)
+    scores: dict[str, Any] = {"episodes": asked.episodes, "seed": asked.seed}
+    try:
+        for key, plan_alone in (("success_rate", False), ("plan_alone_success_rate", True)):
+            asked.plan_alone = plan_alone
+            scores[key] = ctx.stubs.learner.Evaluate(asked, timeout=3600).success_rate
+    except grpc.RpcError as exc:
+        if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            raise  # the learner or env server is gone: the run pauses, resumable
+        scores["error"] = f"{exc.code().name}: {exc.details()}"
+        log.warning("kept plan: the revision's briefing was refused (%s); the chain stays", scores["error"])
+    return scores
+
+
 def outcome_text(kept: dict[str, Any]) -> str:
-    """How a training around the plan did, in words: its learning curve, and the policy and the plan alone on the
-    same worlds."""
-    return ("Learning curve of that training (frames trained: success rate and mean return of the recent training "
-            f"episodes):\n{curve_text(kept.get('curve', []))}\n"
-            f"Scored on the same {kept.get('episodes', 0)} worlds (whole episodes, the task's success): the policy "
-            f"{kept['success_rate']:.0%}, the plan alone {kept['plan_alone_success_rate']:.0%}; the policy did not "
-            "do better than the plan alone.")
+    """How a training around the plan did, in words: the macro actions its test runs refused, its learning curve,
+    and the policy and the plan alone on the briefing's worlds (never those the revision will be judged on)."""
+    refused = kept.get("refused_macro_actions") or []
+    briefing = kept["briefing"]
+    return (("".join(f"Your macro action {r['name'].rsplit('__', 1)[-1]} was refused by its test run and left out "
+                     f"of that training: {r['error'][:500]}\n" for r in refused))
+            + "Learning curve of that training (frames trained: success rate and mean return of the recent "
+            f"training episodes):\n{curve_text(kept.get('curve', []))}\n"
+            "On the worlds it was judged on, the policy did not do better than the plan alone. On "
+            f"{briefing['episodes']} other new worlds (whole episodes, the task's success): the policy "
+            f"{briefing['success_rate']:.0%}, the plan alone {briefing['plan_alone_success_rate']:.0%}.")
 
 
 def final_controller(ctx: RunContext) -> str | None:

@@ -140,6 +140,15 @@ def skills_section(state: RunState) -> list[str]:
     return [*lines, ""]
 
 
+def briefing_text(kept: dict[str, Any]) -> str:
+    """What a revision was told of the training's scores: the policy and the plan alone on worlds of its own."""
+    briefing = kept.get("briefing") or {}
+    if "plan_alone_success_rate" not in briefing:
+        return " and these scores" if not briefing else ""  # a state from before briefings were scored apart
+    return (f" and, on {briefing['episodes']} other worlds, the policy {briefing['success_rate']:.0%} and the plan "
+            f"alone {briefing['plan_alone_success_rate']:.0%}")
+
+
 def kept_plan_section(kept: dict[str, Any] | None) -> list[str]:
     """The training around the kept plan (RL inside the chain), when the run had one: who configured it, with
     what, and how it and the plan alone did on the same worlds."""
@@ -163,11 +172,14 @@ def kept_plan_section(kept: dict[str, Any] | None) -> list[str]:
         lines.append(f"Training {number} (job {earlier.get('job_id', 'none')}): " + (
             f"the policy {earlier['success_rate']:.0%}, the plan alone {earlier['plan_alone_success_rate']:.0%} on "
             "the same worlds" if "plan_alone_success_rate" in earlier else earlier.get("error", "not scored"))
-            + "; the fast agent revised its config (told its answer, the learning curve and these scores).")
+            + "; the fast agent revised its config, told its answer, the learning curve" + briefing_text(earlier)
+            + ".")
     if kept.get("revision"):
         lines.append(f"Training {kept['revision'] + 1}, the last revision:")
     if kept.get("error"):
         return [*lines, f"The training failed: {kept['error']}", ""]
+    if (kept.get("briefing") or {}).get("error"):
+        lines.append(f"Its revision's briefing could not be scored: {kept['briefing']['error']}")
     alone = kept.get("plan_alone_success_rate", kept["chain_success_rate"])
     better = kept["success_rate"] > alone
     lines.append(f"Job {kept['job_id']}: the policy scored {kept['success_rate']:.0%} and the plan alone "

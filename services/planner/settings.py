@@ -57,7 +57,8 @@ class PlannerSettings(Settings):
                                     "is one macro action next to the primitives; RL learns when to step in) and "
                                     "keep it as the final controller if it scores better on the same worlds.")
     kept_plan_revisions: int = setting(1, "Times the fast agent revises its config for RL around the kept plan (told "
-                                          "its previous answer, that training's learning curve and how the policy "
-                                          "and the plan alone did on the same worlds) after a training whose policy "
+                                          "its previous answer, its refused macro actions, that training's "
+                                          "learning curve and how the policy and the plan alone did on worlds of "
+                                          "the revision's own) after a training whose policy "
                                           "did not beat the plan alone; each revision trains again while frames "
                                           "last. 0: none.", ge=0)

@@ -244,3 +244,12 @@ def test_a_revision_shows_its_macro_actions_code_whole_within_a_bound() -> None:
     assert curve_text(points).splitlines()[0] == "- 0 frames: success 50%, mean return 1.00"
     assert curve_text([{"env_frames": 7, "success_rate": 0, "mean_return": 0}]) == \
         "- 7 frames: success 0%, mean return 0.00"  # a state written before training_frames
+
+
+def test_evenly_keeps_the_ends_and_spreads_the_rest() -> None:
+    from services.planner.agents import evenly
+
+    assert evenly(list(range(11)), 6) == [0, 2, 4, 6, 8, 10]
+    assert evenly(list(range(10)), 3) == [0, 4, 9]  # round(4.5) == 4: the middle as Python rounds it
+    assert evenly([1, 2], 6) == [1, 2] and evenly([], 3) == []
+    assert evenly([1, 2, 3], 1) == [3] and evenly([1, 2, 3], 0) == []

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pydantic
 import pytest
 
@@ -16,7 +17,13 @@ from rlgpt.llm.client import CallRecord, StructuredOutputError
 from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
 from services.planner.agents import FastAgent
 from services.planner.context import Stubs
-from services.planner.kept_plan import KEPT_PLAN_PRIOR, OWN_REWARD, final_controller, kept_plan_name
+from services.planner.kept_plan import (
+    KEPT_PLAN_PRIOR,
+    OWN_REWARD,
+    REVISION_SEED_OFFSET,
+    final_controller,
+    kept_plan_name,
+)
 from services.planner.kept_plan_agent import KeptPlanRevision, failures_text, kept_plan_prompt, stage_ended
 from services.planner.loops import TwoLoops
 from services.planner.report import kept_plan_section
@@ -99,10 +106,12 @@ def test_the_schema_offers_the_envs_actions_and_no_kind_the_planner_pays_itself(
 
 class PlanLearner:
     """A test double of the learner for one kept-plan job: trains at once; the policy and the plan alone score
-    ``policy`` and ``alone``."""
+    ``policy`` and ``alone``, and ``briefing`` (policy, plan alone) on the revision's worlds."""
 
-    def __init__(self, policy: float | list[float], alone: float) -> None:
+    def __init__(self, policy: float | list[float], alone: float,
+                 briefing: tuple[float, float] = (0.375, 0.625)) -> None:
         self.policy, self.alone = policy, alone  # a list: job i's policy scores policy[i - 1]
+        self.briefing = briefing
         self.configs: list[learner_pb2.RLConfig] = []
         self.evaluations: list[learner_pb2.EvaluateRequest] = []
 
@@ -116,6 +125,8 @@ class PlanLearner:
 
     def Evaluate(self, request: learner_pb2.EvaluateRequest, timeout: float) -> learner_pb2.EvaluateResponse:
         self.evaluations.append(request)
+        if request.seed >= REVISION_SEED_OFFSET:
+            return learner_pb2.EvaluateResponse(success_rate=self.briefing[request.plan_alone])
         policy = self.policy[int(request.job_id.split("-")[1]) - 1] if isinstance(self.policy, list) else self.policy
         return learner_pb2.EvaluateResponse(success_rate=self.alone if request.plan_alone else policy)
 
@@ -179,7 +190,9 @@ def test_a_resumed_run_with_its_iterations_done_trains_around_the_plan_with_the_
 def test_a_policy_that_loses_to_the_plan_alone_is_revised_with_its_answer_and_outcome(tmp_path: Path,
                                                                                        env_server) -> None:
     answer = {"primitive_actions": ["noop"], "skill_max_steps": 12, "reward_terms": [],
-              "macro_actions": [{"name": "step_aside", "description": "walks left", "code": WALK}],
+              "macro_actions": [{"name": "step_aside", "description": "walks left", "code": WALK},
+                                {"name": "broken", "description": "never yields",
+                                 "code": "def skill(agent):\n    return\n"}],
               "hand_back_when_hurt": True, "hand_back_within": 2}
     llm, learner = ScriptedLLM(answer), PlanLearner(policy=[0.125, 0.5], alone=0.25)
     two = finished_iterations(tmp_path, env_server, llm, learner, revisions=2)
@@ -190,9 +203,13 @@ def test_a_policy_that_loses_to_the_plan_alone_is_revised_with_its_answer_and_ou
     first, revised = llm.prompts
     assert "This is a revision" not in first and "This is a revision" in revised
     assert json.dumps(WALK) in revised and '"hand_back_within": 2' in revised  # its whole answer, code included
-    episodes = learner.evaluations[0].episodes
-    assert f"Scored on the same {episodes} worlds (whole episodes, the task's success): the policy 12%, the plan " \
-           "alone 25%; the policy did not do better than the plan alone." in revised
+    # Scores on worlds of the revision's own: the judged ones (the policy's 12%, the plan's 25%) are not told.
+    judged, briefing = learner.evaluations[0], learner.evaluations[2]
+    assert briefing.seed == judged.seed + REVISION_SEED_OFFSET and briefing.episodes == judged.episodes
+    assert [e.seed for e in learner.evaluations[4:]] == [judged.seed] * 2  # the revised policy judged as the first
+    assert f"On {judged.episodes} other new worlds (whole episodes, the task's success): the policy 38%, the plan " \
+           "alone 62%." in revised and "12%" not in revised and "alone 25%" not in revised
+    assert "Your macro action broken was refused by its test run and left out of that training: " in revised
     assert "Learning curve of that training" in revised and "frames: success 0%" in revised
     kept = two.state.kept_plan
     assert kept["revision"] == 1 and [e["job_id"] for e in kept["earlier"]] == ["job-1"]
@@ -200,11 +217,47 @@ def test_a_policy_that_loses_to_the_plan_alone_is_revised_with_its_answer_and_ou
     assert final_controller(two.ctx) == "job-2"
     report = "\n".join(kept_plan_section(kept))
     assert "Training 1 (job job-1): the policy 12%, the plan alone 25% on the same worlds; the fast agent revised " \
-           "its config" in report
+           f"its config, told its answer, the learning curve and, on {judged.episodes} other worlds, the policy 38% " \
+           "and the plan alone 62%." in report
     assert "Training 2, the last revision:\nJob job-2: the policy scored 50% and the plan alone 25% on the same " \
            "worlds: the policy is the final controller." in report
     two._iterate()
     assert len(learner.configs) == 2  # a resume trains nothing more
+
+
+class Refused(grpc.RpcError):
+    """What a gRPC stub raises for a refused call (its code and details)."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        self._code, self._details = code, details
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+
+class BriefingRefused(PlanLearner):
+    """A learner that refuses to score the revision's worlds."""
+
+    def Evaluate(self, request: learner_pb2.EvaluateRequest, timeout: float) -> learner_pb2.EvaluateResponse:
+        if request.seed >= REVISION_SEED_OFFSET:
+            raise Refused(grpc.StatusCode.FAILED_PRECONDITION, "the job's checkpoint is gone")
+        return super().Evaluate(request, timeout)
+
+
+def test_a_briefing_the_learner_refuses_is_recorded_and_the_chain_stays(tmp_path: Path, env_server) -> None:
+    answer = {"primitive_actions": ["noop"], "skill_max_steps": 12, "reward_terms": [], "macro_actions": []}
+    learner = BriefingRefused(policy=0.125, alone=0.25)
+    two = finished_iterations(tmp_path, env_server, ScriptedLLM(answer), learner, revisions=1)
+    two._iterate()
+    assert len(learner.configs) == 1 and final_controller(two.ctx) is None
+    assert two.state.kept_plan["briefing"]["error"] == "FAILED_PRECONDITION: the job's checkpoint is gone"
+    assert "Its revision's briefing could not be scored: FAILED_PRECONDITION: the job's checkpoint is gone" in \
+        "\n".join(kept_plan_section(two.state.kept_plan))
+    two._iterate()
+    assert len(learner.configs) == 1  # recorded: a resume does not ask again
 
 
 def test_revisions_stop_at_the_setting(tmp_path: Path, env_server) -> None:
