@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -110,10 +111,16 @@ def paired(result: dict[str, Any], chain: dict[str, Any]) -> tuple[int, int, flo
     return only_policy, only_chain, p
 
 
+def p_text(p: float) -> str:
+    """A p-value as the sections print it: three decimals near 0.05, so that a value just above it never reads as
+    0.05."""
+    return "p < 0.01" if p < 0.01 else f"p = {p:.{3 if p < 0.1 else 2}f}"
+
+
 def paired_text(result: dict[str, Any], chain: dict[str, Any]) -> str:
     only_policy, only_chain, p = paired(result, chain)
     return (f"World by world: it succeeded in {only_policy} where the chain failed and failed in {only_chain} where "
-            f"the chain succeeded (exact McNemar test, two-sided p = {p:.2f}"
+            f"the chain succeeded (exact McNemar test, two-sided {p_text(p)}"
             + ("; a difference this size is within chance)." if p >= 0.05 else ")."))
 
 
@@ -319,5 +326,6 @@ def plot_diamond(results: dict[str, Any], path: Path) -> Path:
                                 (f"a threat within {r['interrupt'].get('threat_within')}",
                                  r["interrupt"].get("threat_within"))) if on]
         start += ", control back " + " or ".join(hand)
-    fig.suptitle(f"{r['task']}: the chain alone vs APPO around the kept plan{start}")
+    # Wrapped: a long title (the agent's config, a prior, interrupts) would run off the figure's edges.
+    fig.suptitle(textwrap.fill(f"{r['task']}: the chain alone vs APPO around the kept plan{start}", 110))
     return save_plot(fig, path)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import machine_line, markdown_table, save_plot
-from benchmarks.crafter.diamond_report import end_kind, paired
+from benchmarks.crafter.diamond_report import end_kind, p_text, paired
 
 SECTION_TITLE = ("## collect_diamond with a kept plan: the fast agent's macro actions used by fixed rules "
                  "(make bench-diamond-rules)")
@@ -17,10 +17,6 @@ FIGURE = Path("docs/figures/diamond_rules.png")
 def _ends(result: dict[str, Any]) -> str:
     kinds = Counter(end_kind(e) for e in result["ends"] if not e["success"])
     return ", ".join(f"{kind} {n}" for kind, n in kinds.most_common())
-
-
-def p_text(p: float) -> str:
-    return f"p = {p:.2f}" if p >= 0.01 else "p < 0.01"
 
 
 def _verdict(rule: str, result: dict[str, Any], chain: dict[str, Any]) -> str:

@@ -10,6 +10,7 @@ from benchmarks.crafter.diamond_report import (
     SECTION_TITLE,
     end_kind,
     ended_in,
+    p_text,
     paired,
     plot_diamond,
     render_section,
@@ -166,6 +167,11 @@ def test_a_policy_and_its_chain_are_compared_world_by_world() -> None:
     lost = [end(False, cause="attacked by zombie")] * 10
     assert paired(controller(1.0, [], won), controller(0.0, [], lost)) == (10, 0, 2 / 2 ** 10)
     assert paired(controller(0.5, [], won[:5] + lost[:5]), controller(0.5, [], lost[:5] + won[:5]))[2] == 1.0
+    # Near 0.05, three decimals: 13 worlds won and 26 lost is p = 0.053, which "p = 0.05" would misstate.
+    win, loss = end(True, "success"), end(False, cause="attacked by zombie")
+    policy, chain = controller(0, [], [win] * 13 + [loss] * 26), controller(0, [], [loss] * 13 + [win] * 26)
+    assert p_text(paired(policy, chain)[2]) == "p = 0.053"
+    assert (p_text(0.004), p_text(0.2)) == ("p < 0.01", "p = 0.20")
 
 
 def test_a_run_says_what_the_policy_saw_and_how_plan_skills_ran() -> None:
