@@ -13,6 +13,7 @@ import dataclasses
 import json
 import logging
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -146,16 +147,23 @@ def policy_on(job_dir: Path, target: str, episodes: int, seed: int, greedy: bool
     return outcome(response, sum(e.steps for e in response.episodes), time.time() - started)
 
 
-def training_curve(job_dir: Path, window: int = 200) -> list[dict[str, float]]:
-    """Success rate and plan steps done over windows of training episodes, against the env frames by then."""
+def training_curve(job_dir: Path, window: int = 200) -> list[dict[str, Any]]:
+    """Success rate, plan steps done, deaths and the share of the policy's decisions per action over windows of
+    training episodes, against the env frames by then."""
     episodes = sorted(read_episodes(job_dir), key=lambda e: e["time"])
     points, frames = [], 0
     for start in range(0, len(episodes) - window + 1, window):
         chunk = episodes[start:start + window]
         frames += sum(int(e["frames"]) for e in chunk)
-        points.append({"frames": frames, "success_rate": sum(bool(e["success"]) for e in chunk) / len(chunk),
-                       "stages_done": sum(int(e.get("stages_done", 0)) for e in chunk) / len(chunk),
-                       "deaths": sum(e.get("end_reason") == "death" for e in chunk) / len(chunk)})
+        point = {"frames": frames, "success_rate": sum(bool(e["success"]) for e in chunk) / len(chunk),
+                 "stages_done": sum(int(e.get("stages_done", 0)) for e in chunk) / len(chunk),
+                 "deaths": sum(e.get("end_reason") == "death" for e in chunk) / len(chunk)}
+        choices = Counter()
+        for e in chunk:
+            choices.update(e.get("actions", {}))  # episodes recorded before 2026-11-27 18:00 have none
+        if total := sum(choices.values()):
+            point["actions"] = {name: n / total for name, n in choices.most_common()}
+        points.append(point)
     return points
 
 

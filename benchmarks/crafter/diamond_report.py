@@ -156,6 +156,24 @@ def reward_text(terms: list[list[Any]]) -> str:
     return ", ".join(f"{t[0]}{' ' + t[2] if len(t) > 2 else ''} {t[1]:+g}" for t in terms)
 
 
+def action_label(name: str) -> str:
+    """An action as the sections name it: a macro action by its own name (no registry prefixes)."""
+    return name.removeprefix("skill:").removeprefix("diamond_macro_").removeprefix("diamond_")
+
+
+def decisions_text(first: dict[str, Any], last: dict[str, Any]) -> str:
+    """What the policy chose in training, the first window against the last (share of its decisions per action;
+    a plan or macro action is one decision however many frames it plays)."""
+    if not first.get("actions") or not last.get("actions"):
+        return ""
+    names = sorted(set(first["actions"]) | set(last["actions"]),
+                   key=lambda n: (-last["actions"].get(n, 0.0), -first["actions"].get(n, 0.0), n))
+    shares = [f"{action_label(n)} {100 * first['actions'].get(n, 0.0):.0f}% -> "
+              f"{100 * last['actions'].get(n, 0.0):.0f}%" for n in names]
+    return (" Its decisions (share of the policy's choices, a plan or macro action one choice however many frames "
+            "it plays), the first window -> the last: " + ", ".join(shares) + ".")
+
+
 def render_section(results: dict[str, Any], plot: str | None, title: str = SECTION_TITLE) -> str:
     _, r = base(results)
     chain = r["chain"]
@@ -259,7 +277,7 @@ def render_section(results: dict[str, Any], plot: str | None, title: str = SECTI
             lines.append(f"In training with {who}, the success rate went from {100 * first['success_rate']:.1f}% "
                          f"(the first {first['frames']:,} frames) to {100 * last['success_rate']:.1f}% (the last "
                          f"window, by {last['frames']:,} frames); deaths from {100 * first['deaths']:.0f}% to "
-                         f"{100 * last['deaths']:.0f}% of episodes.")
+                         f"{100 * last['deaths']:.0f}% of episodes." + decisions_text(first, last))
     lines += [str(note) for note in r.get("notes", [])]  # what is known of the run besides its numbers
     if plot:
         lines += ["", f"![collect_diamond with a kept plan]({plot})"]

@@ -61,6 +61,8 @@ class SessionVecEnv(gym.Env):
         self._fresh = True
         self._sums = {key: np.zeros(self.num_agents, np.float64) for key in EXTRA_STATS if key != "success"}
         self._returns = np.zeros(self.num_agents, np.float64)
+        # Decisions per action of each env's episode: what the policy chose, for the episode records.
+        self._choices = np.zeros((self.num_agents, len(self.action_names)), np.int64)
 
     @staticmethod
     def _observation(obs: Observation) -> Observation:
@@ -74,6 +76,7 @@ class SessionVecEnv(gym.Env):
         for total in self._sums.values():
             total[:] = 0
         self._returns[:] = 0
+        self._choices[:] = 0
         self._unlocked = [set() for _ in self._indices]
         if self._fresh:
             obs = {k: v[self._indices] for k, v in self._session.first_observations.items()}
@@ -104,6 +107,7 @@ class SessionVecEnv(gym.Env):
                     obs[key][failed] = fresh[key]
         done = terminated | truncated
         if self._on_episode is not None:
+            np.add.at(self._choices, (np.arange(self.num_agents), acts), 1)
             self._report_episodes(batch, done)
         extra = {key: torch.from_numpy(total.astype(np.float32)) for key, total in sums.items()}
         extra["success"] = torch.from_numpy(batch.success.astype(np.float32))
@@ -113,7 +117,8 @@ class SessionVecEnv(gym.Env):
                 {"episode_extra_stats": extra})
 
     def _report_episodes(self, batch: Any, done: np.ndarray) -> None:
-        """Each finished episode's frames, achievements unlocked (names), success and return to ``on_episode``."""
+        """Each finished episode's frames, achievements unlocked (names), success, return and decisions per action
+        (``actions``: name -> times chosen) to ``on_episode``."""
         for j, names in enumerate(batch.unlocked):
             self._unlocked[j].update(names)
         self._returns += batch.rewards
@@ -125,9 +130,12 @@ class SessionVecEnv(gym.Env):
                 episode["end_reason"] = batch.end_reasons[j] or "truncated"  # "" only where a skill error ended it
             if batch.stages_done is not None:
                 episode["stages_done"] = int(batch.stages_done[j])
+            episode["actions"] = {self.action_names[a]: int(n) for a in np.flatnonzero(self._choices[j])
+                                  if (n := self._choices[j, a])}
             self._on_episode(episode)
             self._unlocked[j] = set()
             self._returns[j] = 0.0
+            self._choices[j] = 0
 
     def close(self) -> None:
         """Idempotent: Sample Factory may close an env more than once."""

@@ -210,3 +210,25 @@ def test_a_run_of_the_fast_agents_config_alone_gets_its_section_and_plot(tmp_pat
     assert ("APPO with the fast agent's config, sampling: collect_diamond in 50.0% of the held-out worlds, 25.0 "
             "points above the chain alone (25.0%).") in text
     assert plot_diamond(data, tmp_path / "d.png").stat().st_size > 10_000
+
+
+def test_the_training_curve_says_what_the_policy_chose(tmp_path) -> None:
+    import json
+
+    from benchmarks.crafter.diamond import training_curve
+
+    (tmp_path / "episodes").mkdir()
+    episodes = [{"time": t, "frames": 100, "success": t == 3, "end_reason": "death", "stages_done": 2,
+                 "actions": actions} for t, actions in enumerate(
+        [{"plan": 9, "do": 1}, {"plan": 10}, {"plan": 5, "skill:diamond_macro_shelter": 5}, {"plan": 5, "do": 5}])]
+    episodes[:0] = [{"time": -t, "frames": 100, "success": False} for t in (2, 1)]  # recorded before decisions were
+    (tmp_path / "episodes" / "worker0-0.jsonl").write_text("\n".join(json.dumps(e) for e in episodes))
+    old, first, last = training_curve(tmp_path, window=2)
+    assert "actions" not in old  # no share where no decision was recorded
+    assert first["actions"] == {"plan": 0.95, "do": 0.05}
+    assert last["actions"] == {"plan": 0.5, "skill:diamond_macro_shelter": 0.25, "do": 0.25}
+    data = results()
+    data["run"]["curve"] = [first, last]
+    assert ("Its decisions (share of the policy's choices, a plan or macro action one choice however many frames it "
+            "plays), the first window -> the last: plan 95% -> 50%, do 5% -> 25%, shelter 0% -> 25%.") in \
+        render_section(data, None)

@@ -155,6 +155,7 @@ def test_a_job_that_records_episodes_logs_each_with_its_achievements(env_server,
         assert episode["frames"] == 20 and episode["success"] is False and episode["time"] > 0
         assert isinstance(episode["achievements"], list) and isinstance(episode["return"], float)
         assert episode["end_reason"] == "time_limit" and episode["stages_done"] == 0  # the job has no stages
+        assert episode["actions"] == {"place_table": 1, env.action_names[0]: 19}  # what the policy chose
     finally:
         env.close()
     (tmp_path / "b").mkdir()
