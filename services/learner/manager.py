@@ -183,7 +183,8 @@ class JobManager:
             success_rate=float(last.get("success_rate", 0.0)), policy_lag=float(last.get("policy_lag", 0.0)),
             elapsed_seconds=float(last.get("elapsed", 0.0)), episodes=int(last.get("episodes", 0)),
             message=record.message, skill_frame_fraction=float(last.get("skill_frame_fraction", 0.0)),
-            skill_errors=int(last.get("skill_errors", 0)))
+            skill_errors=int(last.get("skill_errors", 0)),
+            action_shares={str(k): float(v) for k, v in (last.get("action_shares") or {}).items()})
 
     def watch(self, job_id: str, is_active: Callable[[], bool]) -> Iterator[learner_pb2.JobProgress]:
         """Yields a progress record whenever a new one appears or the state changes, until the job ends."""

@@ -15,7 +15,7 @@ import signal
 import sys
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from services.learner.job_watch import DEFAULT_STOP_GRACE, JobWatch, exit_later,
 from services.learner.jobs import LEARNER_PID_ENV
 from services.learner.model import make_actor_critic, make_encoder
 from services.learner.sf_env import ENV_NAME, load_job_config, make_sf_env, worker_splits
+from services.learner.vec_env import CHOICES, choice_action
 
 log = logging.getLogger(__name__)
 ROLLOUT = 32
@@ -105,6 +106,7 @@ class ProgressObserver(AlgoObserver):
         self.skill_errors = 0
         self.returns: deque[float] = deque(maxlen=100)
         self.successes: deque[float] = deque(maxlen=100)
+        self.choices: deque[dict[str, float]] = deque(maxlen=100)  # decisions per action of the last episodes
         self.rate: deque[tuple[float, float]] = deque(maxlen=30)
         self.reason = ""
         self.stopped = False
@@ -126,12 +128,22 @@ class ProgressObserver(AlgoObserver):
             self.decisions_done += float(lengths[k])
             self.skill_frames += float(extra["skill_frames"][k]) if "skill_frames" in extra else 0.0
             self.skill_errors += int(extra["skill_errors"][k]) if "skill_errors" in extra else 0
+            self.choices.append({choice_action(key.removeprefix(CHOICES + "/")): float(value[k])
+                                 for key, value in extra.items() if key.startswith(CHOICES + "/")})
 
     def frames(self, runner: Runner) -> int:
         # Decisions the learner consumed, scaled by frames-per-decision of finished episodes.
         decisions = sum(runner.env_steps.values())
         per_decision = self.frames_done / self.decisions_done if self.decisions_done else 1.0
         return int(max(self.frames_done, decisions * per_decision))
+
+    def action_shares(self) -> dict[str, float]:
+        """What the policy chose over the last episodes: each action's share of their decisions."""
+        totals: Counter[str] = Counter()
+        for episode in self.choices:
+            totals.update(episode)
+        decisions = sum(totals.values())
+        return {name: round(n / decisions, 4) for name, n in totals.most_common() if n} if decisions else {}
 
     def record(self, runner: Runner, final: bool = False) -> dict[str, Any]:
         now = time.time()
@@ -146,7 +158,8 @@ class ProgressObserver(AlgoObserver):
             "success_rate": sum(self.successes) / len(self.successes) if self.successes else 0.0,
             "policy_lag": float(lag.get("version_diff_avg", 0.0)),
             "skill_frame_fraction": self.skill_frames / self.frames_done if self.frames_done else 0.0,
-            "skill_errors": self.skill_errors, "final": final, "reason": self.reason,
+            "skill_errors": self.skill_errors, "action_shares": self.action_shares(), "final": final,
+            "reason": self.reason,
         }
         with (self.job_dir / "progress.jsonl").open("a") as f:
             f.write(json.dumps(record) + "\n")

@@ -7,12 +7,13 @@ splits of a worker share one session and each step is one round trip for all of 
 finished envs itself (autoreset); a failing skill ends its episode here with one ``Reset`` for that env.
 
 Per episode the env reports the frames it consumed (a skill action takes up to K), skill frames, uses, errors,
-achievements and success, under ``info["episode_extra_stats"]`` as tensors over the group, which Sample Factory
-turns into per-episode stats for the finished envs.
+achievements, success and its decisions per action, under ``info["episode_extra_stats"]`` as tensors over the
+group, which Sample Factory turns into per-episode stats for the finished envs.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -25,6 +26,19 @@ from rlgpt.env_client import ManyEnvs, Observation, is_macro
 
 EXTRA_STATS = ("success", "frames", "skill_frames", "skill_uses", "skill_errors", "achievements")
 """The per-episode stats the env reports (``info["episode_extra_stats"]``)."""
+CHOICES = "choices"
+"""Under this key of the extra stats, the episode's decisions per action, keyed by :func:`choice_key`."""
+
+
+def choice_key(action: str) -> str:
+    """An action's name as a stat key: Sample Factory writes every stat to TensorBoard, whose tags allow only
+    letters, digits, ``_``, ``-`` and ``.``, so any other character is escaped as ``.`` and two hex digits."""
+    return re.sub(r"[^A-Za-z0-9_-]", lambda m: "".join(f".{b:02x}" for b in m.group().encode()), action)
+
+
+def choice_action(key: str) -> str:
+    """The action a :func:`choice_key` names."""
+    return re.sub(r"(?:\.[0-9a-f]{2})+", lambda m: bytes.fromhex(m.group().replace(".", "")).decode(), key)
 
 
 class SessionVecEnv(gym.Env):
@@ -61,7 +75,7 @@ class SessionVecEnv(gym.Env):
         self._fresh = True
         self._sums = {key: np.zeros(self.num_agents, np.float64) for key in EXTRA_STATS if key != "success"}
         self._returns = np.zeros(self.num_agents, np.float64)
-        # Decisions per action of each env's episode: what the policy chose, for the episode records.
+        # Decisions per action of each env's episode: what the policy chose (the episode records, the progress).
         self._choices = np.zeros((self.num_agents, len(self.action_names)), np.int64)
 
     @staticmethod
@@ -106,13 +120,16 @@ class SessionVecEnv(gym.Env):
                 for key in obs:
                     obs[key][failed] = fresh[key]
         done = terminated | truncated
+        np.add.at(self._choices, (np.arange(self.num_agents), acts), 1)
         if self._on_episode is not None:
-            np.add.at(self._choices, (np.arange(self.num_agents), acts), 1)
             self._report_episodes(batch, done)
-        extra = {key: torch.from_numpy(total.astype(np.float32)) for key, total in sums.items()}
+        extra: dict[str, Any] = {key: torch.from_numpy(total.astype(np.float32)) for key, total in sums.items()}
         extra["success"] = torch.from_numpy(batch.success.astype(np.float32))
+        extra[CHOICES] = {choice_key(name): torch.from_numpy(self._choices[:, a].astype(np.float32))
+                          for a, name in enumerate(self.action_names)}
         for total in sums.values():
             total[done] = 0
+        self._choices[done] = 0
         return (self._observation(obs), batch.rewards, terminated, truncated,
                 {"episode_extra_stats": extra})
 
@@ -135,7 +152,6 @@ class SessionVecEnv(gym.Env):
             self._on_episode(episode)
             self._unlocked[j] = set()
             self._returns[j] = 0.0
-            self._choices[j] = 0
 
     def close(self) -> None:
         """Idempotent: Sample Factory may close an env more than once."""

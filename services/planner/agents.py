@@ -14,6 +14,7 @@ import grpc
 from pydantic import BaseModel
 
 from rlgpt import metrics
+from rlgpt.env_client import PLAN_ACTION, SKILL_PREFIX
 from rlgpt.llm.client import CallRecord, StructuredOutputError
 from rlgpt.prompts import CompletesJSON, conditions_text
 from rlgpt.reward_kinds import REWARD_KINDS, offered
@@ -31,6 +32,7 @@ from services.planner.schemas import (
     complete_action_space,
     complete_reward,
     macro_actions_of,
+    macro_short_name,
     macro_skill_name,
     plan_answer,
     plan_schema,
@@ -146,6 +148,30 @@ def curve_text(points: list[dict[str, Any]], limit: int = MAX_CURVE_POINTS) -> s
     return "\n".join(f"- {int(p.get('training_frames', p.get('env_frames', 0)))} frames: success "
                      f"{float(p.get('success_rate', 0)):.0%}, mean return {float(p.get('mean_return', 0)):.2f}"
                      for p in points)
+
+
+def choices_text(shares: dict[str, float], config_name: str = "") -> str:
+    """What a trained policy chose in its last training episodes (``shares``: action -> share of its decisions,
+    ``JobProgress.action_shares``), each action by the name its answer used: the plan, a primitive, a library
+    skill, or a macro action by the name the model wrote (``config_name``: the config that registered it)."""
+    if not shares:
+        return ""
+
+    def named(action: str) -> str:
+        if action == PLAN_ACTION:
+            return "the plan"
+        skill = action.removeprefix(SKILL_PREFIX)
+        return macro_short_name(config_name, skill) if config_name else skill
+
+    chosen = ", ".join(f"{named(action)} {share:.0%}" for action, share in sorted(shares.items(),
+                                                                                    key=lambda item: -item[1]))
+    return ("What the policy chose in its last training episodes (share of its decisions; the plan or a macro "
+            f"action is one decision however many frames it plays): {chosen}.")
+
+
+def last_shares(points: list[dict[str, Any]]) -> dict[str, float]:
+    """The action shares of a training's curve: its last point that has them (``Attempts._watch``)."""
+    return next((p["action_shares"] for p in reversed(points) if p.get("action_shares")), {})
 
 
 def shown_macros(macros: dict[str, str], each: int = MAX_SHOWN_CODE_CHARS,
@@ -377,7 +403,8 @@ class FastAgent:
                         previous_config=json.dumps(rl_config_answer(previous, shown_macros(previous_macros or {})))
                         if previous
                         else "(none)",
-                        curve=curve_text(list(curve or [])) if previous else "(none)",
+                        curve="\n".join(filter(None, (curve_text(list(curve or [])), choices_text(
+                            last_shares(list(curve or [])), previous.name)))) if previous else "(none)",
                         feedback=feedback or "(none)")
         return prompt, rl_schema(self.describe, names)
 

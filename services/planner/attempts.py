@@ -130,7 +130,7 @@ class Trained:
     """What step 2 of an RL attempt produced: the job, its curve (frames of that training) and its evaluation."""
 
     job_id: str
-    curve: list[dict[str, float]]
+    curve: list[dict[str, Any]]
     evaluation: learner_pb2.EvaluateResponse
     asked: learner_pb2.EvaluateRequest
     """The evaluation's request (its worlds: seed, episodes)."""
@@ -323,12 +323,12 @@ class Attempts:
         ctx.save()
         return job_id
 
-    def _watch(self, attempt: RLAttempt, job_id: str, halt: threading.Event | None) -> list[dict[str, float]]:
+    def _watch(self, attempt: RLAttempt, job_id: str, halt: threading.Event | None) -> list[dict[str, Any]]:
         """The job's progress to its end: emitted, on the sub-task's curve (on the frames the sub-task had spent
         by then), its frames spent. A stop (or ``halt``) stops the job; a job that did not succeed is a
         FailedPrecondition (the run pauses)."""
         ctx, st, state, learner = self.ctx, attempt.st, attempt.state, self._learner(attempt.st)
-        curve: list[dict[str, float]] = []
+        curve: list[dict[str, Any]] = []
         final = None
         for progress in learner.WatchJob(learner_pb2.WatchJobRequest(job_id=job_id), timeout=24 * 3600):
             if self._halted(halt):
@@ -338,6 +338,8 @@ class Attempts:
                           "mean_return": progress.mean_return, "skill_frame_fraction": progress.skill_frame_fraction})
             ctx.run.emit(st.name, training=progress)
             final = progress
+        if curve and final is not None and final.action_shares:  # what the policy chose by the end: once
+            curve[-1]["action_shares"] = dict(final.action_shares)
         state.curve.extend({**point, "env_frames": state.frames + point["env_frames"],
                             "training_frames": point["env_frames"], "job_id": job_id,
                             "iteration": ctx.state.outer_iteration} for point in curve)
@@ -350,7 +352,7 @@ class Attempts:
                                      "--resume once the failed service is back")
         return curve
 
-    def _evaluate(self, attempt: RLAttempt, job_id: str, curve: list[dict[str, float]]
+    def _evaluate(self, attempt: RLAttempt, job_id: str, curve: list[dict[str, Any]]
                   ) -> tuple[learner_pb2.EvaluateResponse, learner_pb2.EvaluateRequest]:
         """The trained policy's evaluation, recorded (a TestRecord, the attempt's file), and its request."""
         ctx, st, state = self.ctx, attempt.st, attempt.state

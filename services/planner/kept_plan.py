@@ -24,7 +24,7 @@ import grpc
 
 from rlgpt.llm.client import StructuredOutputError
 from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
-from services.planner.agents import curve_text
+from services.planner.agents import choices_text, curve_text, last_shares
 from services.planner.attempts import Attempts, RLAttempt
 from services.planner.context import AgentSetup, Mode, RunContext
 from services.planner.controller import learner_evaluation
@@ -170,7 +170,8 @@ def train_kept_plan(ctx: RunContext, attempts: Attempts, plan: planner_pb2.Plan,
             record.update(job_id=job_id, success_rate=policy.success_rate,
                           plan_alone_success_rate=alone.success_rate, episodes=attempt.trained.asked.episodes,
                           curve=[{k: p[k] for k in ("env_frames", "success_rate", "mean_return") if k in p}
-                                 for p in attempt.trained.curve])
+                                 for p in attempt.trained.curve],
+                          action_shares=last_shares(attempt.trained.curve), config_name=attempt.config.name)
             state.status, state.success_rate = Status.DONE, policy.success_rate
     except grpc.RpcError as exc:
         if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
@@ -221,14 +222,17 @@ def brief(ctx: RunContext, kept: dict[str, Any]) -> dict[str, Any]:
 
 def outcome_text(kept: dict[str, Any]) -> str:
     """How a training around the plan did, in words: the macro actions its test runs refused, its learning curve,
-    and the policy and the plan alone on the briefing's worlds (never those the revision will be judged on)."""
+    what the policy chose, and the policy and the plan alone on the briefing's worlds (never those the revision
+    will be judged on)."""
     refused = kept.get("refused_macro_actions") or []
     briefing = kept["briefing"]
-    return (("".join(f"Your macro action {r['name'].rsplit('__', 1)[-1]} was refused by its test run and left out "
-                     f"of that training: {r['error'][:500]}\n" for r in refused))
+    chose = choices_text(kept.get("action_shares") or {}, kept.get("config_name", ""))
+    return ("".join(f"Your macro action {r['name'].rsplit('__', 1)[-1]} was refused by its test run and left out "
+                    f"of that training: {r['error'][:500]}\n" for r in refused)
             + "Learning curve of that training (frames trained: success rate and mean return of the recent "
             f"training episodes):\n{curve_text(kept.get('curve', []))}\n"
-            "On the worlds it was judged on, the policy did not do better than the plan alone. On "
+            + (f"{chose}\n" if chose else "")
+            + "On the worlds it was judged on, the policy did not do better than the plan alone. On "
             f"{briefing['episodes']} other new worlds (whole episodes, the task's success): the policy "
             f"{briefing['success_rate']:.0%}, the plan alone {briefing['plan_alone_success_rate']:.0%}.")
 

@@ -180,6 +180,10 @@ def kept_plan_section(kept: dict[str, Any] | None) -> list[str]:
         return [*lines, f"The training failed: {kept['error']}", ""]
     if (kept.get("briefing") or {}).get("error"):
         lines.append(f"Its revision's briefing could not be scored: {kept['briefing']['error']}")
+    from services.planner.agents import choices_text  # the words its revision reads
+
+    if choices := choices_text(kept.get("action_shares") or {}, kept.get("config_name", "")):
+        lines.append(choices)
     alone = kept.get("plan_alone_success_rate", kept["chain_success_rate"])
     better = kept["success_rate"] > alone
     lines.append(f"Job {kept['job_id']}: the policy scored {kept['success_rate']:.0%} and the plan alone "

@@ -58,7 +58,8 @@ class PlannerSettings(Settings):
                                     "keep it as the final controller if it scores better on the same worlds.")
     kept_plan_revisions: int = setting(1, "Times the fast agent revises its config for RL around the kept plan (told "
                                           "its previous answer, its refused macro actions, that training's "
-                                          "learning curve and how the policy and the plan alone did on worlds of "
+                                          "learning curve, what the policy chose, and how the policy and the plan "
+                                          "alone did on worlds of "
                                           "the revision's own) after a training whose policy "
                                           "did not beat the plan alone; each revision trains again while frames "
                                           "last. 0: none.", ge=0)

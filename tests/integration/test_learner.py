@@ -105,6 +105,8 @@ def test_appo_training_with_a_skill_end_to_end(learner) -> None:
     assert final.state == learner_pb2.JOB_STATE_SUCCEEDED, final.message
     assert final.env_frames >= 2500 and final.fps > 0 and final.episodes > 0
     assert final.skill_frame_fraction > 0  # the coded skill was chosen and its frames were counted
+    assert sum(final.action_shares.values()) == pytest.approx(1.0, abs=1e-3)  # what the policy chose, by name
+    assert final.action_shares["skill:learn_wood"] > 0
     assert final.mean_return != 0
     assert any(p.state == learner_pb2.JOB_STATE_RUNNING for p in progress)
     frames_seen = [p.env_frames for p in progress]

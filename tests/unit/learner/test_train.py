@@ -152,6 +152,18 @@ def test_one_message_of_several_finished_envs_counts_each_episode(tmp_path: Path
     assert record["episodes"] == 3 and record["env_frames"] == 50 and record["mean_return"] == 1.0
     assert record["success_rate"] == pytest.approx(2 / 3) and record["skill_frame_fraction"] == 30 / 50
     assert record["skill_errors"] == 1
+    assert record["action_shares"] == {}  # no decisions reported: no shares
+
+
+def test_the_progress_says_what_the_policy_chose_over_the_last_episodes(tmp_path: Path) -> None:
+    from services.learner.vec_env import choice_key
+
+    observer, runner = ProgressObserver(tmp_path, frame_budget=10_000, interval=0.0), Runner()
+    plan, skill = (f"episode_extra_stats/choices/{choice_key(name)}" for name in ("plan", "skill:shelter"))
+    observer.on_episode(runner, {"episodic": {"reward": np.array([1.0, 0.0]), "len": np.array([4, 4]),
+                                              plan: np.array([3.0, 1.0]), skill: np.array([1.0, 3.0])}}, 0)
+    observer.on_episode(runner, {"episodic": {"reward": 0.0, "len": 2, plan: 2.0, skill: 0.0}}, 0)  # one env
+    assert observer.record(runner)["action_shares"] == {"plan": 0.6, "skill:shelter": 0.4}
 
 
 def test_fps_is_measured_over_recent_records(tmp_path: Path) -> None:

@@ -120,8 +120,10 @@ class PlanLearner:
         return learner_pb2.StartTrainingResponse(job_id=f"job-{len(self.configs)}")
 
     def WatchJob(self, request: learner_pb2.WatchJobRequest, timeout: float):
+        macros = [f"skill:{name}" for name in self.configs[-1].skills]  # the policy chose the plan, then these
+        shares = {"plan": 0.9, **{name: 0.1 / len(macros) for name in macros}} if macros else {"plan": 1.0}
         yield learner_pb2.JobProgress(job_id=request.job_id, env_frames=self.configs[-1].env_frames,
-                                      state=learner_pb2.JOB_STATE_SUCCEEDED)
+                                      state=learner_pb2.JOB_STATE_SUCCEEDED, action_shares=shares)
 
     def Evaluate(self, request: learner_pb2.EvaluateRequest, timeout: float) -> learner_pb2.EvaluateResponse:
         self.evaluations.append(request)
@@ -210,6 +212,8 @@ def test_a_policy_that_loses_to_the_plan_alone_is_revised_with_its_answer_and_ou
     assert f"On {judged.episodes} other new worlds (whole episodes, the task's success): the policy 38%, the plan " \
            "alone 62%." in revised and "12%" not in revised and "alone 25%" not in revised
     assert "Your macro action broken was refused by its test run and left out of that training: " in revised
+    assert ("What the policy chose in its last training episodes (share of its decisions; the plan or a macro action "
+            "is one decision however many frames it plays): the plan 90%, step_aside 10%.") in revised
     assert "Learning curve of that training" in revised and "frames: success 0%" in revised
     kept = two.state.kept_plan
     assert kept["revision"] == 1 and [e["job_id"] for e in kept["earlier"]] == ["job-1"]
@@ -219,7 +223,9 @@ def test_a_policy_that_loses_to_the_plan_alone_is_revised_with_its_answer_and_ou
     assert "Training 1 (job job-1): the policy 12%, the plan alone 25% on the same worlds; the fast agent revised " \
            f"its config, told its answer, the learning curve and, on {judged.episodes} other worlds, the policy 38% " \
            "and the plan alone 62%." in report
-    assert "Training 2, the last revision:\nJob job-2: the policy scored 50% and the plan alone 25% on the same " \
+    assert "Training 2, the last revision:\nWhat the policy chose in its last training episodes (share of its " \
+           "decisions; the plan or a macro action is one decision however many frames it plays): the plan 90%, " \
+           "step_aside 10%.\nJob job-2: the policy scored 50% and the plan alone 25% on the same " \
            "worlds: the policy is the final controller." in report
     two._iterate()
     assert len(learner.configs) == 2  # a resume trains nothing more

@@ -40,6 +40,7 @@ WANDER = "def skill(agent):\n    for i in range(60):\n        yield 'move_left'\
 TURN = "def skill(agent):\n    for direction in ('left', 'up'):\n        yield agent.face(direction)\n"
 CURVE = [{"env_frames": 1000.0 * i, "training_frames": 1000.0 * i, "success_rate": i / 40, "mean_return": i / 4,
           "job_id": "j1", "iteration": 0} for i in range(1, 21)]
+CURVE[-1]["action_shares"] = {"do": 0.5, f"skill:{TASK}__turn": 0.3, "skill:get_wood": 0.2}  # as Attempts keeps it
 _FIELD = re.compile(r"\{[a-z_]+\}")
 
 
@@ -222,8 +223,11 @@ def _describe_and_skills(rendered) -> tuple[env_pb2.DescribeResponse, tuple[str,
 def test_a_revision_sees_the_last_trainings_curve_and_the_verdict_in_a_prompt_of_reasonable_size(rendered) -> None:
     prompt = rendered["fast_rl"]
     curve = prompt.split("Learning curve of that training", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
-    assert curve[0] == "- 1000 frames: success 2%, mean return 0.25" and len(curve) == 6
-    assert curve[-1] == "- 20000 frames: success 50%, mean return 5.00"
+    assert curve[0] == "- 1000 frames: success 2%, mean return 0.25" and len(curve) == 7
+    assert curve[-2] == "- 20000 frames: success 50%, mean return 5.00"
+    # What the policy chose, each action by the answer's own name (its macro action as the model wrote it).
+    assert curve[-1] == ("What the policy chose in its last training episodes (share of its decisions; the plan or a "
+                         "macro action is one decision however many frames it plays): do 50%, turn 30%, get_wood 20%.")
     assert "Reward the make_wood_pickaxe achievement" in prompt.split("Critic feedback:", 1)[1]
     assert "`env_frames` (optional): train for fewer frames than that, at least 2000" in prompt
     assert "agent.step_to(name)" in prompt  # the served skill API, for the macro actions' code
