@@ -125,8 +125,9 @@ class SessionVecEnv(gym.Env):
             self._report_episodes(batch, done)
         extra: dict[str, Any] = {key: torch.from_numpy(total.astype(np.float32)) for key, total in sums.items()}
         extra["success"] = torch.from_numpy(batch.success.astype(np.float32))
-        extra[CHOICES] = {choice_key(name): torch.from_numpy(self._choices[:, a].astype(np.float32))
-                          for a, name in enumerate(self.action_names)}
+        if done.any():  # Sample Factory reads the stats only when an episode ended
+            extra[CHOICES] = {choice_key(name): torch.from_numpy(self._choices[:, a].astype(np.float32))
+                              for a, name in enumerate(self.action_names)}
         for total in sums.values():
             total[done] = 0
         self._choices[done] = 0

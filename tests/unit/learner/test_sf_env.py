@@ -15,6 +15,7 @@ from rlgpt.env_client import EnvServerLost, RemoteEnv
 from rlgpt.v1 import common_pb2, env_pb2, learner_pb2
 from services.learner.jobs import write_job_config
 from services.learner.sf_env import env_server_for, make_sf_env, worker_seed, worker_splits
+from services.learner.vec_env import choice_action
 
 FAILS_WITH_DIAMOND = ("def skill(agent):\n    yield 'noop'\n"
                       "    if agent.inventory.get('diamond', 0) > 0:\n        raise ValueError('a diamond')\n")
@@ -74,13 +75,17 @@ def test_frames_and_episode_stats_reach_sample_factory(env_server, tmp_path) -> 
         env.reset()
         outcomes = [env.step(np.zeros(1, np.int64)) for _ in range(20)]
         assert [bool(o[3][0]) for o in outcomes] == [False] * 19 + [True]  # the time limit truncates
-        stats = outcomes[-1][4]["episode_extra_stats"]
+        stats = dict(outcomes[-1][4]["episode_extra_stats"])
+        # What the policy chose, per action (escaped for TensorBoard), reported when an episode ends.
+        choices = stats.pop("choices")
+        assert {choice_action(key): float(v[0]) for key, v in choices.items() if v[0]} == {env.action_names[0]: 20.0}
+        assert set(map(choice_action, choices)) == set(env.action_names)
         assert all(isinstance(v, torch.Tensor) and v.shape == (1,) for v in stats.values())
         assert stats["frames"][0] == 20.0 and stats["skill_frames"][0] == stats["skill_uses"][0] == 0.0
         assert stats["skill_errors"][0] == 0.0 and stats["success"][0] in (0.0, 1.0)
         # The server reset the env: the next episode's stats start from zero.
         after = env.step(np.zeros(1, np.int64))[4]["episode_extra_stats"]
-        assert after["frames"][0] == 1.0
+        assert after["frames"][0] == 1.0 and "choices" not in after  # no episode ended
     finally:
         env.close()
 
