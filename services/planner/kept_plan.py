@@ -29,7 +29,7 @@ from services.planner.attempts import Attempts, RLAttempt
 from services.planner.context import AgentSetup, Mode, RunContext
 from services.planner.controller import learner_evaluation
 from services.planner.kept_plan_agent import KeptPlanRevision, answer_form, apply_answer, write_kept_plan
-from services.planner.schemas import SUCCESS_REWARD
+from services.planner.schemas import SUCCESS_REWARD, macro_short_name
 from services.planner.state import Decision, FinalResult, Status, SubTaskState
 
 log = logging.getLogger(__name__)
@@ -227,7 +227,8 @@ def outcome_text(kept: dict[str, Any]) -> str:
     refused = kept.get("refused_macro_actions") or []
     briefing = kept["briefing"]
     chose = choices_text(kept.get("action_shares") or {}, kept.get("config_name", ""))
-    return ("".join(f"Your macro action {r['name'].rsplit('__', 1)[-1]} was refused by its test run and left out "
+    return ("".join(f"Your macro action {macro_short_name(kept.get('config_name', ''), r['name'])} was refused by "
+                    "its test run and left out "
                     f"of that training: {r['error'][:500]}\n" for r in refused)
             + "Learning curve of that training (frames trained: success rate and mean return of the recent "
             f"training episodes):\n{curve_text(kept.get('curve', []))}\n"
