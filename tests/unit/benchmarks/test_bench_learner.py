@@ -33,8 +33,14 @@ def test_in_process_env_steps_as_the_env_server_env(env_server, tmp_path) -> Non
                 local.step(step_actions), remote.step(step_actions))
             assert np.array_equal(l_obs["image"], r_obs["image"]) and np.array_equal(l_obs["vector"], r_obs["vector"])
             assert np.allclose(l_rew, r_rew) and (l_term == r_term).all() and (l_trunc == r_trunc).all()
-            for key, value in l_info["episode_extra_stats"].items():
-                assert np.array_equal(value, r_info["episode_extra_stats"][key]), key
+            l_stats, r_stats = l_info["episode_extra_stats"], r_info["episode_extra_stats"]
+            assert l_stats.keys() == r_stats.keys()
+            for key, value in l_stats.items():
+                if isinstance(value, dict):  # the decisions per action, by action
+                    assert value.keys() == r_stats[key].keys(), key
+                    assert all(np.array_equal(v, r_stats[key][k]) for k, v in value.items()), key
+                else:
+                    assert np.array_equal(value, r_stats[key]), key
             episodes += int((l_term | l_trunc).sum())
         assert episodes >= 4  # stats of whole episodes compared, and the worlds after the server's resets
     finally:
