@@ -23,7 +23,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from benchmarks.common import load_results, machine_info, raw_path, save_results, setup_logging, utc_now, write_section
 from benchmarks.crafter.diamond import PLAN_RUN, REWARD, K, hands_back, load_plan, run_diamond
 from benchmarks.crafter.diamond import agent_prompt as diamond_agent_prompt
-from benchmarks.crafter.diamond_report import plot_diamond, render_section, section_title
+from benchmarks.crafter.diamond_plot import plot_diamond
+from benchmarks.crafter.diamond_report import render_section, section_title
 from rlgpt.v1 import common_pb2
 
 log = logging.getLogger("benchmarks.crafter")

@@ -32,6 +32,17 @@ PLAN_ACTION = "plan"
 def is_macro(action: str) -> bool:
     """Whether an action name is a macro action (a skill or the kept plan), which may take up to K frames."""
     return action.startswith(SKILL_PREFIX) or action == PLAN_ACTION
+
+
+def action_name(action: str, skill_name: Callable[[str], str] = str) -> str:
+    """An action of an RL action space as texts name it: "the plan", a primitive as itself, a skill (a library
+    skill or a macro action) by ``skill_name`` of its registered name (whoever registered it knows how to shorten
+    it)."""
+    if action == PLAN_ACTION:
+        return "the plan"
+    return skill_name(action.removeprefix(SKILL_PREFIX)) if action.startswith(SKILL_PREFIX) else action
+
+
 # Codes after which a session cannot go on (server gone, session expired, request refused for good).
 FATAL_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.NOT_FOUND, grpc.StatusCode.DEADLINE_EXCEEDED,
                          grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.FAILED_PRECONDITION,

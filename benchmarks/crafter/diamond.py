@@ -198,6 +198,12 @@ def agent_prompt(plan: RecordedPlan, work: Path, frames: int, seed: int, episode
     return prompt
 
 
+def macro_label(registered: str) -> str:
+    """A skill the bench registered, by its own name: the plan's skills and the fast agent's macro actions without
+    the bench's registry prefixes."""
+    return registered.removeprefix(AGENT_MACRO_PREFIX).removeprefix("diamond_")
+
+
 def agent_skills(answer: dict[str, Any]) -> dict[str, str]:
     """The registered name -> code of an answer's macro actions (checked against the schema once registered)."""
     return {AGENT_MACRO_PREFIX + str(m.get("name", "")): str(m.get("code", ""))

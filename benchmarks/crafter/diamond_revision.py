@@ -12,7 +12,7 @@ from typing import Any
 from rich.progress import Progress
 
 from benchmarks.crafter.diamond import BRIEFING_SEED_OFFSET, RecordedPlan, agent_prompt
-from benchmarks.crafter.diamond_report import end_kind, p_text, paired
+from benchmarks.crafter.diamond_results import end_kind, p_text, paired
 from benchmarks.crafter.diamond_rules import RULES, run_rules
 from services.planner.agents import evenly
 from services.planner.kept_plan_agent import KeptPlanRevision

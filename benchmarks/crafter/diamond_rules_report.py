@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import machine_line, markdown_table, save_plot
-from benchmarks.crafter.diamond_report import end_kind, p_text, paired
+from benchmarks.crafter.diamond import macro_label
+from benchmarks.crafter.diamond_results import end_kind, p_text, paired
 
 SECTION_TITLE = ("## collect_diamond with a kept plan: the fast agent's macro actions used by fixed rules "
                  "(make bench-diamond-rules)")
@@ -50,7 +51,7 @@ def render_section(results: dict[str, Any], plot: str | None, title: str = SECTI
         machine_line(results["date_utc"], results["machine"], ("crafter",))
         + f". The plan: the last plan of `{Path(r['run']).name}` ({r['llm']}); its macro actions: the fast agent's "
         f"answer for RL around the plan (`{results['answer']}`: "
-        f"{', '.join(m.removeprefix('diamond_macro_') for m in r['macro_actions'])}), written by "
+        f"{', '.join(map(macro_label, r['macro_actions']))}), written by "
         f"{results['answer_llm']}. No policy: each rule below decides, from what a policy would see (the "
         f"observation vector by Describe's labels, and what each step returns), when to use them "
         f"(fight: `{tools['fight']}`, shelter: `{tools['shelter']}`, sword: `{tools['sword']}`); the plan's and the "

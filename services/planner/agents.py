@@ -8,13 +8,14 @@ import logging
 import re
 import time
 from collections.abc import Sequence
+from functools import partial
 from typing import Any, TypeVar
 
 import grpc
 from pydantic import BaseModel
 
 from rlgpt import metrics
-from rlgpt.env_client import PLAN_ACTION, SKILL_PREFIX
+from rlgpt.env_client import action_name
 from rlgpt.llm.client import CallRecord, StructuredOutputError
 from rlgpt.prompts import CompletesJSON, conditions_text
 from rlgpt.reward_kinds import REWARD_KINDS, offered
@@ -152,19 +153,14 @@ def curve_text(points: list[dict[str, Any]], limit: int = MAX_CURVE_POINTS) -> s
 
 def choices_text(shares: dict[str, float], config_name: str = "") -> str:
     """What a trained policy chose in its last training episodes (``shares``: action -> share of its decisions,
-    ``JobProgress.action_shares``), each action by the name its answer used: the plan, a primitive, a library
-    skill, or a macro action by the name the model wrote (``config_name``: the config that registered it)."""
+    ``JobProgress.action_shares``), each action by the name its answer used (:func:`action_name`): the plan, a
+    primitive, a library skill, or a macro action by the name the model wrote (``config_name``: the config that
+    registered it)."""
     if not shares:
         return ""
-
-    def named(action: str) -> str:
-        if action == PLAN_ACTION:
-            return "the plan"
-        skill = action.removeprefix(SKILL_PREFIX)
-        return macro_short_name(config_name, skill) if config_name else skill
-
-    chosen = ", ".join(f"{named(action)} {share:.0%}" for action, share in sorted(shares.items(),
-                                                                                    key=lambda item: -item[1]))
+    named = partial(macro_short_name, config_name) if config_name else str
+    chosen = ", ".join(f"{action_name(action, named)} {share:.0%}"
+                       for action, share in sorted(shares.items(), key=lambda item: -item[1]))
     return ("What the policy chose in its last training episodes (share of its decisions; the plan or a macro "
             f"action is one decision however many frames it plays): {chosen}.")
 

@@ -169,9 +169,9 @@ def train_kept_plan(ctx: RunContext, attempts: Attempts, plan: planner_pb2.Plan,
                 episode_length=attempt.trained.asked.episode_length, plan_alone=True), timeout=3600)
             record.update(job_id=job_id, success_rate=policy.success_rate,
                           plan_alone_success_rate=alone.success_rate, episodes=attempt.trained.asked.episodes,
-                          curve=[{k: p[k] for k in ("env_frames", "success_rate", "mean_return") if k in p}
-                                 for p in attempt.trained.curve],
-                          action_shares=last_shares(attempt.trained.curve), config_name=attempt.config.name)
+                          curve=[{k: p[k] for k in ("env_frames", "success_rate", "mean_return", "action_shares")
+                                  if k in p} for p in attempt.trained.curve],
+                          config_name=attempt.config.name)
             state.status, state.success_rate = Status.DONE, policy.success_rate
     except grpc.RpcError as exc:
         if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
@@ -226,7 +226,7 @@ def outcome_text(kept: dict[str, Any]) -> str:
     will be judged on)."""
     refused = kept.get("refused_macro_actions") or []
     briefing = kept["briefing"]
-    chose = choices_text(kept.get("action_shares") or {}, kept.get("config_name", ""))
+    chose = choices_text(last_shares(kept.get("curve", [])), kept.get("config_name", ""))
     return ("".join(f"Your macro action {macro_short_name(kept.get('config_name', ''), r['name'])} was refused by "
                     "its test run and left out "
                     f"of that training: {r['error'][:500]}\n" for r in refused)

@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt
 
 from rlgpt.errors import FailedPrecondition
 from rlgpt.v1 import planner_pb2
-from services.planner.agents import choices_text
+from services.planner.agents import choices_text, last_shares
 from services.planner.program_code import program_of
 from services.planner.programs import step_text
 from services.planner.state import RunState
@@ -181,7 +181,7 @@ def kept_plan_section(kept: dict[str, Any] | None) -> list[str]:
         return [*lines, f"The training failed: {kept['error']}", ""]
     if (kept.get("briefing") or {}).get("error"):
         lines.append(f"Its revision's briefing could not be scored: {kept['briefing']['error']}")
-    if choices := choices_text(kept.get("action_shares") or {}, kept.get("config_name", "")):
+    if choices := choices_text(last_shares(kept.get("curve", [])), kept.get("config_name", "")):
         lines.append(choices)
     alone = kept.get("plan_alone_success_rate", kept["chain_success_rate"])
     better = kept["success_rate"] > alone
