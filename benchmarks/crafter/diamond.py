@@ -21,7 +21,14 @@ from google.protobuf import json_format
 from rich.progress import Progress
 
 from benchmarks.common import REPO_ROOT
-from benchmarks.crafter.run import EPISODE_LENGTH, read_episodes, start_env_servers, train_job, training_seconds
+from benchmarks.crafter.run import (
+    EPISODE_LENGTH,
+    read_episodes,
+    start_env_servers,
+    train_job,
+    training_seconds,
+    training_span,
+)
 from rlgpt.grpc_client import create_channel
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2, planner_pb2
 from services.learner.jobs import read_progress
@@ -281,6 +288,6 @@ def run_diamond(plan: RecordedPlan, work: Path, frames: int, seed: int, timeout:
             "primitives": list(config.primitive_actions), "macro_actions": macros, "budget": frames,
             "frames": int(last.get("env_frames", 0)), "complete": int(last.get("env_frames", 0)) >= frames,
             "train_episodes": len(episodes), "rc": rc, "wall_s": time.time() - started,
-            "train_s": training_seconds(records),
+            "train_s": training_seconds(records), "trained": training_span(records),
             "chain": chain, "policy": policy, "policy_greedy": greedy, "curve": training_curve(job_dir),
             "job_dir": str(job_dir)}

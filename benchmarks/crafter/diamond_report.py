@@ -106,6 +106,15 @@ def decisions_text(first: dict[str, Any], last: dict[str, Any]) -> str:
             "it plays), the first window -> the last: " + ", ".join(shares) + ".")
 
 
+def trained_text(run: dict[str, Any]) -> str:
+    """When a run's frames were trained (results from 2026-11-28 on): the section's date is when it was scored."""
+    span = run.get("trained") or {}
+    if not span:
+        return ""
+    return (f", from {span['from_utc']} to {span['to_utc']}"
+            + (f" in {span['invocations']} invocations (resumed)" if span["invocations"] > 1 else ""))
+
+
 def render_section(results: dict[str, Any], plot: str | None, title: str = SECTION_TITLE) -> str:
     kind, r = base(results)
     own = kind == "run"  # the bench's own config opens the section; else the fast agent's alone
@@ -138,7 +147,7 @@ def render_section(results: dict[str, Any], plot: str | None, title: str = SECTI
             + ", reward "
             + reward_text(r["reward"])
             + f", episodes of up to 10,000 frames, trained for {frames_cell} ({r['train_episodes']:,} training "
-            f"episodes, {r['train_s'] / 60:.0f} min).")
+            f"episodes, {r['train_s'] / 60:.0f} min{trained_text(r)}).")
     lines = [
         title, "",
         opening + f" All are scored on the same {chain['episodes']} held-out worlds "
@@ -164,7 +173,8 @@ def render_section(results: dict[str, Any], plot: str | None, title: str = SECTI
                "does" if a.get("plan_prior") else "")
             + ("" if own else ", episodes of up to 10,000 frames")
             + f". Trained for {frames_cell} ({a['train_episodes']:,} "
-            f"training episodes, {a['train_s'] / 60:.0f} min, {agent['date_utc']}); the answer is "
+            f"training episodes, {a['train_s'] / 60:.0f} min{trained_text(a) or ', ' + agent['date_utc']}); the "
+            "answer is "
             f"`{agent['answer']}`.", ""]
     shown = controllers(results)
     rows = []

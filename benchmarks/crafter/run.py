@@ -9,6 +9,7 @@ the score are computed over those that ended within the budget, as Crafter's pro
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -89,6 +90,18 @@ def training_seconds(progress: list[dict[str, Any]]) -> float:
             total += last
         last = record["elapsed"]
     return total + last
+
+
+def training_span(progress: list[dict[str, Any]]) -> dict[str, Any]:
+    """When a job trained: its first and last progress records (UTC) and how many training invocations wrote them
+    (a resumed job starts its elapsed time from 0 again), so that a section measured on one day says when the
+    frames it reports were trained."""
+    if not progress:
+        return {}
+    resumed = sum(b["elapsed"] < a["elapsed"] for a, b in itertools.pairwise(progress))
+    stamp = "%Y-%m-%d %H:%M UTC"
+    return {"from_utc": time.strftime(stamp, time.gmtime(progress[0]["time"])),
+            "to_utc": time.strftime(stamp, time.gmtime(progress[-1]["time"])), "invocations": resumed + 1}
 
 
 def summarise(job_dir: Path, budget: int, achievements: list[str]) -> dict[str, Any]:

@@ -212,3 +212,19 @@ def test_the_training_curve_says_what_the_policy_chose(tmp_path) -> None:
     assert ("Its decisions (share of the policy's choices, a plan or macro action one choice however many frames it "
             "plays), the first window -> the last: the plan 95% -> 50%, do 5% -> 25%, shelter 0% -> 25%.") in \
         render_section(data, None)
+
+
+def test_a_resumed_training_says_when_its_frames_were_trained() -> None:
+    from benchmarks.crafter.run import training_span
+
+    day = 1_795_800_000.0  # 2026-11-27 17:20 UTC
+    progress = [{"time": day, "elapsed": 10.0}, {"time": day + 600, "elapsed": 610.0},
+                {"time": day + 86_400, "elapsed": 5.0}, {"time": day + 90_000, "elapsed": 3605.0}]
+    span = training_span(progress)
+    assert span == {"from_utc": "2026-11-27 17:20 UTC", "to_utc": "2026-11-28 18:20 UTC", "invocations": 2}
+    assert training_span(progress[:2])["invocations"] == 1 and training_span([]) == {}
+    data = results()
+    assert "from 2026" not in render_section(data, None)  # results before 2026-11-28 have no span
+    data["run"]["trained"] = span
+    assert ("(30 training episodes, 2 min, from 2026-11-27 17:20 UTC to 2026-11-28 18:20 UTC in 2 invocations "
+            "(resumed))") in render_section(data, None)
