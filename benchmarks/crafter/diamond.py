@@ -125,7 +125,8 @@ def outcome(response: learner_pb2.EvaluateResponse, frames: int, seconds: float)
             "links": [json_format.MessageToDict(link, preserving_proto_field_name=True,
                                                 always_print_fields_with_no_presence=True) for link in response.links],
             "ends": [{"success": e.success, "end_reason": e.end_reason, "death_cause": e.death_cause,
-                      "steps": e.steps} for e in response.episodes]}
+                      "steps": e.steps} for e in response.episodes],
+            "actions": dict(sorted(response.action_shares.items(), key=lambda item: -item[1]))}
 
 
 def play_plan_alone(target: str, config: learner_pb2.RLConfig, episodes: int,

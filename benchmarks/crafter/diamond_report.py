@@ -93,6 +93,12 @@ def action_label(name: str) -> str:
     return action_name(name, macro_label)
 
 
+def shares_text(shares: dict[str, float]) -> str:
+    """Shares of decisions per action, the largest first: "the plan 93%, shelter 4%"."""
+    return ", ".join(f"{action_label(n)} {100 * share:.0f}%" for n, share in sorted(shares.items(),
+                                                                                 key=lambda item: -item[1]))
+
+
 def decisions_text(first: dict[str, Any], last: dict[str, Any]) -> str:
     """What the policy chose in training, the first window against the last (share of its decisions per action;
     a plan or macro action is one decision however many frames it plays)."""
@@ -104,6 +110,11 @@ def decisions_text(first: dict[str, Any], last: dict[str, Any]) -> str:
               f"{100 * last['actions'].get(n, 0.0):.0f}%" for n in names]
     return (" Its decisions (share of the policy's choices, a plan or macro action one choice however many frames "
             "it plays), the first window -> the last: " + ", ".join(shares) + ".")
+
+
+def held_out_choices(result: dict[str, Any]) -> str:
+    """What a policy chose on the held-out worlds (results from 2026-11-28 on)."""
+    return f" Its decisions on these worlds: {shares_text(result['actions'])}." if result.get("actions") else ""
 
 
 def trained_text(run: dict[str, Any]) -> str:
@@ -210,7 +221,7 @@ def render_section(results: dict[str, Any], plot: str | None, title: str = SECTI
         lines.append(f"{label[0].upper()}{label[1:]}: collect_diamond in {100 * result['success_rate']:.1f}% of the "
                      f"held-out worlds, {versus} {chain_label} ({100 * own_chain['success_rate']:.1f}%)."
                      + (f" Its {len(own_chain['ends'])} episodes ended exactly as the chain's (same frames, same "
-                        "ends)." if same else " " + paired_text(result, own_chain)))
+                        "ends)." if same else " " + paired_text(result, own_chain)) + held_out_choices(result))
     for name, who, _ in VARIANTS:
         if variant(results, name).get("plan_prior"):
             who += f", starting on the plan (p={variant(results, name)['plan_prior']:g})"

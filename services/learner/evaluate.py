@@ -73,6 +73,7 @@ def play(config: learner_pb2.RLConfig, env_server: str, episodes: int, first_see
                                                  record=True, autoreset=True))
     first = FirstEpisodes(episodes, frames_per_episode)
     plan = PlanProgress([step.skill for step in config.plan], episodes)
+    decisions = np.zeros(len(session.actions), np.int64)  # per action, over the counted episodes
     try:
         if chooser is None:
             plan_action = list(session.actions).index(PLAN_ACTION)
@@ -84,8 +85,10 @@ def play(config: learner_pb2.RLConfig, env_server: str, episodes: int, first_see
         live = first.live  # row r of pixels and vectors is env live[r]
         while live and first.frames < max_frames:
             first.see(pixels, live)
+            actions = choose(live, pixels, vectors, last)
+            decisions += np.bincount(actions, minlength=len(decisions))  # live envs only play first episodes
             step = stub.Step(env_pb2.StepRequest(session_id=session.session_id, env_indices=live,
-                                                 actions=choose(live, pixels, vectors, last)))
+                                                 actions=actions))
             first.record(step, live)
             plan.record(step, live)
             last.update((i, (step.infos[r], step.frames[r])) for r, i in enumerate(live))
@@ -93,4 +96,8 @@ def play(config: learner_pb2.RLConfig, env_server: str, episodes: int, first_see
     finally:
         stub.CloseSession(env_pb2.CloseSessionRequest(session_id=session.session_id))
         channel.close()
-    return first.response(plan.links() if config.plan else ())
+    response = first.response(plan.links() if config.plan else ())
+    total = int(decisions.sum())
+    response.action_shares.update({name: n / total for name, n in zip(session.actions, decisions.tolist(),
+                                                                      strict=True) if n})
+    return response

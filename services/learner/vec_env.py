@@ -77,6 +77,7 @@ class SessionVecEnv(gym.Env):
         self._returns = np.zeros(self.num_agents, np.float64)
         # Decisions per action of each env's episode: what the policy chose (the episode records, the progress).
         self._choices = np.zeros((self.num_agents, len(self.action_names)), np.int64)
+        self._rows = np.arange(self.num_agents)
 
     @staticmethod
     def _observation(obs: Observation) -> Observation:
@@ -120,7 +121,7 @@ class SessionVecEnv(gym.Env):
                 for key in obs:
                     obs[key][failed] = fresh[key]
         done = terminated | truncated
-        np.add.at(self._choices, (np.arange(self.num_agents), acts), 1)
+        self._choices[self._rows, acts] += 1  # one decision per env: rows are distinct, no np.add.at needed
         if self._on_episode is not None:
             self._report_episodes(batch, done)
         extra: dict[str, Any] = {key: torch.from_numpy(total.astype(np.float32)) for key, total in sums.items()}

@@ -72,6 +72,10 @@ def test_evaluating_a_plan_job_reports_how_far_its_episodes_got(learner) -> None
     assert (wood.name, table.name) == ("kept_wood", "kept_table") and wood.reached == 4
     assert table.reached == wood.succeeded and table.succeeded == sum(e.success for e in evaluation.episodes)
     assert wood.succeeded == 0 or wood.mean_frames > 0
+    # What the policy chose: shares of its decisions over the four episodes, among the job's own actions.
+    shares = dict(evaluation.action_shares)
+    assert shares and set(shares) <= {"plan", *plan_config(600, table_plan()).primitive_actions}
+    assert sum(shares.values()) == pytest.approx(1.0)
     greedy = learner.stub.Evaluate(learner_pb2.EvaluateRequest(job_id=job_id, episodes=4, seed=2, greedy=True),
                                    timeout=300)  # the policy's most probable actions: the same worlds played again
     assert len(greedy.episodes) == 4 and [link.name for link in greedy.links] == ["kept_wood", "kept_table"]

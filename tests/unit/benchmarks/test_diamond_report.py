@@ -228,3 +228,11 @@ def test_a_resumed_training_says_when_its_frames_were_trained() -> None:
     data["run"]["trained"] = span
     assert ("(30 training episodes, 2 min, from 2026-11-27 17:20 UTC to 2026-11-28 18:20 UTC in 2 invocations "
             "(resumed))") in render_section(data, None)
+
+
+def test_a_policy_says_what_it_chose_on_the_held_out_worlds() -> None:
+    data = results()
+    assert "Its decisions on these worlds" not in render_section(data, None)  # scored before 2026-11-28
+    data["run"]["policy"]["actions"] = {"do": 0.05, "plan": 0.9, "skill:diamond_macro_shelter": 0.05}
+    assert ("(exact McNemar test, two-sided p = 1.00; a difference this size is within chance). Its decisions on "
+            "these worlds: the plan 90%, do 5%, shelter 5%.") in render_section(data, None)

@@ -42,3 +42,4 @@ def test_only_the_episodes_still_counted_are_stepped(env_server, tmp_path: Path)
     # The frames stepped are the counted episodes' own: an env whose first episode ended is not stepped on (all
     # four stepped until the longest ended would be 4 x its length).
     assert stepped() - before == sum(lengths) < 4 * max(lengths)
+    assert dict(response.action_shares) == {"plan": 1.0}  # the plan alone: every decision is the plan's
