@@ -70,5 +70,6 @@ def plot_diamond(results: dict[str, Any], path: Path) -> Path:
                                  r["interrupt"].get("threat_within"))) if on]
         start += ", control back " + " or ".join(hand)
     # Wrapped: a long title (the agent's config, a prior, interrupts) would run off the figure's edges.
-    fig.suptitle(textwrap.fill(f"{r['task']}: the chain alone vs APPO around the kept plan{start}", 110))
+    run = f" (run {results['tag']})" if results.get("tag") else ""  # which of a bench's runs: its tag
+    fig.suptitle(textwrap.fill(f"{r['task']}: the chain alone vs APPO around the kept plan{start}{run}", 110))
     return save_plot(fig, path)
