@@ -72,6 +72,11 @@ def main(
     tag: Annotated[str, typer.Option(help="A name for a run of its own (lowercase letters, digits, '-'): its raw "
                                           "results, figure and section are kept apart from the untagged run of "
                                           "the same kind (e.g. a re-run on more worlds after a change).")] = "",
+    epochs: Annotated[int, typer.Option(help="Passes over each batch of experience (RLConfig.num_epochs; 0: the "
+                                             "learner's default, one).", min=0, max=16)] = 0,
+    minibatches: Annotated[int, typer.Option(help="Minibatches per pass, one gradient step each "
+                                                  "(RLConfig.num_minibatches; 0: the learner's default, one).",
+                                             min=0, max=16)] = 0,
     report_only: Annotated[bool, typer.Option(help="Rebuild the section from the saved results.")] = False,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
 ) -> None:
@@ -110,7 +115,7 @@ def main(
             weights = {**dict(REWARD), "death": death, "health": health}
             run["run"] = run_diamond(plan, work.resolve(), frames, seed, timeout, progress, episodes, k,
                                      tuple(weights.items()), answer=answer, plan_prior=plan_prior,
-                                     interrupt=interrupt, tag=tag)
+                                     interrupt=interrupt, tag=tag, updates=(epochs, minibatches))
         if answer is not None:
             results["agent"] = {**run, "llm": agent_llm, "answer": str(agent_answer)}
         else:

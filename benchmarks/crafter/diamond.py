@@ -235,7 +235,8 @@ def hands_back(answer: dict[str, Any]) -> bool:
 def run_diamond(plan: RecordedPlan, work: Path, frames: int, seed: int, timeout: float, progress: Progress,
                 eval_episodes: int, k: int = K, reward: tuple[tuple[str, float], ...] = REWARD,
                 answer: dict[str, Any] | None = None, plan_prior: float = 0.0,
-                interrupt: common_pb2.PlanInterrupt | None = None, tag: str = "") -> dict[str, Any]:
+                interrupt: common_pb2.PlanInterrupt | None = None, tag: str = "",
+                updates: tuple[int, int] = (0, 0)) -> dict[str, Any]:
     """Registers the plan's skills, scores the chain alone, trains (or resumes) APPO around the plan and scores
     the policy on the same held-out worlds. ``answer``: the fast agent's config for it (its primitives, macro
     actions, K, interrupts and reward terms after the plan's stage and success terms) started on the plan as the
@@ -243,7 +244,9 @@ def run_diamond(plan: RecordedPlan, work: Path, frames: int, seed: int, timeout:
     it the bench's own (``k``, ``reward``, :data:`PRIMITIVES`). ``plan_prior``: the untrained policy's probability
     of the plan action (``RLConfig.plan_prior``), in the job ``kept-plan-prior``; with ``interrupt`` (when a plan
     action hands control back early, ``RLConfig.plan_interrupt``) in the job ``kept-plan-interrupt``. ``tag``: a
-    run of its own, its job's name ending in ``-<tag>`` (never resuming the untagged run's job)."""
+    run of its own, its job's name ending in ``-<tag>`` (never resuming the untagged run's job). ``updates``:
+    passes over each batch and minibatches per pass (``RLConfig.num_epochs``, ``num_minibatches``; 0: the
+    learner's defaults)."""
     interrupting = interrupt is not None and (interrupt.damage or interrupt.threat_within > 0)
     if answer is not None:  # as the planner trains around a kept plan: the policy starts on the plan
         plan_prior = KEPT_PLAN_PRIOR
@@ -254,6 +257,7 @@ def run_diamond(plan: RecordedPlan, work: Path, frames: int, seed: int, timeout:
         job_dir = job_dir.with_name(f"{job_dir.name}-{tag}")
     job_dir.mkdir(parents=True, exist_ok=True)
     config = plan_config(plan, frames, seed, k, reward, plan_prior, interrupt)
+    config.num_epochs, config.num_minibatches = updates
     skills = {SKILL_PREFIX + name: code for name, code, _ in plan.steps}
     macros = agent_skills(answer) if answer is not None else {}
     config.skills.extend(macros)  # so that every env server gets them with the plan's skills
@@ -290,5 +294,6 @@ def run_diamond(plan: RecordedPlan, work: Path, frames: int, seed: int, timeout:
             "frames": int(last.get("env_frames", 0)), "complete": int(last.get("env_frames", 0)) >= frames,
             "train_episodes": len(episodes), "rc": rc, "wall_s": time.time() - started,
             "train_s": training_seconds(records), "trained": training_span(records),
+            "updates": {"epochs": config.num_epochs or 1, "minibatches": config.num_minibatches or 1},
             "chain": chain, "policy": policy, "policy_greedy": greedy, "curve": training_curve(job_dir),
             "job_dir": str(job_dir)}

@@ -126,6 +126,16 @@ def trained_text(run: dict[str, Any]) -> str:
             + (f" in {span['invocations']} invocations (resumed)" if span["invocations"] > 1 else ""))
 
 
+def updates_text(run: dict[str, Any]) -> str:
+    """How hard the learner worked each batch, when not its default of one gradient step per batch."""
+    up = run.get("updates") or {}
+    if up.get("epochs", 1) == 1 and up.get("minibatches", 1) == 1:
+        return ""
+    return (f", {up['epochs']} passes over each batch in {up['minibatches']} minibatches "
+            f"({up['epochs'] * up['minibatches']} gradient steps per batch instead of the learner's one; "
+            "`RLConfig.num_epochs`, `num_minibatches`)")
+
+
 def render_section(results: dict[str, Any], plot: str | None, title: str = SECTION_TITLE) -> str:
     kind, r = base(results)
     own = kind == "run"  # the bench's own config opens the section; else the fast agent's alone
@@ -157,6 +167,7 @@ def render_section(results: dict[str, Any], plot: str | None, title: str = SECTI
             + (interrupt_text(r["interrupt"]) if interrupting(r) else "")
             + ", reward "
             + reward_text(r["reward"])
+            + updates_text(r)
             + f", episodes of up to 10,000 frames, trained for {frames_cell} ({r['train_episodes']:,} training "
             f"episodes, {r['train_s'] / 60:.0f} min{trained_text(r)}).")
     lines = [
@@ -182,7 +193,7 @@ def render_section(results: dict[str, Any], plot: str | None, title: str = SECTI
             + " (stage and success are the planner's)"
             + (f"; the policy starting on the plan action with probability {a['plan_prior']:g}, as the planner's "
                "does" if a.get("plan_prior") else "")
-            + ("" if own else ", episodes of up to 10,000 frames")
+            + updates_text(a) + ("" if own else ", episodes of up to 10,000 frames")
             + f". Trained for {frames_cell} ({a['train_episodes']:,} "
             f"training episodes, {a['train_s'] / 60:.0f} min{trained_text(a) or ', ' + agent['date_utc']}); the "
             "answer is "

@@ -43,14 +43,6 @@ def session_request(config: learner_pb2.RLConfig, seed: int, *, num_envs: int = 
         plan_interrupt=config.plan_interrupt)
 
 
-def worker_splits(envs_per_worker: int, device: str) -> int:
-    """Sample Factory's worker splits for a job. Double-buffered sampling (2 splits: one group of envs steps
-    while the policy acts for the other) pays on a GPU, whose inference overlaps the env work; on CPU both
-    compete for the same cores and smaller batches cost more (measured on 2 cores, in-process: 770 frames/s
-    with 2 splits, 860 with 1). Two splits need an even number of envs."""
-    return 2 if device == "cuda" and envs_per_worker >= 2 and envs_per_worker % 2 == 0 else 1
-
-
 def worker_seed(config: learner_pb2.RLConfig, worker_index: int) -> int:
     """The base world seed of a rollout worker's session (its env ``i`` plays ``seed + i`` first): distinct and
     reproducible per worker."""

@@ -236,3 +236,12 @@ def test_a_policy_says_what_it_chose_on_the_held_out_worlds() -> None:
     data["run"]["policy"]["actions"] = {"do": 0.05, "plan": 0.9, "skill:diamond_macro_shelter": 0.05}
     assert ("(exact McNemar test, two-sided p = 1.00; a difference this size is within chance). Its decisions on "
             "these worlds: the plan 90%, do 5%, shelter 5%.") in render_section(data, None)
+
+
+def test_a_run_with_more_gradient_steps_per_batch_says_so() -> None:
+    data = results()
+    assert "gradient steps per batch" not in render_section(data, None)  # the learner's default: not said
+    data["run"]["updates"] = {"epochs": 4, "minibatches": 4}
+    assert ("reward stage +1, death -1, 4 passes over each batch in 4 minibatches (16 gradient steps per batch "
+            "instead of the learner's one; `RLConfig.num_epochs`, `num_minibatches`), episodes of up to 10,000 "
+            "frames") in render_section(data, None)

@@ -50,6 +50,10 @@ def test_defaults_are_filled() -> None:
      "plan_interrupt.threat_within=9: must be in 1..8 cells"),
     ({"plan": PLAN, "plan_interrupt": common_pb2.PlanInterrupt(threat_within=-1)},
      "plan_interrupt.threat_within=-1: must be in 1..8 cells"),
+    ({"num_epochs": 17}, "num_epochs=17: must be in 1..16 (0 means 1)"),
+    ({"num_minibatches": -1}, "num_minibatches=-1: must be in 1..16 (0 means 1)"),
+    ({"num_workers": 2, "envs_per_worker": 3, "num_minibatches": 4},
+     "num_minibatches=4: a batch holds 6 trajectories (num_workers x envs_per_worker), which it must divide evenly"),
 ])
 def test_bad_config(fields: dict, needle: str) -> None:
     with pytest.raises(InvalidArgument, match="invalid RL config") as info:

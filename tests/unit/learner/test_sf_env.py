@@ -14,7 +14,8 @@ import torch
 from rlgpt.env_client import EnvServerLost, RemoteEnv
 from rlgpt.v1 import common_pb2, env_pb2, learner_pb2
 from services.learner.jobs import write_job_config
-from services.learner.sf_env import env_server_for, make_sf_env, worker_seed, worker_splits
+from services.learner.rl_config import worker_splits
+from services.learner.sf_env import env_server_for, make_sf_env, worker_seed
 from services.learner.vec_env import choice_action
 
 FAILS_WITH_DIAMOND = ("def skill(agent):\n    yield 'noop'\n"

@@ -45,6 +45,7 @@ def test_sample_factory_arguments_follow_the_config(tmp_path: Path, workers: int
     assert args["train_for_env_steps"] == "5000" and args["seed"] == "9"
     assert args["use_rnn"] == "False" and args["restart_behavior"] == "resume"
     assert "learning_rate" not in args  # Sample Factory's default unless the config sets one
+    assert (args["num_epochs"], args["num_batches_per_epoch"]) == ("1", "1")  # one pass, one step per batch
 
 
 def test_a_gpu_job_trains_on_cuda_and_sample_factory_accepts_the_device(tmp_path: Path) -> None:
@@ -98,6 +99,16 @@ def test_sample_factory_parses_the_arguments(tmp_path: Path) -> None:
     assert cfg.train_for_env_steps == 5000 and cfg.learning_rate == pytest.approx(0.001) and cfg.use_rnn is False
     with pytest.raises(SystemExit):  # the job dir is required
         parse_cfg([f"--env={ENV_NAME}", "--experiment=x"])
+
+
+def test_more_passes_and_minibatches_learn_more_from_each_batch(tmp_path: Path) -> None:
+    # The batch (256 transitions: 2 workers x 4 envs x 32) is split into 4 minibatches of 2 rollouts each, and
+    # passed over 3 times: 12 gradient steps per batch instead of 1; Sample Factory accepts it.
+    config = learner_pb2.RLConfig(env_frames=5000, num_workers=2, envs_per_worker=4, seed=9, num_epochs=3,
+                                  num_minibatches=4)
+    cfg = parse_cfg(sf_argv(config, tmp_path / "job1", "cpu"))
+    assert (cfg.batch_size, cfg.num_batches_per_epoch, cfg.num_epochs) == (64, 4, 3)
+    assert cfg.batch_size * cfg.num_batches_per_epoch == ROLLOUT * 2 * 4
 
 
 class Runner:
