@@ -22,6 +22,15 @@ def sf_arg(settings: dict[str, Any], name: str) -> str:
     return next((a.split("=", 1)[1] for a in settings["sf_argv"] if a.startswith(f"--{name}=")), "?")
 
 
+def batch_text(settings: dict[str, Any]) -> str:
+    """The batch, its minibatches (one gradient step each) and passes over it, from the run's own argv."""
+    size, parts, passes = (sf_arg(settings, name) for name in ("batch_size", "num_batches_per_epoch", "num_epochs"))
+    if not parts.isdigit() or not size.isdigit():  # runs before 2026-11-28 passed one minibatch, one epoch
+        return f"batch {size}, 1 epoch"
+    return (f"batch {int(size) * int(parts)}" + (f" in {parts} minibatches of {size}" if int(parts) > 1 else "")
+            + f", {passes} epoch{'s' if passes != '1' else ''}")
+
+
 def header(results: dict[str, Any]) -> list[str]:
     m, st = results["machine"], results["settings"]
     return [
@@ -32,7 +41,7 @@ def header(results: dict[str, Any]) -> list[str]:
         f"Settings: Crafter task `collect_wood`, primitive actions only (frames == decisions), episode length "
         f"{st['episode_length']}; APPO through `services.learner.train` (`sf_argv`): {st['num_workers']} rollout "
         f"workers x {st['envs_per_worker']} envs (worker splits: {sf_arg(st, 'worker_num_splits')}), rollout "
-        f"{sf_arg(st, 'rollout')}, batch {sf_arg(st, 'batch_size')}, 1 epoch, no RNN, CPU; budget "
+        f"{sf_arg(st, 'rollout')}, {batch_text(st)}, no RNN, CPU; budget "
         f"{st['frames_budget']:,} env frames per run. *Raw stepping*: `CrafterBackend` envs ({st['envs_per_worker']} "
         f"per process) with random actions for {st['raw_seconds']:.0f} s, in 1 and in {st['num_workers']} "
         "processes. *In-process*: the learner's vector env over a local `Session` per rollout worker (what the "

@@ -52,9 +52,14 @@ class EnvVocabulary:
 DEFAULT_NUM_WORKERS = 2
 """Rollout workers when ``num_workers`` is 0, capped by this machine's cores (:func:`num_workers`)."""
 DEFAULT_ENVS_PER_WORKER = 8
-"""Envs per rollout worker when ``envs_per_worker`` is 0. Eight rather than four: a worker's envs go to its env
-server in one call and to inference in one batch, so per-call and per-batch costs are shared by twice the frames
-(2 cores, 2 workers, 2026-11-27: via 2 env servers 272 -> 339 frames/s, in-process 315 -> 340)."""
+"""Envs per rollout worker when ``envs_per_worker`` is 0. A worker's envs go to its env server in one call and to
+inference in one batch, so per-call and per-batch costs are shared by more frames (2 cores, 2 workers,
+2026-11-27: 4 -> 8 envs, via 2 env servers 272 -> 339 frames/s). Not 16: it made in-process training faster
+(340 -> 409) but not training through 2 env servers, the learner's own path (362 -> 363)."""
+MINIBATCH_TRAJECTORIES = 16
+"""Trajectories (rollouts) per gradient step when ``num_minibatches`` is 0: a batch of more is split into
+minibatches of about this many (:func:`minibatches`), so more envs per worker, which make a batch bigger and each
+frame cheaper, do not also mean fewer gradient steps per frame."""
 DEFAULT_SKILL_MAX_STEPS = 32
 """K, frames per skill action, when ``skill_max_steps`` is 0 and the config has skills (1 without)."""
 MAX_EPOCHS = 16
@@ -114,6 +119,21 @@ def worker_splits(envs_per_worker: int, device: str) -> int:
     return 2 if device == "cuda" and envs_per_worker >= 2 and envs_per_worker % 2 == 0 else 1
 
 
+def batch_trajectories(config: learner_pb2.RLConfig, device: str) -> int:
+    """Trajectories (rollouts of every env of a worker split) in one batch of a filled config."""
+    return config.num_workers * config.envs_per_worker // worker_splits(config.envs_per_worker, device)
+
+
+def minibatches(config: learner_pb2.RLConfig, device: str) -> int:
+    """Minibatches per pass over a batch: the config's, or by default about :data:`MINIBATCH_TRAJECTORIES`
+    trajectories each where that divides the batch evenly (else the batch is one minibatch)."""
+    if config.num_minibatches:
+        return config.num_minibatches
+    trajectories = batch_trajectories(config, device)
+    n = trajectories // MINIBATCH_TRAJECTORIES
+    return n if n > 1 and trajectories % n == 0 else 1
+
+
 def update_problems(config: learner_pb2.RLConfig, filled: learner_pb2.RLConfig,
                     settings: LearnerSettings) -> list[str]:
     """Passes and minibatches: each in range, and the minibatches splitting a batch's trajectories evenly (Sample
@@ -121,7 +141,8 @@ def update_problems(config: learner_pb2.RLConfig, filled: learner_pb2.RLConfig,
     problems = []
     for field in ("num_epochs", "num_minibatches"):
         if not 0 <= getattr(config, field) <= MAX_EPOCHS:
-            problems.append(f"{field}={getattr(config, field)}: must be in 1..{MAX_EPOCHS} (0 means 1)")
+            problems.append(f"{field}={getattr(config, field)}: must be in 1..{MAX_EPOCHS} (0: the learner's "
+                            "default)")
     splits = worker_splits(filled.envs_per_worker, "cuda" if config.gpu else settings.device)
     trajectories = filled.num_workers * filled.envs_per_worker // splits
     if 0 < config.num_minibatches <= MAX_EPOCHS and trajectories % config.num_minibatches:

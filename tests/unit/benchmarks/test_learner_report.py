@@ -94,3 +94,15 @@ def test_section_is_rendered_from_the_data() -> None:
             in section)
     assert "| APPO training via 2 env servers | 400 (320) | 40% | 2,000 MiB + server 300 MiB | 0.30 | 5% |" in section
     assert "rollout 32, batch 128" in section
+
+
+def test_the_batch_is_told_with_its_minibatches_and_passes() -> None:
+    from benchmarks.learner.report import batch_text
+
+    def told(*argv: str) -> str:
+        return batch_text({"sf_argv": list(argv)})
+
+    assert told("--batch_size=512", "--num_batches_per_epoch=1", "--num_epochs=1") == "batch 512, 1 epoch"
+    assert told("--batch_size=256", "--num_batches_per_epoch=2", "--num_epochs=3") == (
+        "batch 512 in 2 minibatches of 256, 3 epochs")
+    assert told("--batch_size=512") == "batch 512, 1 epoch"  # a run from before minibatches were passed

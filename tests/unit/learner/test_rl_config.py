@@ -2,7 +2,7 @@ import pytest
 
 from rlgpt.errors import FailedPrecondition, InvalidArgument
 from rlgpt.v1 import common_pb2, learner_pb2
-from services.learner.rl_config import EnvVocabulary, check_device, validate_rl_config
+from services.learner.rl_config import DEFAULT_ENVS_PER_WORKER, EnvVocabulary, check_device, validate_rl_config
 from services.learner.servicer import pure_rl_baseline
 from services.learner.settings import LearnerSettings
 
@@ -23,7 +23,8 @@ def config(**fields) -> learner_pb2.RLConfig:
 def test_defaults_are_filled() -> None:
     filled = validate_rl_config(config(skills=["chop"], observe=["status", "inventory/wood"]), VOCAB, SETTINGS)
     assert filled.backend == "crafter" and filled.runner == "local" and filled.skill_max_steps == 32
-    assert filled.num_workers >= 1 and filled.envs_per_worker == 8 and filled.episode_length == 1000
+    assert filled.num_workers >= 1 and filled.envs_per_worker == DEFAULT_ENVS_PER_WORKER
+    assert filled.episode_length == 1000
 
 
 @pytest.mark.parametrize(("fields", "needle"), [
@@ -50,8 +51,8 @@ def test_defaults_are_filled() -> None:
      "plan_interrupt.threat_within=9: must be in 1..8 cells"),
     ({"plan": PLAN, "plan_interrupt": common_pb2.PlanInterrupt(threat_within=-1)},
      "plan_interrupt.threat_within=-1: must be in 1..8 cells"),
-    ({"num_epochs": 17}, "num_epochs=17: must be in 1..16 (0 means 1)"),
-    ({"num_minibatches": -1}, "num_minibatches=-1: must be in 1..16 (0 means 1)"),
+    ({"num_epochs": 17}, "num_epochs=17: must be in 1..16 (0: the learner's default)"),
+    ({"num_minibatches": -1}, "num_minibatches=-1: must be in 1..16 (0: the learner's default)"),
     ({"num_workers": 2, "envs_per_worker": 3, "num_minibatches": 4},
      "num_minibatches=4: a batch holds 6 trajectories (num_workers x envs_per_worker), which it must divide evenly"),
 ])

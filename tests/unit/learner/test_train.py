@@ -101,6 +101,20 @@ def test_sample_factory_parses_the_arguments(tmp_path: Path) -> None:
         parse_cfg([f"--env={ENV_NAME}", "--experiment=x"])
 
 
+def test_a_bigger_batch_is_split_so_gradient_steps_per_frame_stay(tmp_path: Path) -> None:
+    from services.learner.rl_config import MINIBATCH_TRAJECTORIES, minibatches
+
+    # 2 workers x 16 envs: 32 trajectories a batch, two minibatches of 16 (as many steps per frame as 2 x 8).
+    config = learner_pb2.RLConfig(env_frames=5000, num_workers=2, envs_per_worker=16, seed=9)
+    args = dict(arg.removeprefix("--").split("=", 1) for arg in sf_argv(config, tmp_path / "job1", "cpu"))
+    assert (args["batch_size"], args["num_batches_per_epoch"]) == (str(ROLLOUT * MINIBATCH_TRAJECTORIES), "2")
+    small = learner_pb2.RLConfig(num_workers=2, envs_per_worker=8)
+    assert minibatches(small, "cpu") == 1  # 16 trajectories: one minibatch
+    assert minibatches(learner_pb2.RLConfig(num_workers=3, envs_per_worker=14), "cpu") == 2  # 42 = 2 x 21
+    assert minibatches(learner_pb2.RLConfig(num_workers=2, envs_per_worker=16, num_minibatches=4), "cpu") == 4
+    assert minibatches(learner_pb2.RLConfig(num_workers=2, envs_per_worker=16), "cuda") == 1  # 2 splits: 16
+
+
 def test_more_passes_and_minibatches_learn_more_from_each_batch(tmp_path: Path) -> None:
     # The batch (256 transitions: 2 workers x 4 envs x 32) is split into 4 minibatches of 2 rollouts each, and
     # passed over 3 times: 12 gradient steps per batch instead of 1; Sample Factory accepts it.
