@@ -143,8 +143,8 @@ def update_problems(config: learner_pb2.RLConfig, filled: learner_pb2.RLConfig,
         if not 0 <= getattr(config, field) <= MAX_EPOCHS:
             problems.append(f"{field}={getattr(config, field)}: must be in 1..{MAX_EPOCHS} (0: the learner's "
                             "default)")
-    splits = worker_splits(filled.envs_per_worker, "cuda" if config.gpu else settings.device)
-    trajectories = filled.num_workers * filled.envs_per_worker // splits
+    device = "cuda" if config.gpu else settings.device
+    trajectories, splits = batch_trajectories(filled, device), worker_splits(filled.envs_per_worker, device)
     if 0 < config.num_minibatches <= MAX_EPOCHS and trajectories % config.num_minibatches:
         problems.append(f"num_minibatches={config.num_minibatches}: a batch holds {trajectories} trajectories "
                         f"(num_workers x envs_per_worker{' / 2 worker splits' if splits > 1 else ''}), which it "
