@@ -243,6 +243,12 @@ def render_section(results: dict[str, Any], plot: str | None, title: str = SECTI
                          f"(the first {first['frames']:,} frames) to {100 * last['success_rate']:.1f}% (the last "
                          f"window, by {last['frames']:,} frames); deaths from {100 * first['deaths']:.0f}% to "
                          f"{100 * last['deaths']:.0f}% of episodes." + decisions_text(first, last))
+        if (prior := variant(results, name).get("plan_prior")) and (variant(results, name).get("policy") or {}).get(
+                "actions"):
+            others = len(variant(results, name)["primitives"]) + len(variant(results, name).get("macro_actions", {}))
+            lines.append(f"Untrained, the policy chose the plan with probability {100 * prior:.0f}% and each of the "
+                         f"other {others} actions with {100 * (1 - prior) / others:.0f}% (`RLConfig.plan_prior`): "
+                         "compare its decisions on the held-out worlds above.")
     lines += [str(note) for note in r.get("notes", [])]  # what is known of the run besides its numbers
     if plot:
         lines += ["", f"![collect_diamond with a kept plan]({plot})"]

@@ -236,6 +236,10 @@ def test_a_policy_says_what_it_chose_on_the_held_out_worlds() -> None:
     data["run"]["policy"]["actions"] = {"do": 0.05, "plan": 0.9, "skill:diamond_macro_shelter": 0.05}
     assert ("(exact McNemar test, two-sided p = 1.00; a difference this size is within chance). Its decisions on "
             "these worlds: the plan 90%, do 5%, shelter 5%.") in render_section(data, None)
+    assert "Untrained, the policy" not in render_section(data, None)  # no plan prior: nothing to compare with
+    data["run"]["plan_prior"] = 0.8
+    assert ("Untrained, the policy chose the plan with probability 80% and each of the other 2 actions with 10% "
+            "(`RLConfig.plan_prior`)") in render_section(data, None)
 
 
 def test_a_run_with_more_gradient_steps_per_batch_says_so() -> None:
