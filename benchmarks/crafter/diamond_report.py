@@ -95,8 +95,12 @@ def action_label(name: str) -> str:
 
 def shares_text(shares: dict[str, float]) -> str:
     """Shares of decisions per action, the largest first: "the plan 93%, shelter 4%"."""
-    return ", ".join(f"{action_label(n)} {100 * share:.0f}%" for n, share in sorted(shares.items(),
-                                                                                 key=lambda item: -item[1]))
+    return ", ".join(share_text(n, share) for n, share in sorted(shares.items(), key=lambda item: -item[1]))
+
+
+def share_text(action: str, share: float) -> str:
+    """One action's share of the decisions: "the plan 93%"."""
+    return f"{action_label(action)} {100 * share:.0f}%"
 
 
 def decisions_text(first: dict[str, Any], last: dict[str, Any]) -> str:
@@ -106,19 +110,20 @@ def decisions_text(first: dict[str, Any], last: dict[str, Any]) -> str:
         return ""
     names = sorted(set(first["actions"]) | set(last["actions"]),
                    key=lambda n: (-last["actions"].get(n, 0.0), -first["actions"].get(n, 0.0), n))
-    shares = [f"{action_label(n)} {100 * first['actions'].get(n, 0.0):.0f}% -> "
-              f"{100 * last['actions'].get(n, 0.0):.0f}%" for n in names]
+    shares = [f"{share_text(n, first['actions'].get(n, 0.0))} -> {100 * last['actions'].get(n, 0.0):.0f}%"
+              for n in names]
     return (" Its decisions (share of the policy's choices, a plan or macro action one choice however many frames "
             "it plays), the first window -> the last: " + ", ".join(shares) + ".")
 
 
 def held_out_choices(result: dict[str, Any]) -> str:
-    """What a policy chose on the held-out worlds (results from 2026-11-28 on)."""
+    """What a policy chose on the held-out worlds (results scored from 2026-11-27 20:37 UTC on)."""
     return f" Its decisions on these worlds: {shares_text(result['actions'])}." if result.get("actions") else ""
 
 
 def trained_text(run: dict[str, Any]) -> str:
-    """When a run's frames were trained (results from 2026-11-28 on): the section's date is when it was scored."""
+    """When a run's frames were trained (results from 2026-11-27 20:37 UTC on): the section's date is when it
+    was scored."""
     span = run.get("trained") or {}
     if not span:
         return ""
@@ -243,9 +248,9 @@ def render_section(results: dict[str, Any], plot: str | None, title: str = SECTI
                          f"(the first {first['frames']:,} frames) to {100 * last['success_rate']:.1f}% (the last "
                          f"window, by {last['frames']:,} frames); deaths from {100 * first['deaths']:.0f}% to "
                          f"{100 * last['deaths']:.0f}% of episodes." + decisions_text(first, last))
-        if (prior := variant(results, name).get("plan_prior")) and (variant(results, name).get("policy") or {}).get(
-                "actions"):
-            others = len(variant(results, name)["primitives"]) + len(variant(results, name).get("macro_actions", {}))
+        v = variant(results, name)
+        if (prior := v.get("plan_prior")) and (v.get("policy") or {}).get("actions"):
+            others = len(v["primitives"]) + len(v.get("macro_actions", {}))
             lines.append(f"Untrained, the policy chose the plan with probability {100 * prior:.0f}% and each of the "
                          f"other {others} actions with {100 * (1 - prior) / others:.0f}% (`RLConfig.plan_prior`): "
                          "compare its decisions on the held-out worlds above.")
