@@ -37,8 +37,9 @@ def main(
                                                 "kept.")] = PLAN_RUN,
     frames: Annotated[int, typer.Option(help="Env frames APPO trains around the plan.", min=1000)] = 1_000_000,
     seed: Annotated[int, typer.Option(help="Seed of the training worlds (the held-out ones are offset).")] = 0,
-    episodes: Annotated[int, typer.Option(help="Held-out worlds each controller is scored on.", min=1,
-                                          max=256)] = 64,
+    episodes: Annotated[int, typer.Option(help="Held-out worlds each controller is scored on (each controller "
+                                               "plays them in one env-server session).", min=1,
+                                          max=1024)] = 64,
     k: Annotated[int, typer.Option(help="Frames of one plan action (how often the policy may step in).",
                                    min=1, max=1000)] = K,
     death: Annotated[float, typer.Option(help="Reward of dying (the death term's weight).")] = dict(REWARD)["death"],

@@ -263,7 +263,9 @@ def run_diamond(plan: RecordedPlan, work: Path, frames: int, seed: int, timeout:
     macros = agent_skills(answer) if answer is not None else {}
     config.skills.extend(macros)  # so that every env server gets them with the plan's skills
     started = time.time()
-    servers, _ = start_env_servers(NUM_WORKERS, work / "logs", {**skills, **macros}, config)
+    # a controller plays all its held-out worlds in one session
+    servers, _ = start_env_servers(NUM_WORKERS, work / "logs", {**skills, **macros}, config,
+                                   session_envs=max(eval_episodes, ENVS_PER_WORKER))
     try:
         if answer is not None:
             apply_agent_answer(config, answer, describe_of(servers[0].target))

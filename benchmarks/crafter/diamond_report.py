@@ -239,16 +239,15 @@ def render_section(results: dict[str, Any], plot: str | None, title: str = SECTI
                      + (f" Its {len(own_chain['ends'])} episodes ended exactly as the chain's (same frames, same "
                         "ends)." if same else " " + paired_text(result, own_chain)) + held_out_choices(result))
     for name, who, _ in VARIANTS:
-        if variant(results, name).get("plan_prior"):
-            who += f", starting on the plan (p={variant(results, name)['plan_prior']:g})"
-        curve = variant(results, name).get("curve")
-        if curve:
+        v = variant(results, name)
+        if v.get("plan_prior"):
+            who += f", starting on the plan (p={v['plan_prior']:g})"
+        if curve := v.get("curve"):
             first, last = curve[0], curve[-1]
             lines.append(f"In training with {who}, the success rate went from {100 * first['success_rate']:.1f}% "
                          f"(the first {first['frames']:,} frames) to {100 * last['success_rate']:.1f}% (the last "
                          f"window, by {last['frames']:,} frames); deaths from {100 * first['deaths']:.0f}% to "
                          f"{100 * last['deaths']:.0f}% of episodes." + decisions_text(first, last))
-        v = variant(results, name)
         if (prior := v.get("plan_prior")) and (v.get("policy") or {}).get("actions"):
             others = len(v["primitives"]) + len(v.get("macro_actions", {}))
             lines.append(f"Untrained, the policy chose the plan with probability {100 * prior:.0f}% and each of the "
