@@ -33,7 +33,7 @@ from rlgpt.grpc_client import create_channel
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2, planner_pb2
 from services.learner.jobs import read_progress
 from services.learner.policy import EVAL_SEED_OFFSET
-from services.learner.rl_config import minibatches
+from services.learner.rl_config import epochs, minibatches
 from services.planner.agents import FastAgent
 from services.planner.controller import failed_episodes
 from services.planner.kept_plan import KEPT_PLAN_PRIOR, own_reward_text
@@ -297,6 +297,6 @@ def run_diamond(plan: RecordedPlan, work: Path, frames: int, seed: int, timeout:
             "frames": int(last.get("env_frames", 0)), "complete": int(last.get("env_frames", 0)) >= frames,
             "train_episodes": len(episodes), "rc": rc, "wall_s": time.time() - started,
             "train_s": training_seconds(records), "trained": training_span(records),
-            "updates": {"epochs": config.num_epochs or 1, "minibatches": minibatches(config, "cpu")},
+            "updates": {"epochs": epochs(config), "minibatches": minibatches(config, "cpu")},
             "chain": chain, "policy": policy, "policy_greedy": greedy, "curve": training_curve(job_dir),
             "job_dir": str(job_dir)}

@@ -132,12 +132,12 @@ def trained_text(run: dict[str, Any]) -> str:
 
 
 def updates_text(run: dict[str, Any]) -> str:
-    """How hard the learner worked each batch, when not its default of one gradient step per batch."""
+    """How hard the learner worked each batch, when more than one gradient step per batch."""
     up = run.get("updates") or {}
     if up.get("epochs", 1) == 1 and up.get("minibatches", 1) == 1:
         return ""
     return (f", {up['epochs']} passes over each batch in {up['minibatches']} minibatches "
-            f"({up['epochs'] * up['minibatches']} gradient steps per batch instead of the learner's one; "
+            f"({up['epochs'] * up['minibatches']} gradient steps per batch, not one; "
             "`RLConfig.num_epochs`, `num_minibatches`)")
 
 

@@ -60,6 +60,14 @@ MINIBATCH_TRAJECTORIES = 16
 """Trajectories (rollouts) per gradient step when ``num_minibatches`` is 0: a batch of more is split into
 minibatches of about this many (:func:`minibatches`), so more envs per worker, which make a batch bigger and each
 frame cheaper, do not also mean fewer gradient steps per frame."""
+MACRO_EPOCHS = 4
+"""Passes over a batch when ``num_epochs`` is 0 and the config has macro actions or a kept plan
+(:func:`has_macros`). One decision then spans many frames, so a frame budget gives few batches: at one gradient
+step per batch, APPO around a kept plan made 382 steps in 1M frames and barely left its starting policy."""
+MACRO_MINIBATCH_TRAJECTORIES = 4
+"""Trajectories per minibatch then: a batch of 2 workers x 8 envs in 4 minibatches, so with :data:`MACRO_EPOCHS`
+16 gradient steps per batch (PPO's usual 4 passes of 4 minibatches). Measured by bench-diamond (docs/BENCHMARKS.md,
+runs revised-updates and revised-updates-1m against revised)."""
 DEFAULT_SKILL_MAX_STEPS = 32
 """K, frames per skill action, when ``skill_max_steps`` is 0 and the config has skills (1 without)."""
 MAX_EPOCHS = 16
@@ -124,14 +132,25 @@ def batch_trajectories(config: learner_pb2.RLConfig, device: str) -> int:
     return config.num_workers * config.envs_per_worker // worker_splits(config.envs_per_worker, device)
 
 
+def has_macros(config: learner_pb2.RLConfig) -> bool:
+    """Whether some of a config's actions span many frames: skills as macro actions, or a kept plan."""
+    return bool(config.skills or config.plan)
+
+
+def epochs(config: learner_pb2.RLConfig) -> int:
+    """Passes over a batch: the config's, or by default one (:data:`MACRO_EPOCHS` with macro actions)."""
+    return config.num_epochs or (MACRO_EPOCHS if has_macros(config) else 1)
+
+
 def minibatches(config: learner_pb2.RLConfig, device: str) -> int:
-    """Minibatches per pass over a batch: the config's, or by default about :data:`MINIBATCH_TRAJECTORIES`
-    trajectories each where that divides the batch evenly (else the batch is one minibatch)."""
+    """Minibatches per pass over a batch: the config's, or by default as many as give each at least
+    :data:`MINIBATCH_TRAJECTORIES` trajectories (:data:`MACRO_MINIBATCH_TRAJECTORIES` with macro actions) and
+    divide the batch evenly."""
     if config.num_minibatches:
         return config.num_minibatches
     trajectories = batch_trajectories(config, device)
-    n = trajectories // MINIBATCH_TRAJECTORIES
-    return n if n > 1 and trajectories % n == 0 else 1
+    most = trajectories // (MACRO_MINIBATCH_TRAJECTORIES if has_macros(config) else MINIBATCH_TRAJECTORIES)
+    return max((n for n in range(1, most + 1) if trajectories % n == 0), default=1)
 
 
 def update_problems(config: learner_pb2.RLConfig, filled: learner_pb2.RLConfig,

@@ -31,7 +31,7 @@ from rlgpt.v1 import learner_pb2
 from services.learner.job_watch import DEFAULT_STOP_GRACE, JobWatch, exit_later, pid_alive
 from services.learner.jobs import LEARNER_PID_ENV
 from services.learner.model import make_actor_critic, make_encoder
-from services.learner.rl_config import minibatches, worker_splits
+from services.learner.rl_config import epochs, minibatches, worker_splits
 from services.learner.sf_env import ENV_NAME, load_job_config, make_sf_env
 from services.learner.vec_env import CHOICES, choice_action
 
@@ -64,7 +64,7 @@ def sf_argv(config: learner_pb2.RLConfig, job_dir: Path, device: str) -> list[st
         f"--device={SF_DEVICES[device]}", "--batched_sampling=True", f"--num_workers={workers}",
         f"--num_envs_per_worker={splits}", f"--worker_num_splits={splits}",
         f"--rollout={ROLLOUT}", f"--batch_size={max(ROLLOUT * workers * envs // splits, ROLLOUT) // parts}",
-        f"--num_batches_per_epoch={parts}", f"--num_epochs={config.num_epochs or 1}", "--use_rnn=False",
+        f"--num_batches_per_epoch={parts}", f"--num_epochs={epochs(config)}", "--use_rnn=False",
         "--normalize_input=False",
         f"--train_for_env_steps={config.env_frames}", "--save_every_sec=15", "--keep_checkpoints=2",
         "--restart_behavior=resume", f"--seed={config.seed}", "--decorrelate_envs_on_one_worker=False",

@@ -244,8 +244,8 @@ def test_a_policy_says_what_it_chose_on_the_held_out_worlds() -> None:
 
 def test_a_run_with_more_gradient_steps_per_batch_says_so() -> None:
     data = results()
-    assert "gradient steps per batch" not in render_section(data, None)  # the learner's default: not said
+    assert "gradient steps per batch" not in render_section(data, None)  # one step per batch: not said
     data["run"]["updates"] = {"epochs": 4, "minibatches": 4}
-    assert ("reward stage +1, death -1, 4 passes over each batch in 4 minibatches (16 gradient steps per batch "
-            "instead of the learner's one; `RLConfig.num_epochs`, `num_minibatches`), episodes of up to 10,000 "
+    assert ("reward stage +1, death -1, 4 passes over each batch in 4 minibatches (16 gradient steps per batch, "
+            "not one; `RLConfig.num_epochs`, `num_minibatches`), episodes of up to 10,000 "
             "frames") in render_section(data, None)

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -113,6 +114,25 @@ def test_a_bigger_batch_is_split_so_gradient_steps_per_frame_stay(tmp_path: Path
     assert minibatches(learner_pb2.RLConfig(num_workers=3, envs_per_worker=14), "cpu") == 2  # 42 = 2 x 21
     assert minibatches(learner_pb2.RLConfig(num_workers=2, envs_per_worker=16, num_minibatches=4), "cpu") == 4
     assert minibatches(learner_pb2.RLConfig(num_workers=2, envs_per_worker=16), "cuda") == 1  # 2 splits: 16
+    assert minibatches(learner_pb2.RLConfig(num_workers=5, envs_per_worker=10), "cpu") == 2  # 50: 3 would not divide
+
+
+def test_macro_actions_or_a_kept_plan_get_more_gradient_steps_per_batch(tmp_path: Path) -> None:
+    # One decision of a macro action spans many frames, so a batch costs many frames: by default 4 passes over it
+    # in minibatches of 4 trajectories (2 x 8 envs: 4 minibatches, 16 steps a batch), unless the config says.
+    def updates(**fields: Any) -> tuple[str, str, str]:
+        config = learner_pb2.RLConfig(**{"env_frames": 5000, "num_workers": 2, "envs_per_worker": 8, **fields})
+        args = dict(arg.removeprefix("--").split("=", 1) for arg in sf_argv(config, tmp_path / "job1", "cpu"))
+        return args["num_epochs"], args["num_batches_per_epoch"], args["batch_size"]
+
+    assert updates() == ("1", "1", str(ROLLOUT * 16))  # primitives only: one step a batch
+    assert updates(skills=["chop"]) == ("4", "4", str(ROLLOUT * 4))
+    assert updates(plan=[learner_pb2.PlanStep(skill="chop")]) == ("4", "4", str(ROLLOUT * 4))
+    assert updates(skills=["chop"], num_epochs=2, num_minibatches=8) == ("2", "8", str(ROLLOUT * 2))
+    assert updates(skills=["chop"], envs_per_worker=1) == ("4", "1", str(ROLLOUT * 2))  # 2 trajectories: one
+    cfg = parse_cfg(sf_argv(learner_pb2.RLConfig(env_frames=5000, num_workers=2, envs_per_worker=8, skills=["c"]),
+                            tmp_path / "job2", "cpu"))
+    assert (cfg.batch_size, cfg.num_batches_per_epoch, cfg.num_epochs) == (ROLLOUT * 4, 4, 4)  # SF accepts it
 
 
 def test_more_passes_and_minibatches_learn_more_from_each_batch(tmp_path: Path) -> None:
