@@ -74,9 +74,10 @@ def main(
                                           "results, figure and section are kept apart from the untagged run of "
                                           "the same kind (e.g. a re-run on more worlds after a change).")] = "",
     epochs: Annotated[int, typer.Option(help="Passes over each batch of experience (RLConfig.num_epochs; 0: the "
-                                             "learner's default, one).", min=0, max=16)] = 0,
+                                             "learner's default, 4 around a plan).", min=0, max=16)] = 0,
     minibatches: Annotated[int, typer.Option(help="Minibatches per pass, one gradient step each "
-                                                  "(RLConfig.num_minibatches; 0: the learner's default, one).",
+                                                  "(RLConfig.num_minibatches; 0: the learner's default, 4 of a "
+                                                  "2 x 8 batch around a plan).",
                                              min=0, max=16)] = 0,
     report_only: Annotated[bool, typer.Option(help="Rebuild the section from the saved results.")] = False,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
