@@ -181,8 +181,7 @@ def validate_rl_config(config: learner_pb2.RLConfig, vocabulary: EnvVocabulary,
     filled.runner = config.runner or settings.runner
     filled.num_workers = num_workers(config)
     filled.envs_per_worker = config.envs_per_worker or DEFAULT_ENVS_PER_WORKER
-    filled.skill_max_steps = config.skill_max_steps or (DEFAULT_SKILL_MAX_STEPS if config.skills or config.plan
-                                                        else 1)
+    filled.skill_max_steps = config.skill_max_steps or (DEFAULT_SKILL_MAX_STEPS if has_macros(config) else 1)
     filled.episode_length = config.episode_length or DEFAULT_EPISODE_LENGTH
 
     if config.env_frames <= 0:
