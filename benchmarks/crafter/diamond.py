@@ -233,6 +233,19 @@ def hands_back(answer: dict[str, Any]) -> bool:
     return bool(answer.get("hand_back_when_hurt") or answer.get("hand_back_within"))
 
 
+def job_updates(job_dir: Path, updates: tuple[int, int]) -> tuple[int, int]:
+    """Passes over each batch and minibatches per pass for the job in ``job_dir``: ``updates`` when given, else
+    those a job being resumed began with (its ``config.json``), else (0, 0): the learner's defaults."""
+    path = job_dir / "config.json"
+    if any(updates) or not read_progress(job_dir) or not path.exists():
+        return updates
+    began = json.loads(path.read_text())["config"]
+    if "num_epochs" not in began:
+        log.warning("%s began under the learner's defaults of its day; resuming with today's (%s)", job_dir.name,
+                    "give --epochs and --minibatches to choose")
+    return int(began.get("num_epochs", 0)), int(began.get("num_minibatches", 0))
+
+
 def run_diamond(plan: RecordedPlan, work: Path, frames: int, seed: int, timeout: float, progress: Progress,
                 eval_episodes: int, k: int = K, reward: tuple[tuple[str, float], ...] = REWARD,
                 answer: dict[str, Any] | None = None, plan_prior: float = 0.0,
@@ -258,7 +271,7 @@ def run_diamond(plan: RecordedPlan, work: Path, frames: int, seed: int, timeout:
         job_dir = job_dir.with_name(f"{job_dir.name}-{tag}")
     job_dir.mkdir(parents=True, exist_ok=True)
     config = plan_config(plan, frames, seed, k, reward, plan_prior, interrupt)
-    config.num_epochs, config.num_minibatches = updates
+    config.num_epochs, config.num_minibatches = job_updates(job_dir, updates)
     skills = {SKILL_PREFIX + name: code for name, code, _ in plan.steps}
     macros = agent_skills(answer) if answer is not None else {}
     config.skills.extend(macros)  # so that every env server gets them with the plan's skills
@@ -274,6 +287,8 @@ def run_diamond(plan: RecordedPlan, work: Path, frames: int, seed: int, timeout:
         vector = [list(f.labels) for f in describe.observation if f.name == "vector"]
         chain = chain_alone(servers[0].target, config, eval_episodes, seed)
         log.info("the chain alone: %.1f%% of %d held-out worlds", 100 * chain["success_rate"], chain["episodes"])
+        # written out, so that a resumed job keeps them when the learner's defaults change between runs
+        config.num_epochs, config.num_minibatches = epochs(config), minibatches(config, "cpu")
         rc = train_job(job_dir, config, servers, timeout, progress, "kept plan + APPO")
         policy = policy_on(job_dir, servers[0].target, eval_episodes, seed)
         greedy = policy_on(job_dir, servers[0].target, eval_episodes, seed, greedy=True)

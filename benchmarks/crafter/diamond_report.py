@@ -72,11 +72,31 @@ def interrupt_text(interrupt: dict[str, Any]) -> str:
             "that the policy acts where the plan is in trouble")
 
 
+BLOCK = 256
+"""Worlds per block in :func:`blocks_text`: the earlier runs scored 256 held-out worlds, and every run plays the
+held-out worlds in the same order, so its first block is theirs."""
+
+
 def paired_text(result: dict[str, Any], chain: dict[str, Any]) -> str:
     only_policy, only_chain, p = paired(result, chain)
     return (f"World by world: it succeeded in {only_policy} where the chain failed and failed in {only_chain} where "
             f"the chain succeeded (exact McNemar test, two-sided {p_text(p)}"
-            + ("; a difference this size is within chance)." if p >= 0.05 else ")."))
+            + ("; a difference this size is within chance)." if p >= 0.05 else ").") + blocks_text(result, chain))
+
+
+def blocks_text(result: dict[str, Any], chain: dict[str, Any]) -> str:
+    """Both controllers' success per block of :data:`BLOCK` held-out worlds (runs of more than one block)."""
+    n = len(chain["ends"])
+    if n <= BLOCK:
+        return ""
+    parts = []
+    for start in range(0, n, BLOCK):
+        block = {"ends": result["ends"][start:start + BLOCK]}, {"ends": chain["ends"][start:start + BLOCK]}
+        won = [sum(e["success"] for e in side["ends"]) / len(side["ends"]) for side in block]
+        only_policy, only_chain, _ = paired(*block)
+        parts.append(f"worlds {start + 1}-{start + len(block[1]['ends'])}: {100 * won[0]:.1f}% against "
+                     f"{100 * won[1]:.1f}% ({only_policy} won, {only_chain} lost)")
+    return " By blocks of held-out worlds (each run plays them in the same order): " + "; ".join(parts) + "."
 
 
 def pct(part: float, whole: float) -> str:

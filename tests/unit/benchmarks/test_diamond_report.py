@@ -154,6 +154,17 @@ def test_a_policy_and_its_chain_are_compared_world_by_world() -> None:
             "(exact McNemar test, two-sided p = 1.00; a difference this size is within chance).") in text
 
 
+def test_a_run_of_more_worlds_than_a_block_is_compared_block_by_block(monkeypatch) -> None:
+    import benchmarks.crafter.diamond_report as report
+
+    monkeypatch.setattr(report, "BLOCK", 2)  # the 4 worlds in 2 blocks: (won, lost) (won, lost) by the policy
+    text = render_section(results(), None)
+    assert ("By blocks of held-out worlds (each run plays them in the same order): worlds 1-2: 100.0% against "
+            "50.0% (1 won, 0 lost); worlds 3-4: 0.0% against 0.0% (0 won, 0 lost).") in text
+    monkeypatch.setattr(report, "BLOCK", 4)
+    assert "By blocks" not in render_section(results(), None)
+
+
 def test_a_run_says_what_the_policy_saw_and_how_plan_skills_ran() -> None:
     from benchmarks.crafter.diamond import PLAN_SKILLS_RUN
 
@@ -249,3 +260,16 @@ def test_a_run_with_more_gradient_steps_per_batch_says_so() -> None:
     assert ("reward stage +1, death -1, 4 passes over each batch in 4 minibatches (16 gradient steps per batch, "
             "not one; `RLConfig.num_epochs`, `num_minibatches`), episodes of up to 10,000 "
             "frames") in render_section(data, None)
+
+
+def test_a_resumed_job_keeps_the_updates_it_began_with(tmp_path) -> None:
+    import json
+
+    from benchmarks.crafter.diamond import job_updates
+
+    assert job_updates(tmp_path, (0, 0)) == (0, 0)  # a new job: the learner's defaults
+    (tmp_path / "config.json").write_text(json.dumps({"config": {"num_epochs": 4, "num_minibatches": 2}}))
+    assert job_updates(tmp_path, (0, 0)) == (0, 0)  # no progress yet: nothing was trained with them
+    (tmp_path / "progress.jsonl").write_text(json.dumps({"env_frames": 1000}) + "\n")
+    assert job_updates(tmp_path, (0, 0)) == (4, 2)
+    assert job_updates(tmp_path, (1, 1)) == (1, 1)  # asked for: as asked
