@@ -59,6 +59,8 @@ def run(
                                                      "call is answered from the record, skills and trainings run "
                                                      "live. The task and budget options are taken from the "
                                                      "record.")] = None,
+    env_servers: Annotated[int, typer.Option(help="Env servers started here (0: one per core); trainings spread "
+                                                  "their rollout workers' sessions over them.", min=0)] = 0,
     log_level: LogLevel = "WARNING",
 ) -> None:
     """Run RL-GPT on a task: all four services on loopback (or --planner ADDR), live progress, a report."""
@@ -68,7 +70,7 @@ def run(
     options = RunOptions(task=task, success=success, mode=mode, agents=agents, resume=resume, runs_dir=runs_dir,
                          outer=outer, inner=inner, frames_per_training=frames_per_training,
                          total_frames=total_frames, eval_episodes=eval_episodes, candidates=candidates, seed=seed,
-                         planner=planner, replay=replay)
+                         planner=planner, replay=replay, env_servers=env_servers)
     try:
         report = run_rlgpt(options)
     except RlgptError as exc:

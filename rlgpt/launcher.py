@@ -78,14 +78,16 @@ class ServiceProcess:
 
 
 def start_service(name: str, log_dir: Path, *, extra_args: tuple[str, ...] = (), metrics_port: int = 0,
-                  env: Mapping[str, str] | None = None, start_timeout: float = 120.0) -> ServiceProcess:
-    """Runs ``rlgpt serve NAME --port 0`` and waits for its ready line; its stderr goes to ``log_dir/NAME.log``.
+                  env: Mapping[str, str] | None = None, start_timeout: float = 120.0,
+                  log_name: str = "") -> ServiceProcess:
+    """Runs ``rlgpt serve NAME --port 0`` and waits for its ready line; its stderr goes to ``log_dir/NAME.log``
+    (``log_dir/LOG_NAME.log`` when several processes serve NAME).
 
     ``env`` adds to (or overrides) this process's environment. The service runs in its own session, so a
     Ctrl-C at the terminal reaches only its starter, which stops it; it gets SIGTERM if the starter dies.
     """
     log_dir.mkdir(parents=True, exist_ok=True)
-    log_path = log_dir / f"{name}.log"
+    log_path = log_dir / f"{log_name or name}.log"
     stderr = log_path.open("w")
     process = subprocess.Popen(
         die_with_parent([sys.executable, "-m", "rlgpt.cli", "serve", name, "--port", "0", "--metrics-port",

@@ -56,6 +56,10 @@ class RunOptions:
     seed: int = 0
     planner: str = ""
     replay: Path | None = None
+    env_servers: int = 0
+    """Env servers the local services include (0: one per core). The planner uses the first; trainings put
+    each rollout worker's session on them in turn (RLGPT_LEARNER_ENV_SERVERS), so that Crafter steps on every
+    core: one env server process steps its sessions on one core (make bench-learner)."""
 
 
 def budgets(options: RunOptions) -> planner_pb2.Budgets:
@@ -105,6 +109,13 @@ def recorded_request(run_dir: Path) -> planner_pb2.StartRunRequest:
     return request
 
 
+def env_server_count(options: RunOptions) -> int:
+    """How many env servers the local services include: the option's, or one per core this process may use."""
+    if options.env_servers:
+        return options.env_servers
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 @contextlib.contextmanager
 def local_services(options: RunOptions, log_dir: Path,
                    service_env: dict[str, str] | None = None) -> Iterator[dict[str, ServiceProcess]]:
@@ -124,10 +135,15 @@ def local_services(options: RunOptions, log_dir: Path,
             # Both the planner and the critic talk to the one embedded server.
             os.environ.update(RLGPT_LLM_BASE_URL=llm_server.base_url, RLGPT_LLM_MODEL=MODEL_ALIAS,
                               RLGPT_LLM_STRUCTURED="json_object")
-        env = start_service("env", log_dir)
-        started.append(env)
+        envs = []
+        for i in range(env_server_count(options)):
+            envs.append(start_service("env", log_dir, log_name="env" if i == 0 else f"env-{i + 1}"))
+            started.append(envs[-1])
+        env = envs[0]
         learner = start_service("learner", log_dir, extra_args=(
-            "--env-server", env.target, "--run-dir", str(options.runs_dir / "learner")))
+            "--env-server", env.target, "--run-dir", str(options.runs_dir / "learner")),
+            env={"RLGPT_LEARNER_ENV_SERVERS": ",".join(e.target for e in envs)}
+            if len(envs) > 1 and not os.environ.get("RLGPT_LEARNER_ENV_SERVERS") else None)
         started.append(learner)
         critic_args = ("--no-llm",) if options.mode == "pure-rl" else ()
         critic = start_service("critic", log_dir, extra_args=critic_args)
@@ -137,7 +153,7 @@ def local_services(options: RunOptions, log_dir: Path,
             "--env-server", env.target, "--learner", learner.target, "--critic", critic.target,
             "--run-dir", str(options.runs_dir)))
         started.append(planner)
-        yield {service.name: service for service in started}
+        yield {service.log_path.stem: service for service in started}  # env, env-2, ..., learner, critic, planner
     finally:
         os.environ.clear()
         os.environ.update(saved_env)

@@ -46,7 +46,8 @@ def test_rlgpt_run_with_all_services(tmp_path, monkeypatch) -> None:
     with FakeOpenAIServer([scripted]) as llm:
         monkeypatch.setenv("RLGPT_LLM_BASE_URL", llm.base_url)
         monkeypatch.setenv("RLGPT_LLM_MODEL", "scripted")
-        report = run_rlgpt(options(tmp_path))
+        monkeypatch.delenv("RLGPT_LEARNER_ENV_SERVERS", raising=False)
+        report = run_rlgpt(options(tmp_path, env_servers=2))
     run_dir = report.parent
     state = json.loads((run_dir / "state.json").read_text())
     assert state["subtasks"]["get_wood"]["status"] == "done"
@@ -59,6 +60,8 @@ def test_rlgpt_run_with_all_services(tmp_path, monkeypatch) -> None:
     assert state["frames_used"] >= 1500
     config = json.loads((tmp_path / "runs" / "learner" / "jobs" / table["job_id"] / "config.json").read_text())
     assert "get_wood" in config["config"]["skills"]  # the coded skill joined the RL action space
+    # The training's rollout workers were given both env servers the run started (one session on each).
+    assert len(set(config["env_servers"])) == 2 and config["env_server"] in config["env_servers"]
     text = report.read_text()
     assert "## Sub-tasks" in text and "curves.png" in text
     assert (run_dir / "curves.png").stat().st_size > 1000 and (run_dir / "iterations.png").exists()

@@ -72,3 +72,14 @@ def test_stop_kills_a_service_that_does_not_stop_on_sigterm(tmp_path, caplog) ->
             os.kill(service.process.pid, signal.SIGKILL)
     assert service.process.returncode is not None and gone(service.process.pid, 5)
     assert "env did not stop within 1 s; killing it" in caplog.text
+
+
+def test_the_local_services_start_one_env_server_per_core_unless_told(monkeypatch) -> None:
+    from rlgpt.runner import RunOptions, env_server_count
+
+    options = RunOptions(task="collect_wood", success="", mode="pure-rl", agents="one", resume=None,
+                         runs_dir=Path("runs"))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    assert env_server_count(options) == 3
+    options.env_servers = 1
+    assert env_server_count(options) == 1
