@@ -62,6 +62,35 @@ def test_a_service_exits_when_the_process_that_started_it_dies(tmp_path) -> None
     assert "Traceback" not in log_text  # it shut down on SIGTERM, as on a clean stop
 
 
+STUBBORN = textwrap.dedent("""
+    import signal, sys, time
+    from pathlib import Path
+
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # as a server that finishes its answer in flight first
+    Path(sys.argv[1]).touch()
+    time.sleep(600)
+""")
+
+STUBBORN_STARTER = textwrap.dedent("""
+    import os, signal, subprocess, sys, time
+    from pathlib import Path
+    from rlgpt.launcher import die_with_parent
+
+    folder = Path(sys.argv[1])
+    child = subprocess.Popen(die_with_parent([sys.executable, "-m", "stubborn", str(folder / "ready")],
+                                             signal.SIGKILL), env={**os.environ, "PYTHONPATH": str(folder)})
+    while not (folder / "ready").exists():
+        time.sleep(0.05)
+    print(child.pid, flush=True)
+    time.sleep(600)
+""")
+
+
+def test_a_child_that_ignores_sigterm_is_killed_when_its_starter_dies(tmp_path) -> None:
+    (tmp_path / "stubborn.py").write_text(STUBBORN)
+    assert_child_dies_with_starter([sys.executable, "-c", STUBBORN_STARTER, str(tmp_path)], "stubborn child", 10)
+
+
 def test_stop_kills_a_service_that_does_not_stop_on_sigterm(tmp_path, caplog) -> None:
     service = start_service("env", tmp_path, metrics_port=-1)
     os.kill(service.process.pid, signal.SIGSTOP)  # a stopped process cannot act on SIGTERM
