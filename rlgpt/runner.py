@@ -26,6 +26,7 @@ from rlgpt.llm.chat_server import ChatServer
 from rlgpt.llm.factory import needs_local_server
 from rlgpt.llm.local_server import MODEL_ALIAS, LocalLLMServer
 from rlgpt.llm.replay import RecordedCalls, ReplayAnswerer
+from rlgpt.machine import cpu_cores
 from rlgpt.v1 import common_pb2, planner_pb2, planner_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -111,9 +112,7 @@ def recorded_request(run_dir: Path) -> planner_pb2.StartRunRequest:
 
 def env_server_count(options: RunOptions) -> int:
     """How many env servers the local services include: the option's, or one per core this process may use."""
-    if options.env_servers:
-        return options.env_servers
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return options.env_servers or cpu_cores()
 
 
 @contextlib.contextmanager

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from collections.abc import Callable
 
 from rlgpt.errors import FailedPrecondition, InvalidArgument, shown
+from rlgpt.machine import cpu_cores
 from rlgpt.observation_choice import choices, observed
 from rlgpt.reward_kinds import takes_target
 from rlgpt.v1 import env_pb2, learner_pb2
@@ -91,10 +91,6 @@ def interrupt_problems(config: learner_pb2.RLConfig, vocabulary: EnvVocabulary) 
         problems.append(f"plan_interrupt.threat_within={asked.threat_within}: must be in "
                         f"1..{vocabulary.max_threat_distance} cells (the env server's max_threat_distance)")
     return problems
-
-
-def cpu_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def num_workers(config: learner_pb2.RLConfig) -> int:
