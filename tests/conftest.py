@@ -50,3 +50,15 @@ def no_leftover_sessions(env_server: RunningEnvServer) -> Iterator[None]:
     """Closes every session a test left open on the shared env server (``pytest.mark.usefixtures``)."""
     yield
     env_server.servicer.sessions.close_all()
+
+
+_TIERS = ("unit", "integration", "deploy")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Marks every test with its tier, by the folder it lives in (tests/<tier>/...): `-m unit` is `make test`."""
+    root = config.rootpath / "tests"
+    for item in items:
+        parts = item.path.relative_to(root).parts if item.path.is_relative_to(root) else ()
+        if parts and parts[0] in _TIERS:
+            item.add_marker(parts[0])
