@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from benchmarks.common import load_results, machine_info, raw_path, save_results, setup_logging, utc_now, write_section
+from benchmarks.cli_common import LogLevel, ReportOnly, checked_tag, progress_bar, rebuild_section
+from benchmarks.common import load_results, machine_info, raw_path, save_results, setup_logging, utc_now
 from benchmarks.crafter.diamond import PLAN_RUN, REWARD, K, hands_back, load_plan, run_diamond
 from benchmarks.crafter.diamond import agent_prompt as diamond_agent_prompt
 from benchmarks.crafter.diamond_plot import plot_diamond
@@ -79,8 +78,8 @@ def main(
                                                   "(RLConfig.num_minibatches; 0: the learner's default, 4 of a "
                                                   "2 x 8 batch around a plan).",
                                              min=0, max=16)] = 0,
-    report_only: Annotated[bool, typer.Option(help="Rebuild the section from the saved results.")] = False,
-    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+    report_only: ReportOnly = False,
+    log_level: LogLevel = "INFO",
 ) -> None:
     """collect_diamond: an RL-GPT run's all-code chain alone vs APPO trained around it as a kept plan."""
     setup_logging(console, log_level)
@@ -92,9 +91,7 @@ def main(
     answer = json.loads(agent_answer.read_text()) if agent_answer is not None else None  # its kind names the file
     kind = ("interrupt" if interrupt_damage or threat_within or (answer and hands_back(answer))
             else "prior" if plan_prior else "")
-    if tag and not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,31}", tag):
-        raise typer.BadParameter(f"{tag[:40]!r}: use 1 to 32 lowercase letters, digits and '-'", param_hint="--tag")
-    name = "-".join(part for part in ("diamond", kind, tag) if part)
+    name = "-".join(part for part in ("diamond", kind, checked_tag(tag)) if part)
     raw_json = raw_json or raw_path(name)
     if name != "diamond" and figure == FIGURE:
         figure = figure.with_name(f"{name.replace('diamond', 'diamond_kept_plan', 1).replace('-', '_')}.png")
@@ -108,8 +105,7 @@ def main(
             agent_prompt.write_text(diamond_agent_prompt(plan, work.resolve(), frames, seed, episodes))
             log.info("wrote the fast agent's prompt to %s", agent_prompt)
             return
-        progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn(
-            "{task.completed:,.0f}/{task.total:,.0f} frames"), TimeElapsedColumn(), console=console)
+        progress = progress_bar(console, "frames")
         results = load_results(raw_json) if raw_json.exists() else {}
         results["tag"] = tag
         run = {"date_utc": utc_now(), "machine": machine_info(("torch", "sample-factory", "crafter"))}
@@ -123,13 +119,7 @@ def main(
         else:
             results.update(run)
         save_results(raw_json, results)
-    elif not raw_json.exists():
-        raise typer.BadParameter(f"no results at {raw_json}; run without --report-only first")
-    results = load_results(raw_json)
-    plot = plot_diamond(results, figure)
-    title = section_title(results)
-    write_section(output, title, render_section(results, str(plot.relative_to(output.parent)), title))
-    log.info("wrote %s and %s from %s", output, plot, raw_json)
+    rebuild_section(output, raw_json, figure, plot_diamond, section_title, render_section)
 
 
 if __name__ == "__main__":

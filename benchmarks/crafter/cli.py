@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from benchmarks.cli_common import LogLevel, ReportOnly, progress_bar
 from benchmarks.common import load_results, machine_info, raw_path, save_results, setup_logging, utc_now, write_section
 from benchmarks.crafter.report import SECTION_TITLE, plot_rates, render_section
 from benchmarks.crafter.run import ENVS_PER_WORKER, EPISODE_LENGTH, NUM_WORKERS, VARIANTS, load_library, run_variant
@@ -41,8 +41,8 @@ def main(
     eval_episodes: Annotated[int, typer.Option(help="After training, episodes of the trained policy on held-out "
                                                     "worlds (seeds no training episode used); 0: none.",
                                                min=0, max=256)] = 0,
-    report_only: Annotated[bool, typer.Option(help="Rebuild the section from the saved results.")] = False,
-    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+    report_only: ReportOnly = False,
+    log_level: LogLevel = "INFO",
 ) -> None:
     """Crafter's benchmark: APPO on the game's own reward for 1M frames, with and without coded skills."""
     setup_logging(console, log_level)
@@ -59,8 +59,7 @@ def main(
         results.update(date_utc=utc_now(), machine=machine_info(("torch", "sample-factory", "crafter")),
                        settings={"episode_length": EPISODE_LENGTH, "num_workers": NUM_WORKERS,
                                  "envs_per_worker": ENVS_PER_WORKER, "seed": seed})
-        progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn(
-            "{task.completed:,.0f}/{task.total:,.0f} frames"), TimeElapsedColumn(), console=console)
+        progress = progress_bar(console, "frames")
         with progress:
             for variant in chosen:
                 began = utc_now()

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
+from benchmarks.cli_common import LogLevel
 from benchmarks.common import measured_or_saved, raw_path, setup_logging, write_section
 from benchmarks.env.report import SECTION_TITLE, print_summary, render_section
 from benchmarks.env.run import console, run_benchmark
@@ -42,7 +43,7 @@ def main(
     profile_envs: Annotated[int, typer.Option(help="Env count of the profiled run; 0 skips profiling.")] = 16,
     profile_seconds: Annotated[int, typer.Option(help="Seconds of profiling.", min=1)] = 8,
     profiler: Annotated[str, typer.Option(help="'auto': py-spy when installed, else cProfile; 'cprofile'.")] = "auto",
-    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+    log_level: LogLevel = "INFO",
 ) -> None:
     """Measure Crafter frames/s in-process and through the env server; write docs/BENCHMARKS.md."""
     setup_logging(console, log_level)

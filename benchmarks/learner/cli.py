@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
+from benchmarks.cli_common import LogLevel
 from benchmarks.common import measured_or_saved, raw_path, setup_logging, write_section
 from benchmarks.learner.measure import ENVS_PER_WORKER
 from benchmarks.learner.monitor import Guard
@@ -47,7 +48,7 @@ def main(
                                                       "(s).")] = 900.0,
     work_dir: Annotated[Path | None, typer.Option(help="Where jobs run (default: a temporary directory, "
                                                        "removed at the end).")] = None,
-    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+    log_level: LogLevel = "INFO",
 ) -> None:
     """Measure APPO training FPS on Crafter (env in-process and via the env server) against raw stepping."""
     setup_logging(console, log_level)
