@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
+from typing import Any
 
 import grpc
 import pytest
 
+from fakes import fake_minedojo
 from rlgpt.grpc_client import create_channel
 from rlgpt.grpc_server import ServiceBinding, create_server, stop_server
 from rlgpt.v1 import env_pb2_grpc
+from services.env_server.backends import base
 from services.env_server.servicer import SERVICE_NAME, EnvServicer
 from services.env_server.settings import EnvServerSettings
 
@@ -62,3 +65,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         parts = item.path.relative_to(root).parts if item.path.is_relative_to(root) else ()
         if parts and parts[0] in _TIERS:
             item.add_marker(parts[0])
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """MineDojo's stand-in installed as ``minedojo`` (with ``minedojo.sim.mc_meta.mc``), the backend registry empty."""
+    fake_minedojo.install(monkeypatch)
+    monkeypatch.setattr(base, "_loaded", {})
+    return fake_minedojo

@@ -5,8 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchmarks.bench_diamond import main
-from benchmarks.crafter.diamond import PLAN_RUN, SKILL_PREFIX, load_plan, plan_config, play_plan_alone
-from rlgpt.v1 import env_pb2
 
 
 def test_a_tag_that_cannot_name_files_is_refused_before_anything_runs(tmp_path: Path, invoke) -> None:
@@ -22,22 +20,6 @@ def test_a_tag_names_its_own_raw_results(tmp_path: Path, invoke) -> None:
                           str(tmp_path / "B.md"))
     assert code == 2
     assert "diamond-interrupt-night-2" in output and "run without --report-only first" in output
-
-
-def test_the_chain_alone_plays_each_world_once_and_says_how_far_it_got(env_server) -> None:
-    plan = load_plan(PLAN_RUN)
-    for name, code, _ in plan.steps:
-        env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name=SKILL_PREFIX + name, code=code,
-                                                                   replace=True))
-    config = plan_config(plan, 1000, 0)
-    response, seconds = play_plan_alone(f"127.0.0.1:{env_server.port}", config, 3, 40)
-    assert len(response.episodes) == 3 and seconds > 0
-    links = {link.name: link for link in response.links}
-    assert list(links) == [SKILL_PREFIX + name for name, _, _ in plan.steps]
-    # Every episode starts on the first step; each later step is reached by those that did the one before.
-    assert links[SKILL_PREFIX + plan.steps[0][0]].reached == 3
-    for before, after in zip(response.links, response.links[1:], strict=False):
-        assert after.reached == before.succeeded
 
 
 def test_report_only_with_an_agent_answer_reads_the_answers_own_results(tmp_path: Path, invoke) -> None:

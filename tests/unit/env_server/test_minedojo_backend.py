@@ -29,10 +29,7 @@ from services.env_server.backends.minedojo import (
     paper_action_to_minedojo,
 )
 
-try:
-    from . import fake_minedojo
-except ImportError:  # tests collected as plain modules (no __init__.py): the directory is on sys.path
-    import fake_minedojo
+from fakes import fake_minedojo
 
 SMALL = {"image_height": 24, "image_width": 32}
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from rlgpt.errors import InvalidArgument
-from rlgpt.v1 import common_pb2, env_pb2
+from rlgpt.v1 import env_pb2
 from services.env_server.backends.minedojo import (
     ACTIONS,
     MineDojoBackend,
@@ -145,39 +145,6 @@ class _Context:
     def abort(self, code: Any, details: str) -> None:
         self.code, self.details = code, details
         raise RuntimeError(details)
-
-
-CRAFTING_SKILL = '''
-def craft_wooden_pickaxe(agent):
-    while agent.inventory["planks"] < 9:
-        yield "craft:planks"
-    yield "craft:stick"
-    yield "craft:crafting_table"
-    while agent.pitch < 45:
-        yield "camera_down"
-    yield "place:crafting_table"
-    yield "craft:wooden_pickaxe"
-'''
-
-
-def test_a_skill_crafts_a_wooden_pickaxe_from_logs(fake: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RLGPT_MINEDOJO_IMAGE_HEIGHT", "24")
-    monkeypatch.setenv("RLGPT_MINEDOJO_IMAGE_WIDTH", "32")
-    servicer = EnvServicer(EnvServerSettings())
-    try:
-        servicer.RegisterSkill(env_pb2.RegisterSkillRequest(
-            name="craft_wooden_pickaxe", description="planks, sticks, table, pickaxe", code=CRAFTING_SKILL,
-            backend="minedojo"), _Context())
-        task = task_spec("wooden_pickaxe")
-        task.start_inventory.append(common_pb2.ItemCount(item="log", count=3))
-        response = servicer.RunSkill(env_pb2.RunSkillRequest(
-            skill="craft_wooden_pickaxe", backend="minedojo", task=task, seed=1, episodes=1, max_steps=50),
-            _Context())
-    finally:
-        servicer.close()
-    [episode] = response.episodes
-    assert response.success_rate == 1.0, episode
-    assert not episode.HasField("error") or not episode.error.kind
 
 
 def test_an_unknown_functional_action_is_refused_at_session_creation(fake: Any) -> None:

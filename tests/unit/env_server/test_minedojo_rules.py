@@ -19,10 +19,7 @@ from services.env_server.backends.minedojo_rules import installed_minedojo_rules
 from services.env_server.servicer import EnvServicer
 from services.env_server.settings import EnvServerSettings
 
-try:
-    from . import fake_minedojo
-except ImportError:  # tests collected as plain modules (no __init__.py): the directory is on sys.path
-    import fake_minedojo
+from fakes import fake_minedojo
 
 
 # `fake` (the stand-in installed as minedojo): tests/unit/env_server/conftest.py

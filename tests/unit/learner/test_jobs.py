@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,9 +13,9 @@ from services.learner.jobs import (
     JobRecord,
     LocalRunner,
     last_error,
+    prepare_job_dir,
     read_progress,
     train_command,
-    wait_for_exit,
     write_job_config,
 )
 
@@ -29,6 +26,17 @@ CONFIG = learner_pb2.RLConfig(name="wood", task=common_pb2.TaskSpec(name="collec
 
 def test_the_train_command_runs_the_train_module_on_the_job_dir() -> None:
     assert train_command(Path("/runs/jobs/j1")) == ["python", "-m", "services.learner.train", "/runs/jobs/j1"]
+    assert train_command(Path("/j2"), "benchmarks.learner.inprocess") == [
+        "python", "-m", "benchmarks.learner.inprocess", "/j2"]
+
+
+def test_a_job_dir_readied_for_a_resume_keeps_nothing_that_would_end_it_at_once(tmp_path: Path) -> None:
+    for name in ("stop", "error.json", "progress.jsonl"):
+        (tmp_path / name).write_text("{}")
+    prepare_job_dir(tmp_path, CONFIG, {"env_server": "127.0.0.1:5"})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "progress.jsonl"]
+    assert json.loads((tmp_path / "config.json").read_text())["env_server"] == "127.0.0.1:5"
+    prepare_job_dir(tmp_path, CONFIG, {})  # nothing to remove: no error
 
 
 def test_a_record_and_its_config_load_back(tmp_path: Path) -> None:
@@ -96,27 +104,7 @@ def test_last_error_prefers_the_jobs_own_diagnosis_then_the_last_traceback(tmp_p
     assert last_error(tmp_path) == "x" * 3000  # a useless error.json falls back to the log
 
 
-def test_wait_for_exit_returns_the_code_or_none_after_the_time(tmp_path: Path) -> None:
-    runner = LocalRunner()
-    quick = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
-    handle = _handle(runner, quick)
-    assert wait_for_exit(handle, 10) == 3
-    slow = _handle(runner, subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
-                                            start_new_session=True))
-    start = time.monotonic()
-    assert wait_for_exit(slow, 0.3) is None
-    assert 0.3 <= time.monotonic() - start < 2
-    slow.kill()
-    assert slow.poll() == -9 and "local pid" in slow.describe()
-    slow.kill()  # killing an ended process is harmless
-
-
 def test_the_local_runner_does_not_adopt_jobs_after_a_restart(tmp_path: Path) -> None:
     assert LocalRunner().reattach("j1", tmp_path) is None
 
 
-def _handle(runner: LocalRunner, process: subprocess.Popen):
-    """The local runner's handle around a process the test started (its launch always runs train_command)."""
-    from services.learner.jobs import _LocalHandle
-
-    return _LocalHandle(process)

@@ -19,7 +19,7 @@ STARTER = textwrap.dedent("""
         name = "relay"
 
         def command(self):
-            return [sys.executable, "-m", "rlgpt.cli", "serve", "llm-relay", "--dir", sys.argv[1],
+            return [sys.executable, "-m", "rlgpt.app.cli", "serve", "llm-relay", "--dir", sys.argv[1],
                     "--port", str(self.port)]
 
     server = Relay(start_seconds=60).start()

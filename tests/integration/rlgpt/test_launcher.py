@@ -12,9 +12,9 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from process_support import assert_child_dies_with_starter, gone
 
+from rlgpt.app.launcher import start_service
 from rlgpt.errors import Unavailable
 from rlgpt.grpc_client import create_channel
-from rlgpt.launcher import start_service
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -48,7 +48,7 @@ def test_a_service_that_cannot_start_is_reported_with_its_log(tmp_path) -> None:
 STARTER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from rlgpt.launcher import start_service
+    from rlgpt.app.launcher import start_service
 
     service = start_service("env", Path(sys.argv[1]), metrics_port=-1)
     print(service.process.pid, flush=True)
@@ -74,7 +74,7 @@ STUBBORN = textwrap.dedent("""
 STUBBORN_STARTER = textwrap.dedent("""
     import os, signal, subprocess, sys, time
     from pathlib import Path
-    from rlgpt.launcher import die_with_parent
+    from rlgpt.processes import die_with_parent
 
     folder = Path(sys.argv[1])
     child = subprocess.Popen(die_with_parent([sys.executable, "-m", "stubborn", str(folder / "ready")],
@@ -104,7 +104,7 @@ def test_stop_kills_a_service_that_does_not_stop_on_sigterm(tmp_path, caplog) ->
 
 
 def test_the_local_services_start_one_env_server_per_core_unless_told(monkeypatch) -> None:
-    from rlgpt.runner import RunOptions, env_server_count
+    from rlgpt.app.runner import RunOptions, env_server_count
 
     options = RunOptions(task="collect_wood", success="", mode="pure-rl", agents="one", resume=None,
                          runs_dir=Path("runs"))

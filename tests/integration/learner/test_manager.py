@@ -81,7 +81,7 @@ if what == "hang":
 
 @pytest.fixture(autouse=True)
 def fake_training(monkeypatch) -> None:
-    monkeypatch.setattr(jobs, "train_command", lambda job_dir: ["python", "-c", SCRIPT, str(job_dir)])
+    monkeypatch.setattr(jobs, "train_command", lambda job_dir, module: ["python", "-c", SCRIPT, str(job_dir)])
 
 
 @pytest.fixture

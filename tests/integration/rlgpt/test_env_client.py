@@ -6,7 +6,8 @@ import grpc
 import numpy as np
 import pytest
 
-from rlgpt.env_client import EnvServerLost, RemoteEnv, RemoteSession, SessionEnv
+from rlgpt.env_client import EnvServerLost, RemoteSession
+from rlgpt.gym_env import RemoteEnv, SessionEnv
 from rlgpt.v1 import common_pb2, env_pb2
 from services.env_server.skills.reference import COLLECT_WOOD
 

@@ -1,0 +1,87 @@
+"""MineDojo's functional actions (craft/equip/place/destroy/drop) and the Table 1 tasks, against the stand-in
+``fake_minedojo`` (Minecraft cannot run here): the 8-dim vectors the backend sends, what the stand-in's copy of
+MineDojo's action wrapper and Malmo's handlers make of them, and a crafting skill run through the env server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from rlgpt.v1 import common_pb2, env_pb2
+from services.env_server.backends.minedojo import (
+    MineDojoBackend,
+    MineDojoEnv,
+    MineDojoSettings,
+)
+from services.env_server.backends.minedojo_tasks import task_spec
+from services.env_server.servicer import EnvServicer
+from services.env_server.settings import EnvServerSettings
+
+# `fake` (the stand-in installed as minedojo): tests/unit/env_server/conftest.py
+
+
+@pytest.fixture
+def backend(fake: Any) -> MineDojoBackend:
+    return MineDojoBackend(MineDojoSettings(image_height=24, image_width=32))
+
+
+@pytest.fixture
+def env(backend: MineDojoBackend) -> Any:
+    env = backend.make_env()
+    assert isinstance(env, MineDojoEnv)
+    env.reset(7)
+    yield env
+    env.close()
+
+
+# --- the action list ---------------------------------------------------------------------------------
+# --- the vectors sent ----------------------------------------------------------------------------------
+# --- through the env server ----------------------------------------------------------------------------
+class _Context:
+    def __init__(self) -> None:
+        self.code: Any = None
+        self.details = ""
+
+    def is_active(self) -> bool:
+        return True
+
+    def abort(self, code: Any, details: str) -> None:
+        self.code, self.details = code, details
+        raise RuntimeError(details)
+
+
+CRAFTING_SKILL = '''
+def craft_wooden_pickaxe(agent):
+    while agent.inventory["planks"] < 9:
+        yield "craft:planks"
+    yield "craft:stick"
+    yield "craft:crafting_table"
+    while agent.pitch < 45:
+        yield "camera_down"
+    yield "place:crafting_table"
+    yield "craft:wooden_pickaxe"
+'''
+
+
+def test_a_skill_crafts_a_wooden_pickaxe_from_logs(fake: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RLGPT_MINEDOJO_IMAGE_HEIGHT", "24")
+    monkeypatch.setenv("RLGPT_MINEDOJO_IMAGE_WIDTH", "32")
+    servicer = EnvServicer(EnvServerSettings())
+    try:
+        servicer.RegisterSkill(env_pb2.RegisterSkillRequest(
+            name="craft_wooden_pickaxe", description="planks, sticks, table, pickaxe", code=CRAFTING_SKILL,
+            backend="minedojo"), _Context())
+        task = task_spec("wooden_pickaxe")
+        task.start_inventory.append(common_pb2.ItemCount(item="log", count=3))
+        response = servicer.RunSkill(env_pb2.RunSkillRequest(
+            skill="craft_wooden_pickaxe", backend="minedojo", task=task, seed=1, episodes=1, max_steps=50),
+            _Context())
+    finally:
+        servicer.close()
+    [episode] = response.episodes
+    assert response.success_rate == 1.0, episode
+    assert not episode.HasField("error") or not episode.error.kind
+
+
+# --- Table 1 tasks -------------------------------------------------------------------------------------
