@@ -18,18 +18,19 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rlgpt.launcher import start_service
 
 from benchmarks.common import load_results, machine_description, save_results, utc_now, write_section
 from benchmarks.llm.dead_loops import critic_repeats, episode_loops
 from benchmarks.llm.report import TITLE, render
 from rlgpt.config import LLMSettings
 from rlgpt.grpc_client import create_channel
-from rlgpt.launcher import start_service
 from rlgpt.llm import LLMClient
 from rlgpt.llm.local_server import MODEL_ALIAS, MODEL_PACKAGES, LocalLLMServer
 from rlgpt.prompts import copies_template
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, planner_pb2
-from services.planner.agents import FastAgent, SlowAgent
+from services.planner.agents.fast import FastAgent
+from services.planner.agents.slow import SlowAgent
 from services.planner.plan_rules import plan_violations, repair_plan
 from services.planner.plans import start_inventory
 from services.planner.program_code import program_of

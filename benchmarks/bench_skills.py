@@ -27,14 +27,15 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rlgpt.launcher import start_service
 
 from benchmarks.common import machine_description, write_section
 from rlgpt import world_rules
 from rlgpt.grpc_client import create_channel
-from rlgpt.launcher import start_service
 from rlgpt.llm.client import CallRecord
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, planner_pb2
-from services.planner.agents import FastAgent, SkillCandidate
+from services.planner.agents.answers import SkillCandidate
+from services.planner.agents.fast import FastAgent
 from services.planner.skill_library import SkillLibrary
 
 log = logging.getLogger("bench_skills")

@@ -34,10 +34,10 @@ from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2, planner_pb2
 from services.learner.jobs import read_progress
 from services.learner.policy import EVAL_SEED_OFFSET
 from services.learner.rl_config import epochs, minibatches
-from services.planner.agents import FastAgent
+from services.planner.agents.fast import FastAgent
+from services.planner.agents.kept_plan import KeptPlanRevision, apply_answer, kept_plan_answer, kept_plan_prompt
 from services.planner.controller import failed_episodes
 from services.planner.kept_plan import KEPT_PLAN_PRIOR, own_reward_text
-from services.planner.kept_plan_agent import KeptPlanRevision, apply_answer, kept_plan_answer, kept_plan_prompt
 from services.planner.prompts import EvalProtocol
 from services.planner.schemas import kept_plan_schema
 from services.planner.skill_library import SkillLibrary

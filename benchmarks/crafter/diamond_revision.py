@@ -14,8 +14,8 @@ from rich.progress import Progress
 from benchmarks.crafter.diamond import BRIEFING_SEED_OFFSET, RecordedPlan, agent_prompt
 from benchmarks.crafter.diamond_results import end_kind, p_text, paired
 from benchmarks.crafter.diamond_rules import RULES, run_rules
-from services.planner.agents import evenly
-from services.planner.kept_plan_agent import KeptPlanRevision
+from services.planner.agents.kept_plan import KeptPlanRevision
+from services.planner.agents.texts import evenly
 
 CURVE_POINTS = 6
 """Points of the previous training's learning curve shown (evenly spaced, the first and last included)."""

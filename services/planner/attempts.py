@@ -1,7 +1,8 @@
 """One attempt at a sub-task: a coded attempt (the fast agent writes skill candidates, RunSkill tests them) or an
 RL attempt (the fast agent writes an RL config, the learner trains and evaluates it), then the verdict (the
-critic's, or without a critic one from the measured success rate). Each attempt is recorded as a
-:class:`~services.planner.state.TestRecord` and its details under ``attempts/``."""
+critic's, or without a critic one from the measured success rate: :mod:`services.planner.judging`). Each attempt
+is recorded as a :class:`~services.planner.state.TestRecord` and its details under ``attempts/``; an RL attempt's
+training is :mod:`services.planner.trainings`'."""
 
 from __future__ import annotations
 
@@ -9,31 +10,22 @@ import dataclasses
 import json
 import logging
 import threading
-import time
 from typing import Any
 
-import grpc
 from google.protobuf import json_format
 
 from rlgpt.errors import FailedPrecondition
-from rlgpt.llm.client import StructuredOutputError, record_from_json
-from rlgpt.v1 import common_pb2, critic_pb2, env_pb2, learner_pb2, learner_pb2_grpc, planner_pb2
-from services.planner.agents import FastAgent, MacroActions, SkillCandidate
-from services.planner.context import AgentSetup, RunContext, StopRequested
+from rlgpt.llm.client import StructuredOutputError
+from rlgpt.v1 import common_pb2, critic_pb2, learner_pb2, planner_pb2
+from services.planner.agents.answers import MacroActions, SkillCandidate, WritesAnswers
+from services.planner.answer_forms import rl_config_answer
+from services.planner.context import RunContext
+from services.planner.judging import frames_per_episode, increasing, judge, judge_frames
 from services.planner.program_code import program_of
-from services.planner.schemas import rl_config_answer
 from services.planner.state import Decision, Status, SubTaskState, TestRecord
+from services.planner.trainings import Trained, Training
 
 log = logging.getLogger(__name__)
-PASSING_RATE = 0.5
-"""Without a critic, the measured success rate at which a sub-task counts as solved."""
-JUDGE_FRAMES_PER_EPISODE = 4
-"""Frames asked for per test or evaluation episode when a critic judges (it looks at them where its
-RLGPT_CRITIC_ATTACH_FRAMES is on): the first observation, two between, the last."""
-JUDGE_MAX_FRAMES = 8
-"""Most frames one Judge request carries: the critic's default max_frames (RLGPT_CRITIC_MAX_FRAMES)."""
-LEARNER_BUSY_SECONDS = 2.0
-"""How long a training waits before asking again a learner that runs as many jobs as it may."""
 
 
 def training_frames(per_training: int, left: int | None, sharing: int = 1) -> int:
@@ -44,39 +36,6 @@ def training_frames(per_training: int, left: int | None, sharing: int = 1) -> in
     if left is None:
         return per_training
     return min(per_training, left // max(1, sharing))
-
-
-def increasing(points: list[critic_pb2.CurvePoint]) -> list[critic_pb2.CurvePoint]:
-    """Curve points with strictly increasing frames (the critic refuses repeats)."""
-    out: list[critic_pb2.CurvePoint] = []
-    for p in points:
-        if not out or p.env_frames > out[-1].env_frames:
-            out.append(p)
-    return out
-
-
-def measured_verdict(rollouts: list[common_pb2.EpisodeSummary],
-                     errors: list[common_pb2.SkillError]) -> critic_pb2.Verdict:
-    """The verdict without a critic: the agents only see the measured success rate and the first error."""
-    rate = sum(e.success for e in rollouts) / len(rollouts) if rollouts else 0.0
-    error = errors[0] if errors else None
-    passed = rate >= PASSING_RATE
-    return critic_pb2.Verdict(success=passed, success_rate=rate,
-                              target=critic_pb2.TARGET_KEEP if passed else critic_pb2.TARGET_FAST,
-                              diagnosis=f"success rate {rate:.0%}" + (f"; error {error.type}: {error.message}"
-                                                                      if error else ""))
-
-
-def judge_frames(episodes: list[common_pb2.EpisodeSummary], frames: list[env_pb2.EpisodeFrames]) -> list[bytes]:
-    """Whole episodes' frames, failed episodes first (they carry the diagnosis), each episode's in step order,
-    as many episodes as fit in :data:`JUDGE_MAX_FRAMES`."""
-    order = sorted(range(min(len(episodes), len(frames))), key=lambda i: episodes[i].success)
-    chosen: list[bytes] = []
-    for i in order:
-        if len(chosen) + len(frames[i].png) > JUDGE_MAX_FRAMES:
-            break
-        chosen.extend(frames[i].png)
-    return chosen
 
 
 MAX_ERRORS_SHOWN = 3
@@ -126,17 +85,6 @@ def joined_skills(config: learner_pb2.RLConfig, subtask: planner_pb2.SubTask, pl
 
 
 @dataclasses.dataclass
-class Trained:
-    """What step 2 of an RL attempt produced: the job, its curve (frames of that training) and its evaluation."""
-
-    job_id: str
-    curve: list[dict[str, Any]]
-    evaluation: learner_pb2.EvaluateResponse
-    asked: learner_pb2.EvaluateRequest
-    """The evaluation's request (its worlds: seed, episodes)."""
-
-
-@dataclasses.dataclass
 class RLAttempt:
     """One RL attempt of a sub-task, carried through its three steps (:meth:`Attempts.configure`,
     :meth:`Attempts.train_and_evaluate`, :meth:`Attempts.verdict`)."""
@@ -158,7 +106,7 @@ class RLAttempt:
 class Attempts:
     """Runs coded and RL attempts of sub-tasks and judges them."""
 
-    def __init__(self, ctx: RunContext, fast: FastAgent | None):
+    def __init__(self, ctx: RunContext, fast: WritesAnswers | None):
         self.ctx, self.fast = ctx, fast
 
     def code(self, st: planner_pb2.SubTask, state: SubTaskState,
@@ -168,7 +116,7 @@ class Attempts:
         candidates = fast.write_skill(st, iteration=ctx.state.outer_iteration, candidates=ctx.budgets.candidates,
                                       previous_code=state.skill_code, error=state.last_error,
                                       feedback=state.feedback, start_inventory=start,
-                                      frames_per_episode=self._frames_per_episode())
+                                      frames_per_episode=frames_per_episode(ctx))
         for c in candidates:
             if c.record is not None:
                 ctx.run.llm_call(c.record, st.name)
@@ -190,7 +138,7 @@ class Attempts:
             state.skill_code = best.answer.code
         if best.success_rate <= 0:
             state.code_failures += 1
-        return self.judge(st, Decision.CODE, list(best.episodes), code=state.skill_code,
+        return judge(ctx, st, Decision.CODE, list(best.episodes), code=state.skill_code,
                           errors=[best.error] if best.error else [], start=start,
                           frames=judge_frames(best.episodes, best.frames))
 
@@ -276,95 +224,12 @@ class Attempts:
 
     def train_and_evaluate(self, attempt: RLAttempt, halt: threading.Event | None = None) -> None:
         """Step 2: the attempt's training watched to its end, then its evaluation (``attempt.trained``); nothing
-        when it has no config. Runs in a thread of its own next to other sub-tasks' (it only emits, records on its
-        own sub-task, spends and saves, all thread-safe). Once the run is stopped or ``halt`` is set (another
-        training of the round failed), a job not started yet does not start and a running one is stopped
-        (StopJob checkpoints it): StopRequested."""
+        when it has no config (:class:`~services.planner.trainings.Training`: thread-safe, so it runs in a thread
+        of its own next to other sub-tasks'; a stop or ``halt`` raises StopRequested)."""
         if attempt.config is None:
             return
-        job_id = self._start_training(attempt, halt)
-        if not job_id:
-            return
-        curve = self._watch(attempt, job_id, halt)
-        attempt.trained = Trained(job_id, curve, *self._evaluate(attempt, job_id, curve))
-
-    def _halted(self, halt: threading.Event | None) -> bool:
-        return self.ctx.run.stop_requested.is_set() or (halt is not None and halt.is_set())
-
-    def _start_training(self, attempt: RLAttempt, halt: threading.Event | None = None) -> str:
-        """StartTraining; its job id, kept in the sub-task's state. While the learner runs as many jobs as it
-        may (RESOURCE_EXHAUSTED: its max_concurrent_jobs, other runs' jobs included) it is asked again every
-        :data:`LEARNER_BUSY_SECONDS`. A config the learner refuses is a failed attempt with that feedback and
-        trains nothing ("")."""
-        ctx, st, state, learner = self.ctx, attempt.st, attempt.state, self._learner(attempt.st)
-        if self._halted(halt):
-            raise StopRequested()
-        ctx.run.emit(st.name, config=attempt.config)
-        while True:
-            try:
-                job_id = learner.StartTraining(learner_pb2.StartTrainingRequest(config=attempt.config)).job_id
-                break
-            except grpc.RpcError as exc:
-                if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
-                    log.info("%s waits for a learner slot: %s", st.name, exc.details())
-                    time.sleep(LEARNER_BUSY_SECONDS)
-                    if self._halted(halt):
-                        raise StopRequested() from None
-                    continue
-                if exc.code() != grpc.StatusCode.INVALID_ARGUMENT:
-                    raise
-                state.feedback = f"the learner refused the config: {exc.details()}"
-                state.record(TestRecord(iteration=ctx.state.outer_iteration, kind=Decision.RL,
-                                        error=state.feedback, frames=state.frames))
-                ctx.attempt_file(f"{st.name}_rl{state.inner_iterations}",
-                                 {**attempt.details, "error": state.feedback})
-                return ""
-        state.job_id = job_id
-        ctx.save()
-        return job_id
-
-    def _watch(self, attempt: RLAttempt, job_id: str, halt: threading.Event | None) -> list[dict[str, Any]]:
-        """The job's progress to its end: emitted, on the sub-task's curve (on the frames the sub-task had spent
-        by then), its frames spent. A stop (or ``halt``) stops the job; a job that did not succeed is a
-        FailedPrecondition (the run pauses)."""
-        ctx, st, state, learner = self.ctx, attempt.st, attempt.state, self._learner(attempt.st)
-        curve: list[dict[str, Any]] = []
-        final = None
-        for progress in learner.WatchJob(learner_pb2.WatchJobRequest(job_id=job_id), timeout=24 * 3600):
-            if self._halted(halt):
-                learner.StopJob(learner_pb2.StopJobRequest(job_id=job_id))
-                raise StopRequested()
-            curve.append({"env_frames": progress.env_frames, "success_rate": progress.success_rate,
-                          "mean_return": progress.mean_return, "skill_frame_fraction": progress.skill_frame_fraction})
-            ctx.run.emit(st.name, training=progress)
-            final = progress
-        if curve and final is not None and final.action_shares:  # what the policy chose by the end: once
-            curve[-1]["action_shares"] = dict(final.action_shares)
-        state.curve.extend({**point, "env_frames": state.frames + point["env_frames"],
-                            "training_frames": point["env_frames"], "job_id": job_id,
-                            "iteration": ctx.state.outer_iteration} for point in curve)
-        ctx.spend(state, final.env_frames if final else 0)
-        if final is None or final.state != learner_pb2.JOB_STATE_SUCCEEDED:
-            message = final.message if final else "no progress"
-            state.record(TestRecord(iteration=ctx.state.outer_iteration, kind=Decision.RL, error=message,
-                                    frames=state.frames, job_id=job_id))
-            raise FailedPrecondition(f"training of {st.name} (job {job_id}) did not finish: {message}; resume with "
-                                     "--resume once the failed service is back")
-        return curve
-
-    def _evaluate(self, attempt: RLAttempt, job_id: str, curve: list[dict[str, Any]]
-                  ) -> tuple[learner_pb2.EvaluateResponse, learner_pb2.EvaluateRequest]:
-        """The trained policy's evaluation, recorded (a TestRecord, the attempt's file), and its request."""
-        ctx, st, state = self.ctx, attempt.st, attempt.state
-        asked = learner_pb2.EvaluateRequest(job_id=job_id, episodes=ctx.budgets.eval_episodes, seed=ctx.seed,
-                                            frames_per_episode=self._frames_per_episode())
-        evaluation = self._learner(st).Evaluate(asked, timeout=3600)
-        state.record(TestRecord(iteration=ctx.state.outer_iteration, kind=Decision.RL, job_id=job_id,
-                                success_rate=evaluation.success_rate, frames=state.frames))
-        ctx.attempt_file(f"{st.name}_rl{state.inner_iterations}", {
-            **attempt.details, "job_id": job_id, "env_frames": attempt.config.env_frames, "curve": curve,
-            "evaluation_success_rate": evaluation.success_rate})
-        return evaluation, asked
+        attempt.trained = Training(self.ctx, attempt.st, attempt.state, attempt.config, attempt.details,
+                                   halt).run(frames_per_episode(self.ctx))
 
     def verdict(self, attempt: RLAttempt) -> critic_pb2.Verdict | None:
         """Step 3: the verdict on a trained attempt (the critic's, an LLM call: one after another in plan order),
@@ -377,7 +242,7 @@ class Attempts:
             points = [critic_pb2.CurvePoint(env_frames=int(p["env_frames"]), success_rate=p["success_rate"],
                                             mean_return=p["mean_return"]) for p in trained.curve]
             episodes = list(trained.evaluation.episodes)
-            verdict = self.judge(attempt.st, Decision.RL, episodes, curve=increasing(points), start=attempt.start,
+            verdict = judge(self.ctx, attempt.st, Decision.RL, episodes, curve=increasing(points), start=attempt.start,
                                  env_frames=config.env_frames if config else None,
                                  frames=judge_frames(episodes, list(trained.evaluation.frames)),
                                  rl_config=json.dumps(rl_config_answer(config, attempt.state.macro_actions))
@@ -389,45 +254,7 @@ class Attempts:
                 attempt.state.feedback = f"{attempt.state.feedback} {attempt.refused}".strip()
         return verdict
 
-    def _learner(self, st: planner_pb2.SubTask) -> learner_pb2_grpc.LearnerServiceStub:
-        if self.ctx.stubs.learner is None:
-            raise FailedPrecondition(f"{st.name} needs training and this planner has no learner")
-        return self.ctx.stubs.learner
-
-    def _critic_judges(self) -> bool:
-        return self.ctx.stubs.critic is not None and self.ctx.agents == AgentSetup.SLOW_FAST_CRITIC
-
-    def _frames_per_episode(self) -> int:
-        """Frames to ask RunSkill and Evaluate for: some when a critic judges (it decides whether it looks at
-        them), none otherwise; never more than the env server's limit (Describe's ServerLimits)."""
-        if not self._critic_judges():
-            return 0
-        return min(JUDGE_FRAMES_PER_EPISODE, self.ctx.describe.limits.max_frames_per_episode)
-
-    def judge(self, st: planner_pb2.SubTask, decision: Decision, rollouts: list[common_pb2.EpisodeSummary], *,
-              code: str = "", errors: list[common_pb2.SkillError] | None = None,
-              curve: list[critic_pb2.CurvePoint] | None = None, start: list[common_pb2.ItemCount] | None = None,
-              env_frames: int | None = None, frames: list[bytes] | None = None,
-              rl_config: str = "") -> critic_pb2.Verdict:
-        """The critic's verdict; without a critic (or in a setup without one), :func:`measured_verdict`.
-        ``rl_config``: an RL attempt's config in the fast agent's answer form, its macro actions' code included."""
-        ctx = self.ctx
-        if not self._critic_judges():
-            return measured_verdict(rollouts, errors or [])
-        response = ctx.stubs.critic.Judge(critic_pb2.JudgeRequest(
-            subtask=st.name, description=st.description, success=list(st.success), rollouts=rollouts[:64],
-            code=code[:60000], errors=(errors or [])[:64], curve=(curve or [])[-2000:], decision=str(decision),
-            rules=ctx.describe.rules, start_inventory=start or [], frames=frames or [],
-            test_protocol=ctx.protocol.judge_text(str(decision), list(start or []), env_frames),
-            rl_config=rl_config), timeout=600)
-        if response.llm_record:
-            try:
-                ctx.run.llm_call(record_from_json(response.llm_record), st.name)
-            except ValueError as exc:  # a critic of another version: the verdict still counts
-                log.warning("critic's LLM record of %s is unreadable: %s", st.name, exc)
-        return response.verdict
-
-    def _fast(self) -> FastAgent:
+    def _fast(self) -> WritesAnswers:
         if self.fast is None:
             raise FailedPrecondition("this planner has no LLM: only mode=pure-rl can run")
         return self.fast

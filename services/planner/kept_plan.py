@@ -24,12 +24,13 @@ import grpc
 
 from rlgpt.llm.client import StructuredOutputError
 from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
-from services.planner.agents import choices_text, curve_text, last_shares
+from services.planner.action_space import SUCCESS_REWARD
+from services.planner.agents.kept_plan import KeptPlanRevision, answer_form, apply_answer, write_kept_plan
+from services.planner.agents.texts import choices_text, curve_text, last_shares
+from services.planner.answer_forms import macro_short_name
 from services.planner.attempts import Attempts, RLAttempt
 from services.planner.context import AgentSetup, Mode, RunContext
 from services.planner.controller import learner_evaluation
-from services.planner.kept_plan_agent import KeptPlanRevision, answer_form, apply_answer, write_kept_plan
-from services.planner.schemas import SUCCESS_REWARD, macro_short_name
 from services.planner.state import Decision, FinalResult, Status, SubTaskState
 
 log = logging.getLogger(__name__)

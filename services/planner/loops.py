@@ -32,16 +32,18 @@ from rlgpt.errors import RlgptError
 from rlgpt.prompts import CompletesJSON
 from rlgpt.v1 import common_pb2, critic_pb2, env_pb2, learner_pb2, planner_pb2
 from services.planner import kept_plan
-from services.planner.agents import FastAgent, SlowAgent
+from services.planner.action_space import SUCCESS_REWARD
+from services.planner.agents.fast import FastAgent
+from services.planner.agents.one import OneAgent
+from services.planner.agents.one_answers import recorded_answer
+from services.planner.agents.slow import SlowAgent
 from services.planner.attempts import Attempts, RLAttempt, training_frames
 from services.planner.context import AgentSetup, Mode, RunContext, StopRequested, Stubs
 from services.planner.controller import FINAL_SEED_OFFSET, NO_CONTROLLER, final_evaluation, iteration_evaluation
-from services.planner.one_agent import OneAgent, recorded_answer
 from services.planner.planning import PlanMaking
 from services.planner.plans import start_inventory, summary, task_subtask
 from services.planner.program_writer import resolve_skill_format
 from services.planner.runs import Run
-from services.planner.schemas import SUCCESS_REWARD
 from services.planner.settings import PlannerSettings
 from services.planner.skill_library import SkillLibrary
 from services.planner.state import Decision, IterationRecord, RunState, Status, SubTaskState

@@ -11,16 +11,16 @@ from typing import TYPE_CHECKING, Any
 from rlgpt.llm.client import StructuredOutputError
 from rlgpt.prompts import shorten
 from rlgpt.v1 import planner_pb2
+from services.planner.agents.one_answers import AnsweredPlan
 from services.planner.context import Mode
-from services.planner.one_agent import AnsweredPlan
 from services.planner.plan_rules import needs_named, plan_violations, repair_plan
 from services.planner.plans import ending_in_goal, task_subtask
 from services.planner.state import Decision
 
 if TYPE_CHECKING:
-    from services.planner.agents import SlowAgent
+    from services.planner.agents.one import OneAgent
+    from services.planner.agents.slow import SlowAgent
     from services.planner.context import RunContext
-    from services.planner.one_agent import OneAgent
     from services.planner.state import RunState
 
 log = logging.getLogger("services.planner.loops")

@@ -13,6 +13,7 @@ from rlgpt.llm.client import CallRecord
 from rlgpt.llm.local_server import MODEL_ALIAS
 from rlgpt.prompts import CompletesJSON, conditions_text, shorten
 from rlgpt.v1 import common_pb2, env_pb2, planner_pb2
+from services.planner.agents.texts import rules_text
 from services.planner.program_code import compile_program, program_of
 from services.planner.programs import (
     IDLE_LIMIT,
@@ -47,10 +48,6 @@ def resolve_skill_format(setting: str, model: str, describe: env_pb2.DescribeRes
                     "does not serve; the fast agent writes Python", describe.backend or "default")
         return "python"
     return wanted
-
-
-def rules_text(describe: env_pb2.DescribeResponse) -> str:
-    return describe.rules.text.strip() or "(the env server serves no rules for this backend)"
 
 
 def steps_text() -> str:
@@ -90,7 +87,7 @@ def draw_program(llm: CompletesJSON, describe: env_pb2.DescribeResponse, prompt:
     answer, record = llm.complete("fast", [{"role": "user", "content": prompt}], schema, **kwargs)
     steps = program_steps(answer)
     description = ", then ".join(step_text(step) for step in steps)
-    code = compile_program(steps, rules, name=subtask.name, success=list(subtask.success))
+    code = compile_program(steps, describe, name=subtask.name, success=list(subtask.success))
     # The compiled code is the planner's, not the model's: the limit on a model's code does not apply (the env's
     # max_code_bytes does); a checked program of MAX_STEPS steps compiles to about 9 KB.
     return SkillAnswer.model_construct(name=subtask.name, code=code,

@@ -20,7 +20,8 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from rlgpt.v1 import common_pb2, env_pb2
-from services.planner.schemas import _clamped, _enum, actions_for
+from services.planner.action_space import actions_for
+from services.planner.schemas import clamped, one_of
 
 MAX_PROGRAM_STEPS = 8
 """Most steps a program may have (a longer answer is refused by the schema)."""
@@ -31,10 +32,10 @@ MAX_EXPANDED_STEPS = 200
 IDLE_LIMIT = 4
 """Frames in a row an ``act`` step without a condition may change nothing before it ends (a dead loop)."""
 FORBID_EXTRA = ConfigDict(extra="forbid")
-COUNT = _clamped(int, 1, 9)
+COUNT = clamped(int, 1, 9)
 """An item count or a repeat count: a small model's out-of-range number is corrected, not fatal."""
-TIMES = _clamped(int, 1, MAX_TIMES)
-LAST = _clamped(int, 1, MAX_PROGRAM_STEPS)
+TIMES = clamped(int, 1, MAX_TIMES)
+LAST = clamped(int, 1, MAX_PROGRAM_STEPS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,21 +128,21 @@ def program_schema(vocabulary: Vocabulary) -> type[BaseModel]:
     if vocabulary.collect:
         op("collect", "Walk to the nearest material that gives the item and use the rules' action on it until "
                       "`count` more of it are in the inventory.",
-           item=(_enum("CollectItem", vocabulary.collect), ...), count=(COUNT, Field(1, ge=1, le=9)))
+           item=(one_of("CollectItem", vocabulary.collect), ...), count=(COUNT, Field(1, ge=1, le=9)))
     if vocabulary.place:
         op("place", "Place the item into a faced cell the rules allow.",
-           item=(_enum("PlaceItem", vocabulary.place), ...))
+           item=(one_of("PlaceItem", vocabulary.place), ...))
     if vocabulary.make:
         op("make", "Make the item once, next to what the rules need nearby.",
-           item=(_enum("MakeItem", vocabulary.make), ...))
+           item=(one_of("MakeItem", vocabulary.make), ...))
     op("go_to", "Walk next to the nearest cell of the material and face it.",
-       target=(_enum("Material", vocabulary.materials), ...))
+       target=(one_of("Material", vocabulary.materials), ...))
     condition = create_model(
-        "Until", achievement=(_enum("Achievement", vocabulary.achievements) | None, None),
-        item=(_enum("Item", vocabulary.items) | None, None), count=(COUNT | None, Field(None, ge=1, le=9)))
+        "Until", achievement=(one_of("Achievement", vocabulary.achievements) | None, None),
+        item=(one_of("Item", vocabulary.items) | None, None), count=(COUNT | None, Field(None, ge=1, le=9)))
     op("act", "Do the action until `until` holds, at most `times` times (without `until`: `times` times, or until it "
               f"has made no progress for {IDLE_LIMIT} frames in a row).",
-       action=(_enum("Action", vocabulary.actions), ...), times=(TIMES, Field(1, ge=1, le=MAX_TIMES)),
+       action=(one_of("Action", vocabulary.actions), ...), times=(TIMES, Field(1, ge=1, le=MAX_TIMES)),
        until=(condition | None, None))
     op("repeat", "Run the `last` steps before this one `times` more times.",
        last=(LAST, Field(1, ge=1, le=MAX_PROGRAM_STEPS)), times=(COUNT, Field(1, ge=1, le=9)))

@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt
 
 from rlgpt.errors import FailedPrecondition
 from rlgpt.v1 import planner_pb2
-from services.planner.agents import choices_text, last_shares
+from services.planner.agents.texts import choices_text, last_shares
 from services.planner.program_code import program_of
 from services.planner.programs import step_text
 from services.planner.state import RunState

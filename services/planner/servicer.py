@@ -12,8 +12,9 @@ import grpc
 from rlgpt import metrics
 from rlgpt.errors import FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted, grpc_errors, shown
 from rlgpt.grpc_client import create_channel
+from rlgpt.llm.metered import MeteredLLM
+from rlgpt.prompts import CompletesJSON
 from rlgpt.v1 import critic_pb2_grpc, env_pb2, env_pb2_grpc, learner_pb2_grpc, planner_pb2, planner_pb2_grpc
-from services.planner.agents import CompletesJSON, MeteredLLM
 from services.planner.budgets import budget_problems
 from services.planner.context import AgentSetup, Mode, StopRequested, Stubs
 from services.planner.loops import TwoLoops, describe_failure

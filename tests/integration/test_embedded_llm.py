@@ -7,7 +7,8 @@ import pytest
 from rlgpt.config import LLMSettings
 from rlgpt.llm.factory import make_client
 from rlgpt.v1 import common_pb2, env_pb2, planner_pb2
-from services.planner.agents import FastAgent, SlowAgent
+from services.planner.agents.fast import FastAgent
+from services.planner.agents.slow import SlowAgent
 from services.planner.schemas import SkillAnswer
 from services.planner.skill_library import SkillLibrary
 

@@ -21,7 +21,9 @@ from rlgpt.llm.vllm_server import VllmServer, VllmSettings
 from rlgpt.v1 import common_pb2, critic_pb2, env_pb2, planner_pb2
 from services.critic.judge import Judge
 from services.critic.settings import CriticSettings
-from services.planner.agents import FastAgent, SkillCandidate, SlowAgent
+from services.planner.agents.answers import SkillCandidate
+from services.planner.agents.fast import FastAgent
+from services.planner.agents.slow import SlowAgent
 from services.planner.schemas import SkillAnswer
 from services.planner.skill_library import SkillLibrary
 

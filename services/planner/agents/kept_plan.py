@@ -16,7 +16,9 @@ from rlgpt.env_client import PLAN_ACTION
 from rlgpt.llm.client import CallRecord
 from rlgpt.prompts import conditions_text
 from rlgpt.v1 import common_pb2, learner_pb2, planner_pb2
-from services.planner.agents import FastAgent, reward_kinds_text, shown_macros, skill_api_text
+from services.planner.agents.fast import AGENT, FastAgent
+from services.planner.agents.texts import reward_kinds_text, shown_macros, skill_api_text
+from services.planner.answer_forms import value_of
 from services.planner.prompts import render
 from services.planner.schemas import (
     CODE_LIMIT,
@@ -62,7 +64,7 @@ class KeptPlanRevision:
 
 def revision_text(revision: KeptPlanRevision | None) -> str:
     """The prompt's revision part ('' for a first config): the previous answer, its macro actions' code shown as
-    an RL revision shows it (:func:`~services.planner.agents.shown_macros`), and its outcome."""
+    an RL revision shows it (:func:`~services.planner.agents.texts.shown_macros`), and its outcome."""
     if revision is None:
         return ""
     previous = dict(revision.previous)
@@ -170,7 +172,7 @@ def write_kept_plan(fast: FastAgent, task: common_pb2.TaskSpec, plan: planner_pb
     ``revision``, a revision of its previous one."""
     prompt, schema = kept_plan_prompt(fast, task, plan, success_rate=success_rate, failed=failed,
                                       env_frames=env_frames, own_reward=own_reward, revision=revision)
-    answer, record = fast.llm.complete("fast", [{"role": "user", "content": prompt}], schema, iteration=iteration)
+    answer, record = fast.llm.complete(AGENT, [{"role": "user", "content": prompt}], schema, iteration=iteration)
     return kept_plan_answer(answer, record)
 
 
@@ -178,9 +180,9 @@ def kept_plan_answer(answer: BaseModel, record: CallRecord | None = None) -> Kep
     """An answer of :func:`~services.planner.schemas.kept_plan_schema` as plain values (terms of weight 0, which
     pay nothing, and repeated primitives left out)."""
     return KeptPlanAnswer(
-        primitive_actions=list(dict.fromkeys(_value(a) for a in answer.primitive_actions)),
+        primitive_actions=list(dict.fromkeys(value_of(a) for a in answer.primitive_actions)),
         macro_actions=list(answer.macro_actions), skill_max_steps=int(answer.skill_max_steps),
-        reward_terms=[common_pb2.RewardTerm(kind=_value(t.kind), target=_value(t.target), weight=float(t.weight))
+        reward_terms=[common_pb2.RewardTerm(kind=value_of(t.kind), target=value_of(t.target), weight=float(t.weight))
                       for t in answer.reward_terms if t.weight != 0],
         record=record,
         plan_interrupt=common_pb2.PlanInterrupt(damage=bool(getattr(answer, "hand_back_when_hurt", False)),
@@ -210,7 +212,3 @@ def apply_answer(config: learner_pb2.RLConfig, answer: KeptPlanAnswer, macro_ski
     del config.reward_terms[:]
     config.reward_terms.extend([*own, *answer.reward_terms])
     config.plan_interrupt.CopyFrom(answer.plan_interrupt)
-
-
-def _value(x: Any) -> Any:
-    return getattr(x, "value", x)

@@ -1,62 +1,49 @@
 """One agent (the paper's agent ablation, ``--agents one``): one LLM call plans the task, decides code or RL for
 each sub-task and writes each sub-task's skill code or RL configuration, in one prompt and one answer.
 
-:class:`OneAgent` renders one prompt from the helpers the slow and fast agents' prompts use (the environment
-line, Describe's skill API with the world's rules, the evaluation protocol, the reward kinds, the skill library)
-and asks for one answer: the slow agent's plan where each sub-task also carries ``code`` (decision "code") or
-``rl`` (decision "rl"); for small models (skill programs) a ``program`` instead of ``code``, with closed names
-(:mod:`services.planner.one_agent_schema`). The loops then run that plan as they run the slow agent's, through
-:meth:`OneAgent.fast`: a :class:`~services.planner.agents.FastAgent` that, instead of asking an LLM, serves the
-pre-written answers to FastAgent's own testing, registering and config-conversion logic. The call is recorded
-once (by whoever calls :meth:`OneAgent.solve`); the served answers carry no record (``record`` None).
+:class:`OneAgent` renders one prompt (``prompts/one_agent*.txt``) from the helpers the slow and fast agents'
+prompts use (the environment line, Describe's skill API with the world's rules, the evaluation protocol, the reward
+kinds, the skill library) and asks for one answer: the slow agent's plan where each sub-task also carries ``code``
+(decision "code") or ``rl`` (decision "rl"); for small models (skill programs) a ``program`` instead of ``code``,
+with closed names (:mod:`services.planner.agents.one_schema`). The loops then run that plan as they run the slow
+agent's; where they ask the fast agent for an answer, :meth:`OneAgent.fast` hands them the one written here
+(:class:`~services.planner.agents.one_answers.WrittenAnswers`: tested, registered and converted as the fast
+agent's answers are, with no LLM call). The call is recorded once (by whoever calls :meth:`OneAgent.solve`); the
+answers handed on carry no record (``record`` None).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import logging
-from pathlib import Path
 from typing import Any, get_args
 
-from google.protobuf import json_format
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from rlgpt.llm.client import CallRecord, StructuredOutputError
-from rlgpt.prompts import CompletesJSON, conditions_text
-from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2, planner_pb2
-from services.planner.agents import (
+from rlgpt.llm.client import CallRecord
+from rlgpt.prompts import CompletesJSON
+from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, planner_pb2
+from services.planner.agents.answers import AnswerHandler
+from services.planner.agents.one_answers import AGENT, AnsweredPlan, WrittenAnswers
+from services.planner.agents.one_schema import one_program_models, one_schema
+from services.planner.agents.texts import (
     MAX_SHOWN_CODE,
-    FastAgent,
-    SkillCandidate,
     describe_env,
     library_text,
     offered_skills,
     reward_kinds_text,
+    rules_text,
     skill_api_text,
+    task_text,
 )
-from services.planner.one_agent_schema import one_program_models, one_schema
+from services.planner.answer_forms import condition_answer, plan_to_proto
 from services.planner.plans import ending_in_goal, task_subtask
-from services.planner.program_code import compile_program, program_of
-from services.planner.program_writer import rules_text, steps_text
+from services.planner.program_code import compile_program
+from services.planner.program_writer import steps_text
 from services.planner.programs import Vocabulary, check_program, program_schema, program_steps
 from services.planner.prompts import EvalProtocol, inventory_text, render
-from services.planner.schemas import (
-    MAX_SUBTASKS,
-    SkillAnswer,
-    condition_answer,
-    plan_answer,
-    plan_schema,
-    plan_to_proto,
-    rl_config_answer,
-    rl_schema,
-)
+from services.planner.schemas import MAX_SUBTASKS, plan_schema, rl_schema
 from services.planner.skill_library import SkillLibrary
-from services.planner.state import Decision, RunState
-
-log = logging.getLogger(__name__)
-AGENT = "one"
-"""The agent's name in LLM records and metrics."""
+from services.planner.state import Decision
 
 _FAST_REVISES = "A sub-task that fails is revised by the fast agent, then by you."
 _ONE_REVISES = "A sub-task that fails is revised by you, in your next answer (with how it did)."
@@ -81,60 +68,8 @@ _PROGRAM_ONLY = ('- "code" only: this run trains no policies. Write every sub-ta
                  '  (decision "code" for every sub-task).')
 
 
-@dataclasses.dataclass
-class AnsweredPlan:
-    """A plan with the answers of its sub-tasks, by sub-task name: skill code, and RL configs in the answer's
-    form (the fields of :func:`rl_schema`)."""
-
-    plan: planner_pb2.Plan
-    code: dict[str, str] = dataclasses.field(default_factory=dict)
-    rl: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
-
-    @classmethod
-    def from_state(cls, plan: planner_pb2.Plan, state: RunState) -> AnsweredPlan:
-        """What the run tested for each sub-task of ``plan``: its last skill code and the RL config it last
-        trained (with the skills and actions the loops joined)."""
-        answered = cls(plan)
-        for st in plan.subtasks:
-            sub = state.subtasks.get(st.name)
-            if sub is None:
-                continue
-            if sub.skill_code:
-                answered.code[st.name] = sub.skill_code
-            if sub.rl_config:
-                config = json_format.ParseDict(sub.rl_config, learner_pb2.RLConfig(), ignore_unknown_fields=True)
-                macros = getattr(sub, "macro_actions", None)
-                answered.rl[st.name] = rl_config_answer(config, macros) if macros else rl_config_answer(config)
-        return answered
-
-    def answer_text(self) -> str:
-        """The plan in the one agent's answer form (RL configs inline), then each sub-task's code."""
-        doc = plan_answer(self.plan)
-        for st in doc["subtasks"]:
-            if st["name"] in self.rl:
-                st["rl"] = self.rl[st["name"]]
-        lines = [json.dumps(doc)]
-        for st in self.plan.subtasks:
-            if not self.code.get(st.name):
-                continue
-            if (steps := program_of(self.code[st.name])) is not None:  # a compiled program: shown as written
-                lines.append(f'"program" of {st.name}: {json.dumps(steps)}')
-                continue
-            lines.append(f'"code" of {st.name}:')
-            lines += [f"    {line}" for line in self.code[st.name].rstrip().splitlines()]
-        return "\n".join(lines)
-
-
-def task_text(task: common_pb2.TaskSpec) -> str:
-    """The task as the slow agent's prompt names it: its description (or name) and its success conditions."""
-    text = task.description or task.name
-    if task.success:
-        text += f" (success: {conditions_text(list(task.success))})"
-    return text
-
-
 class OneAgent:
-    """Plans, codes and configures in one prompt and one answer; :meth:`fast` serves the answers to the loops."""
+    """Plans, codes and configures in one prompt and one answer; :meth:`fast` hands the answers to the loops."""
 
     def __init__(self, llm: CompletesJSON, env: env_pb2_grpc.EnvServiceStub, describe: env_pb2.DescribeResponse,
                  library: SkillLibrary, *, seed: int = 0, protocol: EvalProtocol | None = None,
@@ -146,16 +81,16 @@ class OneAgent:
             raise ValueError(f"skill_format must be python or program, not {skill_format!r}")
         self.programs = skill_format == "program"
         self.llm = llm
-        self.env = env
         self.describe = describe
         self.library = library
-        self.seed = seed
         self.protocol = (protocol or EvalProtocol()).with_rules(describe.rules)
         self.allow_rl = allow_rl
-        self.answered: AnsweredPlan | None = None
+        self._written = WrittenAnswers(AnswerHandler(env, describe, library, self.protocol, seed=seed))
+
+    @property
+    def answered(self) -> AnsweredPlan | None:
         """The answers of the last solve (or restore), by the names the plan's sub-tasks have."""
-        self._served: set[tuple[str, str]] = set()
-        self._fast = PreWrittenFastAgent(self)
+        return self._written.answered
 
     # --- the prompt and the call -------------------------------------------------------------------
     def _previous(self, previous: AnsweredPlan | planner_pb2.Plan | None) -> AnsweredPlan | None:
@@ -248,41 +183,19 @@ class OneAgent:
         # plan_to_proto keeps the order (and renames a repeated name): the answers go by the plan's names.
         for st, given in zip(plan.subtasks, answer.subtasks, strict=True):
             if getattr(given, "program", None) is not None:  # compiled as the fast agent's programs are
-                answered.code[st.name] = compile_program(program_steps(given), self.describe.rules, name=st.name,
+                answered.code[st.name] = compile_program(program_steps(given), self.describe, name=st.name,
                                                          success=list(st.success))
             elif getattr(given, "code", None):
                 answered.code[st.name] = given.code
             if getattr(given, "rl", None) is not None:
                 answered.rl[st.name] = given.rl.model_dump(mode="json")
-        self.answered = answered
-        self._served.clear()
+        self._written.adopt(answered)
         return plan
 
-    # --- the answers, served -----------------------------------------------------------------------
-    def fast(self) -> PreWrittenFastAgent:
+    # --- the answers, handed to the loops ---------------------------------------------------------------
+    def fast(self) -> WrittenAnswers:
         """What the loops call where they call the fast agent (Attempts(ctx, one.fast()))."""
-        return self._fast
-
-    def take(self, subtask: planner_pb2.SubTask, kind: str) -> Any:
-        """The pre-written answer of ``kind`` for ``subtask`` in answer form ("code": SkillAnswer's fields, "rl":
-        the RL answer's), served once per solve; a StructuredOutputError (returned, not raised) where there is
-        none."""
-        written: dict[str, Any] | None = None
-        if self.answered is not None and kind == "code" and self.answered.code.get(subtask.name):
-            written = {"name": subtask.name, "description": subtask.description[:400],
-                       "code": self.answered.code[subtask.name]}
-        elif self.answered is not None and kind == "rl":
-            written = self.answered.rl.get(subtask.name)
-        if written is None:
-            return StructuredOutputError(
-                f"{AGENT} agent: its answer has no {kind} for sub-task {subtask.name!r} (the plan did not carry "
-                f"one, or the loops added the sub-task); it writes one when it revises the plan")
-        if (subtask.name, kind) in self._served:
-            return StructuredOutputError(
-                f"{AGENT} agent: the {kind} it wrote for {subtask.name!r} was tried already this iteration; it "
-                "writes a new one when it revises the plan")
-        self._served.add((subtask.name, kind))
-        return written
+        return self._written
 
 
 def with_goal(answer: BaseModel, task: common_pb2.TaskSpec) -> None:
@@ -299,80 +212,3 @@ def with_goal(answer: BaseModel, task: common_pb2.TaskSpec) -> None:
     for given in [*(condition.model_validate(condition_answer(c)) for c in task.success), *last.success]:
         seen.setdefault(given.model_dump_json(), given)
     last.success = list(seen.values())[:limit]
-
-
-class _Served:
-    """Stands where FastAgent's LLM stands: answers the one call of a write with the sub-task's pre-written answer,
-    validated by the fast agent's own schema, and no record (the one agent's call was recorded when it was made);
-    raises StructuredOutputError (record None) where there is no usable answer."""
-
-    def __init__(self, take: Any):
-        self.take = take  # taken when the fast agent asks, so a write that delegates to another asks once
-
-    def complete(self, agent: str, messages: list[dict[str, Any]], schema: type[Any], *, iteration: int = 0,
-                 validate: Any = None, seed: int | None = None) -> tuple[Any, None]:
-        written = self.take()
-        if isinstance(written, StructuredOutputError):
-            raise written
-        try:  # the fast agent's own schema (e.g. its offered skills): what it would refuse is refused
-            if schema is SkillAnswer and program_of(str(written.get("code", ""))) is not None:
-                # A compiled program is the planner's code, not the model's: the limit on a model's code does not
-                # apply (the env's does), as where the fast agent compiles one (program_writer.draw_program).
-                answer = SkillAnswer.model_construct(**written)
-            else:
-                answer = schema.model_validate(written)
-            if validate is not None:
-                validate(answer)
-        except (ValidationError, ValueError) as exc:
-            raise StructuredOutputError(f"{AGENT} agent: its answer does not fit {schema.__name__}: "
-                                        f"{str(exc)[:500]}") from None
-        return answer, None
-
-
-class PreWrittenFastAgent(FastAgent):
-    """FastAgent's testing, registering and config conversion, on the one agent's pre-written answers.
-
-    ``write_skill`` returns one candidate (the pre-written code, tested with RunSkill and, when it works,
-    registered under the sub-task's name and stored in the library) with ``record`` None. The RL writes
-    (``write_rl`` where FastAgent has it, ``write_rl_config``) convert the pre-written config as FastAgent does
-    (rl_config_to_proto, complete_action_space, complete_reward) and return None for the record. A sub-task
-    with no pre-written answer (the loops appended it) or one already tried since the last solve: write_skill
-    returns a candidate with no answer and the error, the RL writes raise StructuredOutputError with record
-    None: the failures the loops already handle.
-    """
-
-    def __init__(self, one: OneAgent):
-        super().__init__(_Served(lambda: None), one.env, one.describe, one.library, seed=one.seed,
-                         protocol=one.protocol)
-        self.one = one
-
-    def _serve(self, subtask: planner_pb2.SubTask, kind: str) -> None:
-        self.llm = _Served(lambda: self.one.take(subtask, kind))
-
-    def write_skill(self, subtask: planner_pb2.SubTask, *, iteration: int = 0, candidates: int = 1,
-                    **more: Any) -> list[SkillCandidate]:
-        """One candidate whatever ``candidates`` asks: the one agent wrote one skill per sub-task."""
-        self._serve(subtask, "code")
-        return super().write_skill(subtask, iteration=iteration, candidates=1, **more)
-
-    def write_rl(self, subtask: planner_pb2.SubTask, *, env_frames: int, **more: Any) -> Any:
-        self._serve(subtask, "rl")
-        return super().write_rl(subtask, env_frames=env_frames, **more)  # type: ignore[misc]
-
-    def write_rl_config(self, subtask: planner_pb2.SubTask, *, env_frames: int,
-                        **more: Any) -> tuple[learner_pb2.RLConfig, CallRecord | None]:  # type: ignore[override]
-        self._serve(subtask, "rl")
-        return super().write_rl_config(subtask, env_frames=env_frames, **more)
-
-
-def recorded_answer(run_dir: Path) -> dict[str, Any] | None:
-    """The parsed answer of the run's last successful one-agent call (``llm/*-one.json``), for
-    :meth:`OneAgent.restore` on resume; None when there is none."""
-    for path in sorted((run_dir / "llm").glob(f"*-{AGENT}.json"), reverse=True):
-        try:
-            parsed = json.loads(path.read_text()).get("parsed")
-        except (OSError, ValueError):
-            continue
-        if parsed:
-            return parsed
-    return None

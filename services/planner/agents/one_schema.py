@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal, Union, get_args
 from pydantic import BaseModel, Field, create_model, model_validator
 
 from rlgpt.v1 import common_pb2, env_pb2
-from services.planner.agents import closed_plan_schema
+from services.planner.agents.slow import closed_plan_schema
 from services.planner.plan_rules import goal_conditions
 from services.planner.programs import Vocabulary, program_schema
 from services.planner.schemas import MAX_SUBTASKS, SkillAnswer, plan_schema, rl_schema

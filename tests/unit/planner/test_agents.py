@@ -11,9 +11,10 @@ from rlgpt.config import LLMSettings
 from rlgpt.llm import LLMClient, StructuredOutputError
 from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
 from services.env_server.skills.reference import COLLECT_WOOD
-from services.planner.agents import FastAgent, SlowAgent
+from services.planner.action_space import actions_for, complete_action_space
+from services.planner.agents.fast import FastAgent
+from services.planner.agents.slow import SlowAgent
 from services.planner.prompts import PROMPT_DIR, render
-from services.planner.schemas import actions_for, complete_action_space
 from services.planner.skill_library import LibrarySkill, SkillLibrary
 
 SETTINGS = LLMSettings(max_retries=1, backoff_seconds=0.01, timeout_seconds=5, model="scripted")
@@ -216,7 +217,8 @@ def test_out_of_range_numbers_are_clamped_not_fatal(describe, library, env_serve
 def test_plan_names_are_coerced_to_snake_case_and_repeats_kept_apart() -> None:
     """A small model copies the form's "<snake_case name>" placeholder: corrected, and two copies stay two."""
     from rlgpt.v1 import env_pb2 as _env_pb2
-    from services.planner.schemas import plan_schema, plan_to_proto
+    from services.planner.answer_forms import plan_to_proto
+    from services.planner.schemas import plan_schema
 
     describe = _env_pb2.DescribeResponse(achievements=["collect_wood"], items=["wood"])
     schema = plan_schema(describe, ())
@@ -231,7 +233,7 @@ def test_plan_names_are_coerced_to_snake_case_and_repeats_kept_apart() -> None:
 
 
 def test_a_revision_shows_its_macro_actions_code_whole_within_a_bound() -> None:
-    from services.planner.agents import MAX_SHOWN_CODE_CHARS, MAX_SHOWN_MACRO_CHARS, curve_text, shown_macros
+    from services.planner.agents.texts import MAX_SHOWN_CODE_CHARS, MAX_SHOWN_MACRO_CHARS, curve_text, shown_macros
 
     small, big = "def skill(agent):\n    yield 'noop'\n", "x" * (MAX_SHOWN_CODE_CHARS + 1)
     fill = "y" * (MAX_SHOWN_MACRO_CHARS - len(small))  # too big on its own: it never counts against the rest
@@ -247,7 +249,7 @@ def test_a_revision_shows_its_macro_actions_code_whole_within_a_bound() -> None:
 
 
 def test_evenly_keeps_the_ends_and_spreads_the_rest() -> None:
-    from services.planner.agents import evenly
+    from services.planner.agents.texts import evenly
 
     assert evenly(list(range(11)), 6) == [0, 2, 4, 6, 8, 10]
     assert evenly(list(range(10)), 3) == [0, 4, 9]  # round(4.5) == 4: the middle as Python rounds it

@@ -16,10 +16,11 @@ from rlgpt.config import LLMSettings
 from rlgpt.llm import LLMClient
 from rlgpt.v1 import common_pb2, critic_pb2, env_pb2, learner_pb2, planner_pb2
 from services.env_server.skills.reference import COLLECT_WOOD
-from services.planner import attempts as attempts_module
-from services.planner.agents import FastAgent
-from services.planner.attempts import JUDGE_FRAMES_PER_EPISODE, JUDGE_MAX_FRAMES, Attempts, RLAttempt, judge_frames
+from services.planner import trainings as trainings_module
+from services.planner.agents.fast import FastAgent
+from services.planner.attempts import Attempts, RLAttempt
 from services.planner.context import RunContext, StopRequested, Stubs
+from services.planner.judging import JUDGE_FRAMES_PER_EPISODE, JUDGE_MAX_FRAMES, judge_frames
 from services.planner.runs import Run
 from services.planner.settings import PlannerSettings
 from services.planner.skill_library import LibrarySkill, SkillLibrary
@@ -160,7 +161,7 @@ class BusyLearner(FakeLearner):
 
 
 def test_a_training_waits_for_a_slot_of_a_busy_learner(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(attempts_module, "LEARNER_BUSY_SECONDS", 0.01)
+    monkeypatch.setattr(trainings_module, "LEARNER_BUSY_SECONDS", 0.01)
     learner = BusyLearner()
     ctx = rl_context(tmp_path, learner)
     state = SubTaskState(name="eat_cow", decision="rl")
@@ -174,7 +175,7 @@ def test_a_training_waits_for_a_slot_of_a_busy_learner(tmp_path: Path, monkeypat
     halt = threading.Event()
     attempt = RLAttempt(planner_pb2.SubTask(name="eat_cow"), SubTaskState(name="eat_cow"), [],
                         config=learner_pb2.RLConfig(name="eat_cow", env_frames=500))
-    monkeypatch.setattr(attempts_module.time, "sleep", lambda seconds: halt.set())
+    monkeypatch.setattr(trainings_module.time, "sleep", lambda seconds: halt.set())
     with pytest.raises(StopRequested):
         Attempts(ctx, None).train_and_evaluate(attempt, halt)
     assert busy.refused == 1 and busy.configs == []

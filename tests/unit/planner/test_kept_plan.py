@@ -15,7 +15,8 @@ import pytest
 
 from rlgpt.llm.client import CallRecord, StructuredOutputError
 from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
-from services.planner.agents import FastAgent
+from services.planner.agents.fast import FastAgent
+from services.planner.agents.kept_plan import KeptPlanRevision, failures_text, kept_plan_prompt, stage_ended
 from services.planner.context import Stubs
 from services.planner.kept_plan import (
     KEPT_PLAN_PRIOR,
@@ -24,7 +25,6 @@ from services.planner.kept_plan import (
     final_controller,
     kept_plan_name,
 )
-from services.planner.kept_plan_agent import KeptPlanRevision, failures_text, kept_plan_prompt, stage_ended
 from services.planner.loops import TwoLoops
 from services.planner.report import kept_plan_section
 from services.planner.runs import Run

@@ -17,12 +17,14 @@ from rlgpt.llm.client import CallRecord
 from rlgpt.prompts import shorten
 from rlgpt.v1 import common_pb2, critic_pb2, env_pb2, learner_pb2, planner_pb2
 from services.env_server.settings import EnvServerSettings
-from services.planner.agents import MacroActions, RLAnswer
-from services.planner.attempts import Attempts, increasing, measured_verdict, training_frames
+from services.planner.agents.answers import MacroActions, RLAnswer
+from services.planner.agents.one import OneAgent
+from services.planner.agents.one_answers import WrittenAnswers
+from services.planner.attempts import Attempts, training_frames
 from services.planner.context import AgentSetup, Mode, StopRequested, Stubs
 from services.planner.controller import chain_links, chain_skill, coded_skills, rl_jobs
+from services.planner.judging import increasing, measured_verdict
 from services.planner.loops import TwoLoops
-from services.planner.one_agent import OneAgent, PreWrittenFastAgent
 from services.planner.plans import ending_in_goal, implied_items, start_inventory, summary, task_subtask
 from services.planner.program_code import compile_program
 from services.planner.runs import Run
@@ -310,7 +312,7 @@ def test_pure_code_codes_every_subtask_of_the_plan(tmp_path: Path) -> None:
 
 def test_the_one_setup_has_one_agent_write_plan_code_and_configs(tmp_path: Path) -> None:
     two = loops(tmp_path, agents="one", llm=object())  # an LLM never called here
-    assert isinstance(two.one, OneAgent) and isinstance(two.attempts.fast, PreWrittenFastAgent)
+    assert isinstance(two.one, OneAgent) and isinstance(two.attempts.fast, WrittenAnswers)
     assert loops(tmp_path / "b", agents="slow-fast", llm=object()).one is None
     # Without an LLM every setup has the whole task as its one sub-task (pure RL's plan).
     plan = loops(tmp_path / "c", agents="one")._new_plan(None)

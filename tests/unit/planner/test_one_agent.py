@@ -17,8 +17,10 @@ from rlgpt.llm.client import record_json
 from rlgpt.reward_kinds import offered
 from rlgpt.v1 import common_pb2, env_pb2, planner_pb2
 from services.env_server.skills.reference import COLLECT_WOOD
-from services.planner.agents import FastAgent
-from services.planner.one_agent import AGENT, AnsweredPlan, OneAgent, one_schema, recorded_answer
+from services.planner.agents.fast import FastAgent
+from services.planner.agents.one import OneAgent
+from services.planner.agents.one_answers import AGENT, AnsweredPlan, WrittenAnswers, recorded_answer
+from services.planner.agents.one_schema import one_schema
 from services.planner.plans import summary
 from services.planner.prompts import PROMPT_DIR, EvalProtocol
 from services.planner.schemas import rl_schema
@@ -124,7 +126,7 @@ def test_fast_serves_the_prewritten_code_through_the_env_server(env_server, desc
         agent = one_agent(client(server, tmp_path), env_server, describe, library)
         plan, _ = agent.solve(TASK)
     fast = agent.fast()
-    assert isinstance(fast, FastAgent)
+    assert isinstance(fast, WrittenAnswers)  # the answer handling, called directly: no LLM
     [candidate] = fast.write_skill(plan.subtasks[0], candidates=3, start_inventory=[])
     assert candidate.record is None and candidate.answer.code == COLLECT_WOOD  # recorded once, by solve
     assert candidate.success_rate > 0 and candidate.error is None and len(candidate.episodes) == 2

@@ -16,7 +16,9 @@ from rlgpt.config import LLMSettings
 from rlgpt.llm import LLMClient, StructuredOutputError
 from rlgpt.llm.client import record_json
 from rlgpt.v1 import common_pb2, planner_pb2
-from services.planner.one_agent import AGENT, AnsweredPlan, OneAgent, one_schema, recorded_answer
+from services.planner.agents.one import OneAgent
+from services.planner.agents.one_answers import AGENT, AnsweredPlan, recorded_answer
+from services.planner.agents.one_schema import one_schema
 from services.planner.program_code import program_of
 from services.planner.prompts import EvalProtocol
 from services.planner.schemas import SkillAnswer

@@ -15,7 +15,8 @@ from rlgpt.config import LLMSettings
 from rlgpt.llm.client import LLMClient
 from rlgpt.llm.local_server import MODEL_ALIAS
 from rlgpt.v1 import common_pb2, env_pb2, planner_pb2
-from services.planner.agents import FastAgent, SlowAgent
+from services.planner.agents.fast import FastAgent
+from services.planner.agents.slow import SlowAgent
 from services.planner.program_code import PROGRAM_HEADER, compile_program, program_of
 from services.planner.program_writer import resolve_skill_format
 from services.planner.programs import (

@@ -25,7 +25,8 @@ from rlgpt.world_rules import achievement_items, achievement_rule, ways_to_get
 from services.critic.judge import CriticAnswer, Judge, deterministic_checks
 from services.critic.prompt import PROMPT_DIR as CRITIC_PROMPT_DIR
 from services.critic.settings import CriticSettings
-from services.planner.agents import FastAgent, SlowAgent
+from services.planner.agents.fast import FastAgent
+from services.planner.agents.slow import SlowAgent
 from services.planner.program_code import compile_program
 from services.planner.program_writer import program_prompt
 from services.planner.prompts import PROMPT_DIR, EvalProtocol

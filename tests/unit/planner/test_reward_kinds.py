@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rlgpt.reward_kinds import REWARD_KINDS, TARGETED_KINDS, offered, takes_target
 from rlgpt.v1 import env_pb2
-from services.planner.agents import reward_kinds_text
+from services.planner.agents.texts import reward_kinds_text
 
 
 def test_the_env_server_accepts_exactly_the_described_kinds(env_server) -> None:

@@ -10,22 +10,22 @@ import pydantic
 import pytest
 
 from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
-from services.planner.schemas import (
-    MAX_MACRO_ACTIONS,
-    MAX_SUBTASKS,
-    MIN_ENV_FRAMES,
-    SUCCESS_REWARD,
-    SkillAnswer,
-    complete_action_space,
-    complete_reward,
+from services.planner.action_space import SUCCESS_REWARD, complete_action_space, complete_reward
+from services.planner.answer_forms import (
     macro_actions_of,
     macro_short_name,
     macro_skill_name,
     plan_answer,
-    plan_schema,
     plan_to_proto,
     rl_config_answer,
     rl_config_to_proto,
+)
+from services.planner.schemas import (
+    MAX_MACRO_ACTIONS,
+    MAX_SUBTASKS,
+    MIN_ENV_FRAMES,
+    SkillAnswer,
+    plan_schema,
     rl_schema,
     snake_name,
 )

@@ -16,8 +16,8 @@ from rlgpt.llm import LLMClient, ReplayClient
 from rlgpt.v1 import common_pb2
 from services.critic import judge
 from services.critic import prompt as critic_prompt
-from services.planner import agents
 from services.planner import prompts as planner_prompts
+from services.planner.agents import fast as fast_agent
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -47,8 +47,8 @@ def test_llm_clients_have_the_method_the_services_need() -> None:
 def test_planner_and_critic_use_the_one_copy() -> None:
     assert planner_prompts.render.func is prompts.render
     assert planner_prompts.render.args == (planner_prompts.PROMPT_DIR,)
-    assert agents.conditions_text is prompts.conditions_text is critic_prompt.conditions_text
-    assert agents.CompletesJSON is prompts.CompletesJSON and judge.CompletesJSON is prompts.CompletesJSON
+    assert fast_agent.conditions_text is prompts.conditions_text is critic_prompt.conditions_text
+    assert fast_agent.CompletesJSON is prompts.CompletesJSON and judge.CompletesJSON is prompts.CompletesJSON
 
 
 @pytest.mark.parametrize(("service", "other"), [("critic", "planner"), ("planner", "critic")])

@@ -1,0 +1,142 @@
+"""Step 2 of an RL attempt: its config trained by the learner (StartTraining, waiting for a slot while the learner
+is busy), watched to its end (progress emitted, on the sub-task's curve, its frames spent), then the policy
+evaluated. Runs in a thread of its own next to other sub-tasks' trainings: it only emits, records on its own
+sub-task, spends and saves, all thread-safe."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from typing import Any
+
+import grpc
+
+from rlgpt.errors import FailedPrecondition
+from rlgpt.v1 import learner_pb2, learner_pb2_grpc, planner_pb2
+from services.planner.context import RunContext, StopRequested
+from services.planner.state import Decision, SubTaskState, TestRecord
+
+log = logging.getLogger(__name__)
+LEARNER_BUSY_SECONDS = 2.0
+"""How long a training waits before asking again a learner that runs as many jobs as it may."""
+
+
+@dataclasses.dataclass
+class Trained:
+    """What step 2 of an RL attempt produced: the job, its curve (frames of that training) and its evaluation."""
+
+    job_id: str
+    curve: list[dict[str, Any]]
+    evaluation: learner_pb2.EvaluateResponse
+    asked: learner_pb2.EvaluateRequest
+    """The evaluation's request (its worlds: seed, episodes)."""
+
+
+def learner_of(ctx: RunContext, st: planner_pb2.SubTask) -> learner_pb2_grpc.LearnerServiceStub:
+    """The run's learner; FailedPrecondition where the planner has none."""
+    if ctx.stubs.learner is None:
+        raise FailedPrecondition(f"{st.name} needs training and this planner has no learner")
+    return ctx.stubs.learner
+
+
+@dataclasses.dataclass
+class Training:
+    """One training of a sub-task's ``config`` and its evaluation. Once the run is stopped or ``halt`` is set
+    (another training of the round failed), a job not started yet does not start and a running one is stopped
+    (StopJob checkpoints it): StopRequested."""
+
+    ctx: RunContext
+    st: planner_pb2.SubTask
+    state: SubTaskState
+    config: learner_pb2.RLConfig
+    details: dict[str, Any]
+    """More for the attempt's file (its macro actions, accepted and refused)."""
+    halt: threading.Event | None = None
+
+    def run(self, frames_per_episode: int = 0) -> Trained | None:
+        """The training watched to its end, then its evaluation (``frames_per_episode``: frames asked for, for a
+        critic); None where the learner refused the config (a failed attempt with that feedback)."""
+        job_id = self._start()
+        if not job_id:
+            return None
+        curve = self._watch(job_id)
+        return Trained(job_id, curve, *self._evaluate(job_id, curve, frames_per_episode))
+
+    def _halted(self) -> bool:
+        return self.ctx.run.stop_requested.is_set() or (self.halt is not None and self.halt.is_set())
+
+    def _start(self) -> str:
+        """StartTraining; its job id, kept in the sub-task's state. While the learner runs as many jobs as it
+        may (RESOURCE_EXHAUSTED: its max_concurrent_jobs, other runs' jobs included) it is asked again every
+        :data:`LEARNER_BUSY_SECONDS`. A config the learner refuses is a failed attempt with that feedback and
+        trains nothing ("")."""
+        ctx, st, state, learner = self.ctx, self.st, self.state, learner_of(self.ctx, self.st)
+        if self._halted():
+            raise StopRequested()
+        ctx.run.emit(st.name, config=self.config)
+        while True:
+            try:
+                job_id = learner.StartTraining(learner_pb2.StartTrainingRequest(config=self.config)).job_id
+                break
+            except grpc.RpcError as exc:
+                if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                    log.info("%s waits for a learner slot: %s", st.name, exc.details())
+                    time.sleep(LEARNER_BUSY_SECONDS)
+                    if self._halted():
+                        raise StopRequested() from None
+                    continue
+                if exc.code() != grpc.StatusCode.INVALID_ARGUMENT:
+                    raise
+                state.feedback = f"the learner refused the config: {exc.details()}"
+                state.record(TestRecord(iteration=ctx.state.outer_iteration, kind=Decision.RL,
+                                        error=state.feedback, frames=state.frames))
+                ctx.attempt_file(f"{st.name}_rl{state.inner_iterations}", {**self.details, "error": state.feedback})
+                return ""
+        state.job_id = job_id
+        ctx.save()
+        return job_id
+
+    def _watch(self, job_id: str) -> list[dict[str, Any]]:
+        """The job's progress to its end: emitted, on the sub-task's curve (on the frames the sub-task had spent
+        by then), its frames spent. A stop (or ``halt``) stops the job; a job that did not succeed is a
+        FailedPrecondition (the run pauses)."""
+        ctx, st, state, learner = self.ctx, self.st, self.state, learner_of(self.ctx, self.st)
+        curve: list[dict[str, Any]] = []
+        final = None
+        for progress in learner.WatchJob(learner_pb2.WatchJobRequest(job_id=job_id), timeout=24 * 3600):
+            if self._halted():
+                learner.StopJob(learner_pb2.StopJobRequest(job_id=job_id))
+                raise StopRequested()
+            curve.append({"env_frames": progress.env_frames, "success_rate": progress.success_rate,
+                          "mean_return": progress.mean_return, "skill_frame_fraction": progress.skill_frame_fraction})
+            ctx.run.emit(st.name, training=progress)
+            final = progress
+        if curve and final is not None and final.action_shares:  # what the policy chose by the end: once
+            curve[-1]["action_shares"] = dict(final.action_shares)
+        state.curve.extend({**point, "env_frames": state.frames + point["env_frames"],
+                            "training_frames": point["env_frames"], "job_id": job_id,
+                            "iteration": ctx.state.outer_iteration} for point in curve)
+        ctx.spend(state, final.env_frames if final else 0)
+        if final is None or final.state != learner_pb2.JOB_STATE_SUCCEEDED:
+            message = final.message if final else "no progress"
+            state.record(TestRecord(iteration=ctx.state.outer_iteration, kind=Decision.RL, error=message,
+                                    frames=state.frames, job_id=job_id))
+            raise FailedPrecondition(f"training of {st.name} (job {job_id}) did not finish: {message}; resume with "
+                                     "--resume once the failed service is back")
+        return curve
+
+    def _evaluate(self, job_id: str, curve: list[dict[str, Any]], frames_per_episode: int
+                  ) -> tuple[learner_pb2.EvaluateResponse, learner_pb2.EvaluateRequest]:
+        """The trained policy's evaluation, recorded (a TestRecord, the attempt's file), and its request."""
+        ctx, st, state = self.ctx, self.st, self.state
+        asked = learner_pb2.EvaluateRequest(job_id=job_id, episodes=ctx.budgets.eval_episodes, seed=ctx.seed,
+                                            frames_per_episode=frames_per_episode)
+        evaluation = learner_of(ctx, st).Evaluate(asked, timeout=3600)
+        state.record(TestRecord(iteration=ctx.state.outer_iteration, kind=Decision.RL, job_id=job_id,
+                                success_rate=evaluation.success_rate, frames=state.frames))
+        ctx.attempt_file(f"{st.name}_rl{state.inner_iterations}", {
+            **self.details, "job_id": job_id, "env_frames": self.config.env_frames, "curve": curve,
+            "evaluation_success_rate": evaluation.success_rate})
+        return evaluation, asked
