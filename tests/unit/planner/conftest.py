@@ -1,16 +1,19 @@
-"""What the planner's tests share: the real env server's Describe (one per module) and an empty skill library."""
+"""What the planner's tests share: the env server's Describe, as recorded (no server), and an empty skill library."""
 
 from __future__ import annotations
 
 import pytest
+from describe_support import recorded_describe
 
 from rlgpt.v1 import env_pb2
 from services.planner.skill_library import SkillLibrary
 
 
-@pytest.fixture(scope="module")
-def describe(env_server) -> env_pb2.DescribeResponse:
-    return env_server.stub.Describe(env_pb2.DescribeRequest())
+@pytest.fixture
+def describe() -> env_pb2.DescribeResponse:
+    """The env server's Describe for Crafter (tests/data/describe_crafter.textproto; a test in tests/integration
+    checks it against a live server)."""
+    return recorded_describe()
 
 
 @pytest.fixture
