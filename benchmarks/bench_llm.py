@@ -18,11 +18,11 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rlgpt.launcher import start_service
 
 from benchmarks.common import load_results, machine_description, save_results, utc_now, write_section
 from benchmarks.llm.dead_loops import critic_repeats, episode_loops
 from benchmarks.llm.report import TITLE, render
+from rlgpt.app.launcher import start_service
 from rlgpt.config import LLMSettings
 from rlgpt.grpc_client import create_channel
 from rlgpt.llm import LLMClient

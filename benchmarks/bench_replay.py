@@ -24,7 +24,7 @@ import typer
 from rich.console import Console
 
 from benchmarks.common import machine_description, write_section
-from rlgpt.runner import RunOptions, recorded_request, run_rlgpt
+from rlgpt.app.runner import RunOptions, recorded_request, run_rlgpt
 
 log = logging.getLogger("bench_replay")
 console = Console(stderr=True)

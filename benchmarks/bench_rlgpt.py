@@ -32,10 +32,10 @@ from rich.console import Console
 from benchmarks.common import RAW_DIR, load_results, machine_description, save_results, utc_now, write_section
 from benchmarks.rlgpt.events import run_numbers
 from benchmarks.rlgpt.report import ABLATED_MODE, AGENT_SETUPS, FIGURE, REFERENCE_MODE, TITLE, render_section
+from rlgpt.app.runner import RunOptions, follow, local_services, task_spec
 from rlgpt.config import LLMSettings
 from rlgpt.grpc_client import create_channel
 from rlgpt.llm.factory import needs_local_server
-from rlgpt.runner import RunOptions, follow, local_services, task_spec
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2, learner_pb2_grpc, planner_pb2, planner_pb2_grpc
 from services.env_server.skills.reference import REFERENCE_SKILLS
 from services.planner.context import AgentSetup

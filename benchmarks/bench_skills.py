@@ -27,10 +27,10 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rlgpt.launcher import start_service
 
 from benchmarks.common import machine_description, write_section
 from rlgpt import world_rules
+from rlgpt.app.launcher import start_service
 from rlgpt.grpc_client import create_channel
 from rlgpt.llm.client import CallRecord
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, planner_pb2

@@ -17,6 +17,7 @@ import grpc
 import gymnasium as gym
 import numpy as np
 
+from rlgpt.env_contract import is_macro
 from rlgpt.grpc_client import create_channel
 from rlgpt.step_stream import StepStream
 from rlgpt.tensors import from_tensor
@@ -24,24 +25,6 @@ from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc
 
 log = logging.getLogger(__name__)
 Observation = dict[str, np.ndarray]
-SKILL_PREFIX = "skill:"
-PLAN_ACTION = "plan"
-"""The action a kept plan adds (CreateSessionRequest.plan), after the skills."""
-
-
-def is_macro(action: str) -> bool:
-    """Whether an action name is a macro action (a skill or the kept plan), which may take up to K frames."""
-    return action.startswith(SKILL_PREFIX) or action == PLAN_ACTION
-
-
-def action_name(action: str, skill_name: Callable[[str], str] = str) -> str:
-    """An action of an RL action space as texts name it: "the plan", a primitive as itself, a skill (a library
-    skill or a macro action) by ``skill_name`` of its registered name (whoever registered it knows how to shorten
-    it)."""
-    if action == PLAN_ACTION:
-        return "the plan"
-    return skill_name(action.removeprefix(SKILL_PREFIX)) if action.startswith(SKILL_PREFIX) else action
-
 
 # Codes after which a session cannot go on (server gone, session expired, request refused for good).
 FATAL_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.NOT_FOUND, grpc.StatusCode.DEADLINE_EXCEEDED,

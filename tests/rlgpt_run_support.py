@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rlgpt.runner import RunOptions
+from rlgpt.app.runner import RunOptions
 from services.env_server.skills.reference import COLLECT_WOOD
 
 PLAN = {"rationale": "wood by code", "subtasks": [

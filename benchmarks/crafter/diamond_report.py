@@ -20,7 +20,7 @@ from benchmarks.crafter.diamond_results import (
     paired,
     variant,
 )
-from rlgpt.env_client import action_name
+from rlgpt.env_contract import action_name
 
 SECTION_TITLE = "## collect_diamond with a kept plan: the chain alone vs APPO around it (make bench-diamond)"
 

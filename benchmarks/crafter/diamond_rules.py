@@ -34,7 +34,8 @@ from benchmarks.crafter.diamond import (
     plan_config,
 )
 from benchmarks.crafter.run import EPISODE_LENGTH, start_env_servers
-from rlgpt.env_client import PLAN_ACTION
+from rlgpt import env_contract
+from rlgpt.env_contract import PLAN_ACTION
 from rlgpt.v1 import env_pb2, learner_pb2
 from services.learner.evaluate import Chooser, play
 
@@ -84,9 +85,10 @@ class Rule:
             raise ValueError(f"unknown rule {name!r}; one of {', '.join(RULES)}")
         self.name, self.parts = name, set(RULES[name])
         self.plan = actions.index(PLAN_ACTION)
-        macro = {part: f"skill:{AGENT_MACRO_PREFIX}{getattr(tools, part)}" for part in self.parts}
+        macro = {part: f"{env_contract.SKILL_PREFIX}{AGENT_MACRO_PREFIX}{getattr(tools, part)}" for part in self.parts}
         if missing := [m for m in macro.values() if m not in actions]:
-            raise ValueError(f"rule {name}: the answer has no macro action {missing[0].removeprefix('skill:')}")
+            raise ValueError(f"rule {name}: the answer has no macro action "
+                             f"{missing[0].removeprefix(env_contract.SKILL_PREFIX)}")
         self.macro = {part: actions.index(m) for part, m in macro.items()}
         self.shelter_name = AGENT_MACRO_PREFIX + tools.shelter
         self.daylight = labels.index("world/daylight")

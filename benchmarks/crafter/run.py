@@ -24,8 +24,8 @@ from rich.progress import Progress
 from benchmarks.common import REPO_ROOT
 from benchmarks.crafter.score import crafter_score, success_rates, within_budget
 from benchmarks.learner.measure import kill_group
+from rlgpt.app.launcher import ServiceProcess, start_service
 from rlgpt.grpc_client import create_channel
-from rlgpt.launcher import ServiceProcess, start_service
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2
 from services.env_server.skills.reference import REFERENCE_SKILLS
 from services.learner.env_servers import prepare_env_servers

@@ -20,7 +20,7 @@ from rich.progress import Progress
 from benchmarks.common import MIB
 from benchmarks.env.measure import Plan
 from benchmarks.env.runners import Runner
-from rlgpt.launcher import ServiceProcess, start_service
+from rlgpt.app.launcher import ServiceProcess, start_service
 from rlgpt.tensors import from_tensor
 from rlgpt.v1 import env_pb2, env_pb2_grpc
 

@@ -25,8 +25,8 @@ from benchmarks.env.grpc_paths import (
 from benchmarks.env.measure import WARMUP_FRAMES, Measurement, Plan, calibrate, in_process_memory
 from benchmarks.env.runners import InProcessRunner, PipelineRunner, RawCrafterRunner, Runner, measure_interleaved
 from benchmarks.env.server_profile import run_profile
+from rlgpt.app.launcher import ServiceProcess
 from rlgpt.grpc_client import create_channel
-from rlgpt.launcher import ServiceProcess
 from rlgpt.v1 import env_pb2_grpc
 
 SESSION_MEMORY_ENVS = 16

@@ -23,8 +23,8 @@ import psutil
 
 from benchmarks.env.grpc_paths import close_session, create_session, step_requests
 from benchmarks.env.measure import Plan
+from rlgpt.app.launcher import ServiceProcess
 from rlgpt.grpc_client import create_channel
-from rlgpt.launcher import ServiceProcess
 from rlgpt.v1 import env_pb2, env_pb2_grpc
 from services.env_server.settings import EnvServerSettings
 

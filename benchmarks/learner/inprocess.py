@@ -16,7 +16,8 @@ import numpy as np
 from rlgpt.env_client import EnvBatch
 from rlgpt.v1 import learner_pb2
 from services.env_server.backends.base import get_backend
-from services.env_server.session import Action, Session
+from services.env_server.sessions.actions import Action
+from services.env_server.sessions.session import Session
 from services.env_server.settings import EnvServerSettings
 from services.env_server.tasks import parse_reward_terms, parse_task
 from services.learner.sf_env import load_job_config, worker_env

@@ -22,7 +22,7 @@ from benchmarks.common import REPO_ROOT
 from benchmarks.learner import SERVER_COUNTS
 from benchmarks.learner.monitor import Monitor
 from benchmarks.learner.sf_profile import parse_sf_profiles, summarise_profile
-from rlgpt.launcher import ServiceProcess, start_service
+from rlgpt.app.launcher import ServiceProcess, start_service
 from rlgpt.v1 import common_pb2, learner_pb2
 from services.env_server.backends.crafter import CrafterBackend
 from services.learner.jobs import read_progress, train_command, write_job_config

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from rlgpt.cli_serve import LogLevel, serve_app, setup_logging
+from rlgpt.app.cli_serve import LogLevel, serve_app, setup_logging
 from rlgpt.errors import RlgptError
 
 app = typer.Typer(help="RL-GPT: LLM agents that write code-as-policy skills and drive RL.", no_args_is_help=True)
@@ -65,7 +65,7 @@ def run(
 ) -> None:
     """Run RL-GPT on a task: all four services on loopback (or --planner ADDR), live progress, a report."""
     setup_logging(log_level)
-    from rlgpt.runner import RunOptions, run_rlgpt
+    from rlgpt.app.runner import RunOptions, run_rlgpt
 
     options = RunOptions(task=task, success=success, mode=mode, agents=agents, resume=resume, runs_dir=runs_dir,
                          outer=outer, inner=inner, frames_per_training=frames_per_training,

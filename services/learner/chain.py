@@ -16,7 +16,7 @@ from typing import Any
 import grpc
 import numpy as np
 
-from rlgpt.env_client import PLAN_ACTION, SKILL_PREFIX
+from rlgpt.env_contract import PLAN_ACTION, SKILL_PREFIX
 from rlgpt.errors import InvalidArgument, NotFound, Unavailable, shown
 from rlgpt.grpc_client import create_channel
 from rlgpt.tensors import from_tensor

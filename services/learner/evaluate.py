@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rlgpt.env_client import PLAN_ACTION
+from rlgpt.env_contract import PLAN_ACTION
 from rlgpt.errors import FailedPrecondition, NotFound
 from rlgpt.grpc_client import create_channel
 from rlgpt.tensors import from_tensor

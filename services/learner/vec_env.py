@@ -22,7 +22,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlgpt.env_client import ManyEnvs, Observation, is_macro
+from rlgpt.env_client import ManyEnvs, Observation
+from rlgpt.env_contract import is_macro
 
 EXTRA_STATS = ("success", "frames", "skill_frames", "skill_uses", "skill_errors", "achievements")
 """The per-episode stats the env reports (``info["episode_extra_stats"]``)."""

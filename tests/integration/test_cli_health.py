@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typer.testing import CliRunner
 
-from rlgpt.cli import app
+from rlgpt.app.cli import app
 from rlgpt.grpc_server import create_server, stop_server
 
 

@@ -17,8 +17,8 @@ from rlgpt.v1 import env_pb2, env_pb2_grpc
 
 
 def test_serve_env_answers_health_reflection_and_metrics() -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "rlgpt.cli", "serve", "env", "--port", "0", "--metrics-port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "rlgpt.app.cli", "serve", "env", "--port", "0",
+                             "--metrics-port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()
         match = re.search(r"RLGPT_READY service=env port=(\d+) metrics_port=(\d+)", line)
@@ -53,7 +53,7 @@ def test_serve_env_answers_health_reflection_and_metrics() -> None:
 
 def test_bad_settings_are_reported_together() -> None:
     start = time.monotonic()
-    result = subprocess.run([sys.executable, "-m", "rlgpt.cli", "serve", "env", "--port", "70000",
+    result = subprocess.run([sys.executable, "-m", "rlgpt.app.cli", "serve", "env", "--port", "70000",
                              "--max-sessions", "0"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "port=70000" in result.stderr and "max_sessions=0" in result.stderr
@@ -68,7 +68,7 @@ def test_serve_llm_relay_answers_a_chat_from_a_file_and_stops_on_sigterm(tmp_pat
     from rlgpt.llm import LLMClient
     from services.critic.judge import CriticAnswer
 
-    proc = subprocess.Popen([sys.executable, "-m", "rlgpt.cli", "serve", "llm-relay", "--dir", str(tmp_path),
+    proc = subprocess.Popen([sys.executable, "-m", "rlgpt.app.cli", "serve", "llm-relay", "--dir", str(tmp_path),
                              "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()

@@ -97,7 +97,7 @@ def test_still_serves_after_bad_requests(critic) -> None:
 
 
 def test_serve_critic_without_llm() -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "rlgpt.cli", "serve", "critic", "--port", "0", "--metrics-port",
+    proc = subprocess.Popen([sys.executable, "-m", "rlgpt.app.cli", "serve", "critic", "--port", "0", "--metrics-port",
                              "-1", "--no-llm"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()

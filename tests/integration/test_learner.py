@@ -14,9 +14,9 @@ import grpc
 import PIL.Image
 import pytest
 
+from rlgpt.app.launcher import start_service
 from rlgpt.grpc_client import create_channel
 from rlgpt.grpc_server import ServiceBinding, create_server, stop_server
-from rlgpt.launcher import start_service
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2, learner_pb2_grpc
 from services.env_server.skills.reference import COLLECT_WOOD
 from services.learner.jobs import JobHandle, LocalRunner, _LocalHandle

@@ -31,8 +31,8 @@ from monitoring_support import (
     substitute,
 )
 
+from rlgpt.app.runner import RunOptions, local_services
 from rlgpt.grpc_client import create_channel
-from rlgpt.runner import RunOptions, local_services
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2, learner_pb2_grpc, planner_pb2, planner_pb2_grpc
 from services.env_server.skills.reference import COLLECT_WOOD
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from rlgpt.app.runner import RunOptions, run_rlgpt
 from rlgpt.errors import Unavailable
-from rlgpt.runner import RunOptions, run_rlgpt
 from services.env_server.skills.reference import COLLECT_WOOD
 
 pytestmark = pytest.mark.timeout(600)
@@ -36,7 +36,7 @@ def free_port() -> int:
 
 
 def start_relay(folder: Path, port: int) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", "rlgpt.cli", "serve", "llm-relay", "--dir", str(folder),
+    proc = subprocess.Popen([sys.executable, "-m", "rlgpt.app.cli", "serve", "llm-relay", "--dir", str(folder),
                              "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     assert re.search(r"RLGPT_READY service=llm-relay", proc.stdout.readline())
     return proc

@@ -14,7 +14,7 @@ import pytest
 from fakes.fake_openai import FakeOpenAIServer, Reply
 from rlgpt_run_support import options
 
-from rlgpt.runner import run_rlgpt
+from rlgpt.app.runner import run_rlgpt
 from services.env_server.skills.reference import COLLECT_WOOD, PLACE_TABLE
 from services.planner.program_code import program_of
 

@@ -11,8 +11,8 @@ import pytest
 from fakes.fake_openai import FakeOpenAIServer, Reply
 from rlgpt_run_support import WOOD_ANSWERS, options
 
+from rlgpt.app.runner import run_rlgpt
 from rlgpt.errors import FailedPrecondition, InvalidArgument, Unavailable
-from rlgpt.runner import run_rlgpt
 
 pytestmark = pytest.mark.timeout(600)
 

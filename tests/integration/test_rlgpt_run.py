@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from fakes.fake_openai import FakeOpenAIServer, Reply
 
+from rlgpt.app.runner import RunOptions, run_rlgpt
 from rlgpt.errors import FailedPrecondition, InvalidArgument
-from rlgpt.runner import RunOptions, run_rlgpt
 from services.env_server.skills.reference import COLLECT_WOOD
 
 pytestmark = pytest.mark.timeout(900)
@@ -103,8 +103,8 @@ def _processes_mentioning(text: str) -> list[int]:
 
 @pytest.mark.parametrize("killed", ["learner", "env"])
 def test_service_killed_mid_run_then_resume_continues(killed: str, tmp_path, monkeypatch) -> None:
+    from rlgpt.app.runner import local_services, task_spec
     from rlgpt.grpc_client import create_channel
-    from rlgpt.runner import local_services, task_spec
     from rlgpt.v1 import planner_pb2, planner_pb2_grpc
 
     with FakeOpenAIServer([scripted]) as llm:

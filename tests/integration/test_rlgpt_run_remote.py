@@ -11,8 +11,8 @@ import pytest
 from fakes.fake_openai import FakeOpenAIServer, Reply
 from rlgpt_run_support import WOOD_ANSWERS, options
 
+from rlgpt.app.runner import local_services, run_rlgpt
 from rlgpt.errors import InvalidArgument, Unavailable
-from rlgpt.runner import local_services, run_rlgpt
 
 pytestmark = pytest.mark.timeout(600)
 REPORT_FILES = {"report.md", "curves.png", "iterations.png"}

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from services.env_server.backends.base import BackendEnv
-from services.env_server.trajectory import TrajectoryRecorder
+from services.env_server.sessions.trajectory import TrajectoryRecorder
 
 
 @dataclasses.dataclass

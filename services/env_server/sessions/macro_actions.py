@@ -1,21 +1,44 @@
 """Coded skills as macro actions: a skill action of a batched step runs its skill in the sandbox for up
-to ``skill_max_steps`` frames, or until it returns, fails or the caller stops it."""
+to ``skill_max_steps`` frames, or until it returns, fails or the caller stops it.
+
+The session hands itself in as a :class:`MacroSession` (what the macro actions read of it, and its one-frame
+step), so this module needs nothing of session.py and session.py alone imports this one."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from rlgpt import metrics
-from rlgpt.env_client import PLAN_ACTION
+from rlgpt.env_contract import PLAN_ACTION, SKILL_PREFIX
+from services.env_server.backends.base import Backend, BackendEnv
+from services.env_server.sessions.actions import Action
+from services.env_server.sessions.episode import EnvSlot
+from services.env_server.sessions.outcome import StepOutcome
 from services.env_server.skills.executor import SkillExecutor, SkillRecord
 
-if TYPE_CHECKING:
-    from services.env_server.session import Session, StepOutcome
 
-SKILL_PREFIX = "skill:"
-"""Skill actions are named ``skill:<name>`` in a session's action space."""
+@dataclasses.dataclass(frozen=True)
+class PlanInterrupt:
+    """When a plan action ends before its K frames (CreateSessionRequest.plan_interrupt)."""
+
+    damage: bool = False
+    """On the frame the player's health falls below what it was when the action began."""
+    threat_within: int = 0
+    """While one of the backend's threats is this many cells away or closer (0: off)."""
+
+    @property
+    def on(self) -> bool:
+        return self.damage or self.threat_within > 0
+
+    def reason(self, env: BackendEnv, health_at_start: float) -> str:
+        """Why env's plan action ends now ("damage", "threat"), or "" when it goes on."""
+        if self.damage and env.health() < health_at_start:
+            return "damage"
+        if self.threat_within and env.threat_distance(self.threat_within) is not None:
+            return "threat"
+        return ""
 
 
 @dataclasses.dataclass
@@ -30,12 +53,33 @@ class PlanState:
     """The plan skill left running in its sandbox slot when the last plan action ended: the next resumes it."""
 
 
-def plan_stage(session: Session, i: int) -> int | None:
+class MacroSession(Protocol):
+    """What the macro actions use of a session (``Session`` is one): its envs and actions, where each env's
+    plan stands, and its one-frame step."""
+
+    backend: Backend
+    actions: list[Action]
+    slots: list[EnvSlot]
+    skill_max_steps: int
+    plan_interrupt: PlanInterrupt
+    plan_skill_overtime: int
+    primitive_index: dict[str, int]
+    plans: dict[int, PlanState]
+
+    @property
+    def num_envs(self) -> int: ...
+
+    def frame(self, i: int, primitive: int, name: str, out: StepOutcome) -> bool:
+        """One primitive frame of env ``i`` into ``out``; True when its episode ended."""
+        ...
+
+
+def plan_stage(session: MacroSession, i: int) -> int | None:
     """Env ``i``'s first stage not yet done in its episode (stages are sticky); None when all are."""
     return next((j for j, done in enumerate(session.slots[i].episode.stages_done) if not done), None)
 
 
-def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actions: list[int], out: StepOutcome,
+def run_skills(session: MacroSession, executor: SkillExecutor, envs: list[int], actions: list[int], out: StepOutcome,
                should_stop: Callable[[], bool] | None) -> None:
     """Runs the skill and plan actions of ``envs`` together, one frame of each per round, into ``out``.
 
@@ -179,12 +223,12 @@ def run_skills(session: Session, executor: SkillExecutor, envs: list[int], actio
     executor.stop(stopped + ended)
 
 
-def plan_slot(session: Session, i: int) -> int:
+def plan_slot(session: MacroSession, i: int) -> int:
     """Env ``i``'s sandbox slot for plan skills (its skill actions use slot ``i``)."""
     return session.num_envs + i
 
 
-def plan_failed(session: Session, i: int, error: dict[str, Any], skill: SkillRecord, out: StepOutcome,
+def plan_failed(session: MacroSession, i: int, error: dict[str, Any], skill: SkillRecord, out: StepOutcome,
                 spend_frame: bool = True) -> None:
     """A plan skill's error ends the plan action only: the world may have made it fail (a zombie, an item
     used up), and the policy may mend that; the error is reported, naming the skill, and counted."""
@@ -204,7 +248,7 @@ def _with_code_line(error: dict[str, Any], skill: SkillRecord | None) -> None:
             error["code_line"] = lines[error["line"] - 1].strip()
 
 
-def skill_failed(session: Session, i: int, error: dict[str, Any], skill: SkillRecord | None,
+def skill_failed(session: MacroSession, i: int, error: dict[str, Any], skill: SkillRecord | None,
                  out: StepOutcome) -> None:
     """Reports env ``i``'s skill error (with its source line) and, when it used no frame, spends one."""
     _with_code_line(error, skill)

@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from services.env_server.backends.base import Backend
-from services.env_server.episode import EnvSlot
+from services.env_server.sessions.episode import EnvSlot
+from services.env_server.sessions.trajectory import TrajectoryRecorder
+from services.env_server.sessions.trajectory_reading import watch_names
 from services.env_server.tasks import Task
-from services.env_server.trajectory import TrajectoryRecorder
-from services.env_server.trajectory_reading import watch_names
 
 SUMMARY_TEXT_CHARS = 8000
 """EpisodeSummary.text is cut to this many characters."""

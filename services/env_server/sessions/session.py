@@ -1,10 +1,10 @@
 """Sessions: N envs of one backend and task stepped together in batches (primitives one frame each, skill
-actions through macro_actions.py), with rewards, episode ends and resets."""
+and plan actions through macro_actions.py, which gets the session as its ``MacroSession``), with rewards,
+episode ends and resets."""
 
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -14,68 +14,16 @@ import numpy as np
 
 from rlgpt import metrics
 from rlgpt.errors import FailedPrecondition, NotFound, shown
-from services.env_server.backends.base import Backend, BackendEnv, RawStep
-from services.env_server.episode import EnvSlot, Episode
-from services.env_server.macro_actions import PlanState, plan_slot, run_skills
-from services.env_server.recording import episode_summary, record_frame, recorder_for
+from services.env_server.backends.base import Backend, RawStep
+from services.env_server.sessions.actions import Action
+from services.env_server.sessions.episode import EnvSlot, Episode
+from services.env_server.sessions.macro_actions import PlanInterrupt, PlanState, plan_slot, run_skills
+from services.env_server.sessions.outcome import StepOutcome
+from services.env_server.sessions.recording import episode_summary, record_frame, recorder_for
+from services.env_server.sessions.trajectory import TrajectoryRecorder
 from services.env_server.settings import EnvServerSettings
-from services.env_server.skills.executor import SkillExecutor, SkillRecord
+from services.env_server.skills.executor import SkillExecutor
 from services.env_server.tasks import RewardTerm, Task, step_reward
-from services.env_server.trajectory import TrajectoryRecorder
-
-
-@dataclasses.dataclass
-class Action:
-    """One entry of a session's action space: a primitive (backend index), a skill, or the kept plan (one skill
-    per stage of the session)."""
-
-    name: str
-    primitive: int = -1
-    skill: SkillRecord | None = None
-    plan: tuple[SkillRecord, ...] = ()
-
-    @property
-    def macro(self) -> bool:
-        return self.skill is not None or bool(self.plan)
-
-
-@dataclasses.dataclass(frozen=True)
-class PlanInterrupt:
-    """When a plan action ends before its K frames (CreateSessionRequest.plan_interrupt)."""
-
-    damage: bool = False
-    """On the frame the player's health falls below what it was when the action began."""
-    threat_within: int = 0
-    """While one of the backend's threats is this many cells away or closer (0: off)."""
-
-    @property
-    def on(self) -> bool:
-        return self.damage or self.threat_within > 0
-
-    def reason(self, env: BackendEnv, health_at_start: float) -> str:
-        """Why env's plan action ends now ("damage", "threat"), or "" when it goes on."""
-        if self.damage and env.health() < health_at_start:
-            return "damage"
-        if self.threat_within and env.threat_distance(self.threat_within) is not None:
-            return "threat"
-        return ""
-
-
-@dataclasses.dataclass
-class StepOutcome:
-    """Per-env results of one batched step."""
-
-    rewards: np.ndarray
-    terminated: np.ndarray
-    truncated: np.ndarray
-    frames: np.ndarray
-    infos: list[dict[str, Any]]
-
-    def rows(self, indices: list[int]) -> StepOutcome:
-        """The outcome of the listed envs only, in that order."""
-        return StepOutcome(rewards=self.rewards[indices], terminated=self.terminated[indices],
-                           truncated=self.truncated[indices], frames=self.frames[indices],
-                           infos=[self.infos[i] for i in indices])
 
 
 def session_not_found(session_id: str, settings: EnvServerSettings) -> NotFound:
@@ -202,9 +150,7 @@ class Session:
             if self.slots[i].needs_reset:
                 raise FailedPrecondition(f"env {i} of session {self.id} finished its episode and the session has "
                                          "no autoreset; call Reset for it first")
-        out = StepOutcome(rewards=np.zeros(n, np.float32), terminated=np.zeros(n, bool),
-                          truncated=np.zeros(n, bool), frames=np.zeros(n, np.int32),
-                          infos=[{"achievements": []} for _ in range(n)])
+        out = StepOutcome.empty(n)
         skill_envs: list[int] = []
         for i in chosen:
             action = self.actions[full[i]]

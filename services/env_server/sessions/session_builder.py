@@ -1,5 +1,5 @@
 """A Session from a CreateSessionRequest: sizes checked against the server's limits, then the backend,
-task, reward terms and action space (primitives and registered skills) read for that backend."""
+task, reward terms and action space (actions.py) read for that backend."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from rlgpt.errors import InvalidArgument, join_problems, shown
 from rlgpt.observation_choice import choices, observed
 from rlgpt.v1 import env_pb2
 from services.env_server.backends.base import Backend, get_backend
-from services.env_server.macro_actions import PLAN_ACTION, SKILL_PREFIX
-from services.env_server.session import Action, PlanInterrupt, Session
+from services.env_server.sessions.actions import action_space, plan_action
+from services.env_server.sessions.macro_actions import PlanInterrupt
+from services.env_server.sessions.session import Session
 from services.env_server.settings import EnvServerSettings
 from services.env_server.skills.executor import SkillRegistry
 from services.env_server.tasks import parse_reward_terms, parse_stages, parse_task
@@ -19,49 +20,6 @@ from services.env_server.tasks import parse_reward_terms, parse_stages, parse_ta
 def _check_range(field: str, value: int, low: int, high: int, problems: list[str]) -> None:
     if not low <= value <= high:
         problems.append(f"{field}={value} must be in {low}..{high}")
-
-
-def action_space(backend: Backend, primitives: list[str], skill_names: list[str],
-                 skills: SkillRegistry) -> list[Action]:
-    """The named primitives (all of the backend's when none) followed by the named skills."""
-    spec = backend.spec
-    problems: list[str] = []
-    actions: list[Action] = []
-    for name in primitives or spec.actions:
-        if name not in spec.actions:
-            problems.append(f"unknown primitive action {shown(name)} for {spec.name}; "
-                            f"known: {', '.join(spec.actions)}")
-        else:
-            actions.append(Action(name=name, primitive=spec.actions.index(name)))
-    if len(set(primitives)) != len(primitives):
-        problems.append("primitive_actions has duplicates")
-    if len(set(skill_names)) != len(skill_names):
-        problems.append("skills has duplicates")
-    if problems:
-        raise InvalidArgument(join_problems(problems))
-    for name in skill_names:
-        record = skills.get(name)  # NotFound names the missing skill
-        if record.backend != spec.name:
-            raise InvalidArgument(f"skill {shown(name)} was written for {record.backend}, not {spec.name}")
-        actions.append(Action(name=SKILL_PREFIX + name, skill=record))
-    return actions
-
-
-def plan_action(backend: Backend, plan: list[str], stages: int, skills: SkillRegistry) -> list[Action]:
-    """The kept plan's action (none without a plan): one registered skill of the backend per stage."""
-    if not plan:
-        return []
-    if len(plan) != stages:
-        raise InvalidArgument(f"plan names {len(plan)} skills and stages has {stages} entries: a plan needs one "
-                              "skill per stage (the stage says when its skill is done)")
-    records = []
-    for j, name in enumerate(plan):
-        record = skills.get(name)  # NotFound names the missing skill
-        if record.backend != backend.spec.name:
-            raise InvalidArgument(f"plan[{j}]: skill {shown(name)} was written for {record.backend}, not "
-                                  f"{backend.spec.name}")
-        records.append(record)
-    return [Action(name=PLAN_ACTION, plan=tuple(records))]
 
 
 def observe_mask(backend: Backend, chosen: list[str]) -> np.ndarray | None:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from rlgpt import metrics
 from rlgpt.errors import InvalidArgument, ResourceExhausted, shown
-from services.env_server.session import Session, session_not_found
+from services.env_server.sessions.session import Session, session_not_found
 from services.env_server.settings import EnvServerSettings
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ from typing import Any
 from rlgpt.errors import FailedPrecondition
 from rlgpt.frames import FrameSampler
 from rlgpt.v1 import env_pb2
-from services.env_server.session_builder import build_session
+from services.env_server.sessions.session_builder import build_session
 from services.env_server.settings import EnvServerSettings
 from services.env_server.skills.executor import SkillRegistry
 

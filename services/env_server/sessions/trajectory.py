@@ -17,9 +17,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from services.env_server.skills.api import CrafterAgent
-from services.env_server.skills.navigation import OUT_OF_MAP
-from services.env_server.trajectory_reading import (
+from services.env_server.sessions.trajectory_reading import (
     MOVE_STEPS,
     cell_text,
     distance,
@@ -32,6 +30,8 @@ from services.env_server.trajectory_reading import (
     status_of,
     step_text,
 )
+from services.env_server.skills.api import CrafterAgent
+from services.env_server.skills.navigation import OUT_OF_MAP
 
 Cell = tuple[int, int]
 CREATURES = ("cow", "zombie", "skeleton")

@@ -1,4 +1,4 @@
-"""What one perception says, for the trajectory text (services/env_server/trajectory.py): where the
+"""What one perception says, for the trajectory text (trajectory.py): where the
 player is, its needs, what is near or faced; and which things a task needs the player to find.
 
 Reads Crafter's perception (position, status, view) and tolerates others (MineDojo: (x, y, z), life).

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from rlgpt.env_client import PLAN_ACTION
+from rlgpt.env_contract import PLAN_ACTION
 from rlgpt.llm.client import CallRecord
 from rlgpt.prompts import conditions_text
 from rlgpt.v1 import common_pb2, learner_pb2, planner_pb2

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any, TypeVar
 
-from rlgpt.env_client import action_name
+from rlgpt.env_contract import action_name
 from rlgpt.prompts import conditions_text
 from rlgpt.reward_kinds import REWARD_KINDS, offered
 from rlgpt.v1 import common_pb2, env_pb2, planner_pb2

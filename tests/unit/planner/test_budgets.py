@@ -8,8 +8,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from rlgpt.cli import app
-from rlgpt.runner import RunOptions, budgets
+from rlgpt.app.cli import app
+from rlgpt.app.runner import RunOptions, budgets
 from rlgpt.v1 import planner_pb2
 from services.planner.budgets import BUDGET_FIELDS, allowed_range, budget_problems, resolve_budgets
 from services.planner.settings import PlannerSettings

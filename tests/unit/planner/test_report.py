@@ -107,7 +107,7 @@ def test_chunks_carry_every_file_whole_and_in_order(tmp_path: Path) -> None:
 def test_rlgpt_report_rewrites_a_local_run_directory(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from rlgpt.cli import app
+    from rlgpt.app.cli import app
 
     run_dir = _run_dir(tmp_path / "run")
     (run_dir / "status.json").write_text(json.dumps({"state": "RUN_STATE_STOPPED", "error": "stopped on request"}))

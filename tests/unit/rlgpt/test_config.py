@@ -15,7 +15,7 @@ from services.learner.settings import LearnerSettings
 from services.planner.settings import PlannerSettings
 
 README = Path(__file__).resolve().parents[3] / "README.md"
-# What the services load (rlgpt/cli.py); backends' own settings (RLGPT_MINEDOJO_*) are documented with them.
+# What the services load (rlgpt/app/cli.py); backends' own settings (RLGPT_MINEDOJO_*) are documented with them.
 SERVICE_SETTINGS = (ServerSettings, EnvServerSettings, LearnerSettings, PlannerSettings, CriticSettings, LLMSettings)
 
 

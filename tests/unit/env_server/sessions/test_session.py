@@ -4,7 +4,8 @@ import pytest
 
 from rlgpt.errors import FailedPrecondition
 from services.env_server.backends.crafter import CrafterBackend
-from services.env_server.session import Action, Session
+from services.env_server.sessions.actions import Action
+from services.env_server.sessions.session import Session
 from services.env_server.settings import EnvServerSettings
 from services.env_server.tasks import RewardTerm, Task
 

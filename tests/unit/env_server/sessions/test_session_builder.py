@@ -9,7 +9,7 @@ import pytest
 from rlgpt.errors import InvalidArgument
 from rlgpt.v1 import common_pb2, env_pb2
 from services.env_server.backends.crafter import CrafterBackend
-from services.env_server.session_builder import plan_interrupt
+from services.env_server.sessions.session_builder import plan_interrupt
 from services.env_server.settings import EnvServerSettings
 
 

@@ -9,11 +9,12 @@ from crafter import objects
 
 from services.critic.checks import dead_loop as _dead_loop
 from services.env_server.backends.crafter import CrafterBackend
-from services.env_server.session import Action, Session
+from services.env_server.sessions.actions import Action
+from services.env_server.sessions.session import Session
+from services.env_server.sessions.trajectory import TrajectoryRecorder
 from services.env_server.settings import EnvServerSettings
 from services.env_server.skills.executor import SkillRecord
 from services.env_server.tasks import RewardTerm, Task
-from services.env_server.trajectory import TrajectoryRecorder
 
 OPEN = Task(name="open", achievements=(), inventory=(), start_inventory=(), terminate_on_success=False)
 

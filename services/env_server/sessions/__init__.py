@@ -1,0 +1,4 @@
+"""The env server's sessions: N envs of one backend and task stepped together (session), built from a
+CreateSessionRequest (session_builder, actions), kept by id (session_manager), with skill and plan actions
+(macro_actions), per-env episodes (episode), recorded trajectories (recording, trajectory, trajectory_reading)
+and RunSkill's test episodes (skill_trials)."""
