@@ -5,11 +5,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing as mp
-import os
 import shutil
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -18,14 +14,14 @@ import numpy as np
 import psutil
 from rich.progress import Progress
 
-from benchmarks.common import REPO_ROOT
 from benchmarks.learner import SERVER_COUNTS
 from benchmarks.learner.monitor import Monitor
 from benchmarks.learner.sf_profile import parse_sf_profiles, summarise_profile
+from benchmarks.training import follow_training, launch_training
 from rlgpt.app.launcher import ServiceProcess, start_service
 from rlgpt.v1 import common_pb2, learner_pb2
 from services.env_server.backends.crafter import CrafterBackend
-from services.learner.jobs import read_progress, train_command, write_job_config
+from services.learner.jobs import TRAIN_MODULE, LocalHandle, kill_group, prepare_job_dir, read_progress
 from services.learner.rl_config import DEFAULT_ENVS_PER_WORKER
 
 log = logging.getLogger("benchmarks.learner")
@@ -34,6 +30,8 @@ NUM_WORKERS = 2
 ENVS_PER_WORKER = DEFAULT_ENVS_PER_WORKER  # the learner's own default, unless the bench is told otherwise
 EPISODE_LENGTH = 1000  # RLConfig's default once validated; the learner service fills it in the same way
 WARMUP_FRAMES = 400  # per raw-stepping process: first renders fill Crafter's texture caches
+INPROCESS_MODULE = "benchmarks.learner.inprocess"
+"""The training entry point of the in-process variant (the learner's training with the env swapped)."""
 
 
 def _raw_stepper(index: int, envs: int, seed: int, seconds: float, barrier: Any, results: Any) -> None:
@@ -119,18 +117,6 @@ def rl_config(frames: int, seed: int, envs_per_worker: int = ENVS_PER_WORKER) ->
         envs_per_worker=envs_per_worker, seed=seed, skill_max_steps=1)
 
 
-def kill_group(process: subprocess.Popen[Any]) -> None:
-    """Ends a subprocess started in its own session and everything it spawned (SF workers included)."""
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        log.error("pid %d survived SIGKILL", process.pid)
-
-
 def fps_readout(records: list[dict[str, Any]], wall: float) -> dict[str, Any]:
     """Training frames/s from progress records: steady state over the second half of the frames, and overall."""
     moving = [r for r in records if r["env_frames"] > 0]
@@ -160,53 +146,44 @@ def fps_readout(records: list[dict[str, Any]], wall: float) -> dict[str, Any]:
 
 def run_training(variant: str, work_dir: Path, frames: int, seed: int, timeout: float,
                  progress: Progress, raw_dir: Path, envs_per_worker: int = ENVS_PER_WORKER) -> dict[str, Any]:
-    """One training job in a subprocess (its own process group) under a timeout, with monitoring."""
+    """One training job through the learner's local runner (its own process group) under a timeout, with
+    monitoring."""
     job_dir = work_dir / f"{variant}-{time.strftime('%H%M%S')}"
     job_dir.mkdir(parents=True)
     config = rl_config(frames, seed, envs_per_worker)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1",
-           "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     servers: list[ServiceProcess] = []
-    process: subprocess.Popen[bytes] | None = None
+    handle: LocalHandle | None = None
     monitor = Monitor()
     task = progress.add_task(f"training, {variant}", total=frames)
     result: dict[str, Any] = {"variant": variant, "job_dir": str(job_dir)}
     try:
         extra: dict[str, Any] = {"device": "cpu", "progress_interval": 2}
+        module = INPROCESS_MODULE
         if variant in SERVER_COUNTS:
             # One env-server process per rollout worker for the scaled-out variant (the learner puts worker w's
             # session on server w mod n, as a job given several env servers does).
             servers = [start_service("env", work_dir / "logs", metrics_port=-1) for _ in range(SERVER_COUNTS[variant])]
             extra["env_server"] = servers[0].target
             extra["env_servers"] = [server.target for server in servers]
-            command = train_command(job_dir)
-            command[0] = sys.executable
-        else:
-            command = [sys.executable, "-m", "benchmarks.learner.inprocess", str(job_dir)]
-        write_job_config(job_dir, config, extra)
+            module = TRAIN_MODULE
+        prepare_job_dir(job_dir, config, extra)
         with monitor:
             for i, server in enumerate(servers):
                 monitor.watch("env_server" if i == 0 else f"env_server_{i + 1}", server.process.pid)
-            with (job_dir / "train.log").open("wb") as log_file:
-                process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=env,
-                                           cwd=REPO_ROOT, start_new_session=True)
-            monitor.watch("training", process.pid)
+            handle = launch_training(job_dir, config, module)
+            monitor.watch("training", handle.process.pid)
             start = time.perf_counter()
-            while process.poll() is None and time.perf_counter() - start < timeout:
-                records = read_progress(job_dir)
-                if records:
-                    progress.update(task, completed=min(frames, records[-1]["env_frames"]))
-                time.sleep(0.5)
+            rc = follow_training(handle, job_dir, timeout, lambda last: progress.update(
+                task, completed=min(frames, last["env_frames"])), interval=0.5)
             wall = time.perf_counter() - start
-            rc = process.poll()
             if rc is None:
                 log.error("%s training did not finish within %.0f s; killing it", variant, timeout)
-                kill_group(process)
+                handle.kill()
         result.update(rc=rc, timed_out=rc is None, wall_s=wall, **monitor.result())
     finally:
-        if process is not None:
+        if handle is not None:
             # Sample Factory's workers normally exit with the runner; make sure no orphan keeps a core busy.
-            kill_group(process)
+            kill_group(handle.process)
         for server in servers:
             server.stop()
             kill_group(server.process)  # the server's own children, if any

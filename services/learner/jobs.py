@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +32,14 @@ _PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
 LEARNER_PID_ENV = "RLGPT_LEARNER_PID"
 
 
-def train_command(job_dir: Path) -> list[str]:
-    """The command that runs one training job (locally, or as the container command of a Kubernetes Job)."""
-    return ["python", "-m", "services.learner.train", str(job_dir)]
+TRAIN_MODULE = "services.learner.train"
+"""The module that trains one job: ``python -m TRAIN_MODULE JOB_DIR``."""
+
+
+def train_command(job_dir: Path, module: str = TRAIN_MODULE) -> list[str]:
+    """The command that runs one training job (locally, or as the container command of a Kubernetes Job);
+    ``module``: another entry point that trains a job directory the same way (a benchmark's in-process env)."""
+    return ["python", "-m", module, str(job_dir)]
 
 
 class JobHandle(abc.ABC):
@@ -66,7 +72,22 @@ class JobRunner(abc.ABC):
         """A handle to a job launched before a learner restart, or None when it no longer runs."""
 
 
-class _LocalHandle(JobHandle):
+def kill_group(process: subprocess.Popen) -> None:
+    """Kills a process started in a session of its own and all that is left in its process group (Sample
+    Factory's rollout and learner processes, even once their parent has exited), then reaps it."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        log.error("training process %d survived SIGKILL", process.pid)
+
+
+class LocalHandle(JobHandle):
+    """A training process on this machine, the leader of its own process group."""
+
     def __init__(self, process: subprocess.Popen):
         self.process = process
 
@@ -75,35 +96,34 @@ class _LocalHandle(JobHandle):
 
     def kill(self) -> None:
         if self.process.poll() is None:
-            # The whole process group: Sample Factory's rollout and learner processes go too.
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            log.error("training process %d survived SIGKILL", self.process.pid)
+            kill_group(self.process)
 
     def describe(self) -> str:
         return f"local pid {self.process.pid}"
 
 
 class LocalRunner(JobRunner):
-    """Runs each job as a subprocess (its own process group) on this machine."""
+    """Runs each job as a subprocess (its own process group) on this machine: the learner's jobs and the
+    benchmarks' trainings alike."""
 
     name = "local"
 
-    def launch(self, job_id: str, job_dir: Path, config: learner_pb2.RLConfig) -> JobHandle:
-        command = train_command(job_dir)
+    def __init__(self, module: str = TRAIN_MODULE, env: Mapping[str, str] | None = None) -> None:
+        self.module = module
+        """The training entry point (``train_command``'s module)."""
+        self.env = dict(env or {})
+        """Added to this process's environment for each training process."""
+
+    def launch(self, job_id: str, job_dir: Path, config: learner_pb2.RLConfig) -> LocalHandle:
+        command = train_command(job_dir, self.module)
         command[0] = sys.executable
-        env = dict(os.environ)
+        env = {**os.environ, **self.env}
         env["PYTHONPATH"] = _PROJECT_ROOT + os.pathsep + env.get("PYTHONPATH", "")
-        env[LEARNER_PID_ENV] = str(os.getpid())  # the job ends itself if this learner dies (no orphans)
+        env[LEARNER_PID_ENV] = str(os.getpid())  # the job ends itself if its launcher dies (no orphans)
         with (job_dir / "train.log").open("ab") as log_file:
             process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=env,
                                        cwd=_PROJECT_ROOT, start_new_session=True)
-        return _LocalHandle(process)
+        return LocalHandle(process)
 
     def reattach(self, job_id: str, job_dir: Path) -> JobHandle | None:
         return None  # a local training process dies with its learner's process group or is orphaned; not adopted
@@ -155,6 +175,14 @@ def write_job_config(job_dir: Path, config: learner_pb2.RLConfig, extra: dict[st
     """Writes ``config.json``: the RLConfig plus what the training process needs to reach its env server."""
     doc = {"config": json_format.MessageToDict(config, preserving_proto_field_name=True), **extra}
     (job_dir / "config.json").write_text(json.dumps(doc, indent=2))
+
+
+def prepare_job_dir(job_dir: Path, config: learner_pb2.RLConfig, extra: dict[str, Any]) -> None:
+    """Readies a job directory for a launch, its first or a resume from its checkpoint: writes ``config.json``
+    and removes what an earlier run left that would end the new one at once (a stop request, a diagnosed error)."""
+    write_job_config(job_dir, config, extra)
+    for name in ("stop", "error.json"):
+        (job_dir / name).unlink(missing_ok=True)
 
 
 def read_progress(job_dir: Path, after_line: int = 0) -> list[dict[str, Any]]:

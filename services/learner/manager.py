@@ -20,9 +20,9 @@ from services.learner.jobs import (
     JobRunner,
     LocalRunner,
     last_error,
+    prepare_job_dir,
     read_progress,
     wait_for_exit,
-    write_job_config,
 )
 from services.learner.settings import LearnerSettings
 
@@ -89,7 +89,7 @@ class JobManager:
             job_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
             job_dir = self.root / job_id
             job_dir.mkdir(parents=True)
-            write_job_config(job_dir, config, extra)
+            prepare_job_dir(job_dir, config, extra)
             record = JobRecord(job_id=job_id, job_dir=job_dir, config=config)
             self._jobs[job_id] = record
             try:
@@ -110,9 +110,7 @@ class JobManager:
                                          "or failed job can resume")
             if check is not None:
                 check(record.job_dir)
-            write_job_config(record.job_dir, record.config, extra)
-            for name in ("stop", "error.json"):
-                (record.job_dir / name).unlink(missing_ok=True)
+            prepare_job_dir(record.job_dir, record.config, extra)
             record.resumes += 1
             try:
                 self._launch(record)

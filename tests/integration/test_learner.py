@@ -19,7 +19,7 @@ from rlgpt.grpc_client import create_channel
 from rlgpt.grpc_server import ServiceBinding, create_server, stop_server
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2, learner_pb2_grpc
 from services.env_server.skills.reference import COLLECT_WOOD
-from services.learner.jobs import JobHandle, LocalRunner, _LocalHandle
+from services.learner.jobs import JobHandle, LocalHandle, LocalRunner
 from services.learner.servicer import SERVICE_NAME, LearnerServicer
 from services.learner.settings import LearnerSettings
 
@@ -322,7 +322,7 @@ class StalledRunner(LocalRunner):
         import subprocess
 
         process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
-        return _LocalHandle(process)
+        return LocalHandle(process)
 
 
 def test_watchdog_kills_a_stalled_job(env_server, skills, tmp_path) -> None:
