@@ -1,20 +1,17 @@
-"""The agents' answer schemas: enums from the env's Describe, snake_case names, clamps, and what validation refuses."""
+"""The agents' answer schemas: enums from the env's Describe, snake_case names, clamps, what validation refuses, and
+answers of them as protos and back (services/planner/answer_forms.py)."""
 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import pydantic
 import pytest
 
-from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
-from services.planner.action_space import SUCCESS_REWARD, complete_action_space, complete_reward
+from rlgpt.v1 import common_pb2, env_pb2, planner_pb2
 from services.planner.answer_forms import (
     macro_actions_of,
-    macro_short_name,
-    macro_skill_name,
     plan_answer,
     plan_to_proto,
     rl_config_answer,
@@ -180,40 +177,6 @@ def test_an_rl_answer_chooses_what_the_policy_observes_and_whether_success_ends_
         schema.model_validate({**RL_ANSWER, "observe": ["mood"]})
 
 
-@pytest.mark.parametrize(("terms", "expected", "says"), [
-    # Gemma 3 270M's make_wood_pickaxe answer: nothing paid the goal, training stayed at chance.
-    ([("health", "", 0.0), ("death", "", -1.0)], [("death", "", -1.0), ("success", "", SUCCESS_REWARD)],
-     "dropped 1 term(s) of weight 0; added success"),
-    ([("achievement", "collect_wood", -1.0)], [("achievement", "collect_wood", -1.0), ("success", "", SUCCESS_REWARD)],
-     "added success"),
-    ([("achievement", "collect_stone", 1.0)], [("achievement", "collect_stone", 1.0), ("success", "", SUCCESS_REWARD)],
-     "added success"),
-    ([("achievement", "make_wood_pickaxe", 2.0)], [("achievement", "make_wood_pickaxe", 2.0)], ""),
-    ([("inventory_gain", "*", 0.5)], [("inventory_gain", "*", 0.5)], ""),
-    ([("native", "", 1.0), ("step", "", -0.01)], [("native", "", 1.0), ("step", "", -0.01)], ""),
-    ([("success", "", 1.0)], [("success", "", 1.0)], ""),
-])
-def test_a_config_is_always_paid_for_its_sub_tasks_success(terms, expected, says) -> None:
-    config = learner_pb2.RLConfig(task=common_pb2.TaskSpec(success=[
-        common_pb2.Condition(achievement="make_wood_pickaxe"), common_pb2.Condition(
-            inventory=common_pb2.ItemCount(item="wood", count=1))]),
-        reward_terms=[common_pb2.RewardTerm(kind=k, target=t, weight=w) for k, t, w in terms])
-    assert complete_reward(config).startswith(says) if says else complete_reward(config) == ""
-    assert [(t.kind, t.target, pytest.approx(t.weight)) for t in config.reward_terms] == expected
-
-
-def test_complete_action_space_adds_moves_and_what_the_goal_needs(env_server) -> None:
-    describe = env_server.stub.Describe(env_pb2.DescribeRequest())
-    config = learner_pb2.RLConfig(primitive_actions=["do"], task=common_pb2.TaskSpec(
-        success=[common_pb2.Condition(achievement="place_table")]))
-    added = complete_action_space(config, list(describe.actions), describe.rules)
-    assert added == ["move_left", "move_right", "move_up", "move_down", "place_table"]
-    assert list(config.primitive_actions) == ["do", *added]
-    everything = learner_pb2.RLConfig(task=config.task)  # empty means every action: nothing to add
-    assert complete_action_space(everything, list(describe.actions), describe.rules) == []
-    assert not everything.primitive_actions
-
-
 def test_the_name_pattern_reaches_the_llm_servers_schema() -> None:
     from rlgpt.llm.client import server_schema
     from services.planner.schemas import NAME_PATTERN, SkillAnswer
@@ -260,16 +223,6 @@ def test_an_rl_answer_may_ask_for_fewer_frames_never_more_than_offered() -> None
     assert trained(5000, 1000) == 1000  # an offer below the minimum is still the cap
     with pytest.raises(pydantic.ValidationError, match="env_frames"):
         model.model_validate({**RL_ANSWER, "env_frames": "lots"})
-
-
-def test_macro_actions_get_names_of_their_sub_task_within_the_env_servers_rules() -> None:
-    assert macro_skill_name("get_wood", "turn_around") == "get_wood__turn_around"
-    long = macro_skill_name("s" * 48, "m" * 48)
-    assert len(long) == 64 and long.endswith("__" + "m" * 30) and re.fullmatch(r"[a-z][a-z0-9_]{0,63}", long)
-    assert macro_skill_name("x", "walk", {"x__walk"}) == "x__walk_2"
-    assert macro_skill_name("x", "walk", {"x__walk", "x__walk_2"}) == "x__walk_3"
-    for subtask, name in [("get_wood", "turn_around"), ("s" * 48, "m" * 30), ("a_b", "c_d")]:
-        assert macro_short_name(subtask, macro_skill_name(subtask, name)) == name
 
 
 def test_rl_config_answer_shows_the_configs_macro_actions_with_their_code() -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from services.planner.prompts import PROMPT_DIR, render
 from services.planner.skill_library import LibrarySkill, SkillLibrary
 
 
@@ -64,3 +65,16 @@ def test_equally_similar_skills_come_best_first(tmp_path: Path) -> None:
     library.add(skill("wood_a", "wood", 0.3, task="x"))
     library.add(skill("wood_b", "wood", 0.8, task="x"))
     assert [s.name for s in library.retrieve("wood x")] == ["wood_b", "wood_a"]
+
+
+def test_library_retrieval_and_prompts_name_their_example_tasks(tmp_path) -> None:
+    library = SkillLibrary(tmp_path / "lib.json")
+    library.add(LibrarySkill("collect_wood", "chop trees for wood", "x", 0.9, "collect_wood"))
+    library.add(LibrarySkill("drink_water", "walk to water and drink", "x", 1.0, "collect_drink"))
+    assert library.retrieve("get some wood from trees")[0].name == "collect_wood"
+    assert not library.add(LibrarySkill("collect_wood", "worse", "y", 0.5, "collect_wood"))
+    assert SkillLibrary(tmp_path / "lib.json").all()[0].description == "chop trees for wood"  # persisted
+    for path in PROMPT_DIR.glob("*.txt"):
+        assert "covers" in path.read_text().splitlines()[0], path
+    with pytest.raises(KeyError, match="needs fields"):
+        render("slow_agent", task="x")

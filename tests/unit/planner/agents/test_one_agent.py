@@ -1,5 +1,5 @@
 """The one agent (``--agents one``): its answer schema, one call through the real LLM client to a scripted
-OpenAI-compatible test double, its answers served through FastAgent's logic to the real env server, and its
+OpenAI-compatible test double, its answers handled as the fast agent's are (tested on the real env server), and its
 prompt rendered from a real env server's Describe."""
 
 from __future__ import annotations

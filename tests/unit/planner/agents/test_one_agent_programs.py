@@ -1,7 +1,7 @@
 """The one agent in program form (``--agents one`` with a small model, RLGPT_SKILL_FORMAT=program): closed names,
 a skill program per coded sub-task and an RL config per learned one, told apart by the decision in the schema;
-one call through the real LLM client to a scripted OpenAI-compatible test double; the programs compiled, served
-through FastAgent's logic and run by real Crafter on the real env server."""
+one call through the real LLM client to a scripted OpenAI-compatible test double; the programs compiled, handled
+as the fast agent's answers are and run by real Crafter on the real env server."""
 
 from __future__ import annotations
 
