@@ -1,4 +1,4 @@
-"""RL around a kept plan, the planner's side: what the fast agent is told about the chain's failures, its answer
+"""RL around a kept plan, the planner's side: the fast agent's answer (its prompt: agents/test_kept_plan_agent.py)
 applied to the training (macro actions registered on a real env server), and the training done after the last
 iteration, also when a resumed run finds the iterations done but the training not (test doubles of the LLM and the
 learner; the whole method runs against real services in tests/integration/test_rlgpt_method.py)."""
@@ -7,16 +7,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import grpc
-import pydantic
 import pytest
+from kept_plan_support import FAILED, PICKAXE, PLAN, WALK, ScriptedLLM
 
-from rlgpt.llm.client import CallRecord, StructuredOutputError
 from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
 from services.planner.agents.fast import FastAgent
-from services.planner.agents.kept_plan import KeptPlanRevision, failures_text, kept_plan_prompt, stage_ended
 from services.planner.context import Stubs
 from services.planner.kept_plan import (
     KEPT_PLAN_PRIOR,
@@ -28,80 +25,9 @@ from services.planner.kept_plan import (
 from services.planner.loops import TwoLoops
 from services.planner.report import kept_plan_section
 from services.planner.runs import Run
-from services.planner.schemas import SKILL_CODE_LIMITS, kept_plan_schema
 from services.planner.settings import PlannerSettings
 from services.planner.skill_library import SkillLibrary
 from services.planner.state import IterationRecord, RunState, Status
-
-WOOD = common_pb2.Condition(inventory=common_pb2.ItemCount(item="wood", count=5))
-TABLE = common_pb2.Condition(achievement="place_table")
-PICKAXE = common_pb2.Condition(achievement="make_wood_pickaxe")
-PLAN = planner_pb2.Plan(subtasks=[
-    planner_pb2.SubTask(name="wood", description="get wood", success=[WOOD], decision=planner_pb2.DECISION_CODE),
-    planner_pb2.SubTask(name="table", description="place a table", success=[TABLE],
-                        decision=planner_pb2.DECISION_CODE),
-    planner_pb2.SubTask(name="pickaxe", description="make a pickaxe", success=[PICKAXE],
-                        decision=planner_pb2.DECISION_CODE)])
-WALK = "def skill(agent):\n    for _ in range(4):\n        yield 'move_left'\n"
-FAILED = [
-    {"end_reason": "death", "death_cause": "zombie", "steps": 300, "achievements": [], "inventory": {"wood": 2},
-     "tail": ["step 290 at (3, 4): health 3->1 (zombie)", "end: died (zombie)"]},
-    # The table used up wood: the wood sub-task still counts as done.
-    {"end_reason": "death", "death_cause": "arrow", "steps": 500, "achievements": ["place_table"],
-     "inventory": {"wood": 1}},
-    {"end_reason": "time_limit", "death_cause": "", "steps": 1000, "achievements": ["place_table"],
-     "inventory": {}},
-]
-
-
-def test_a_failed_episode_ended_in_the_first_subtask_not_done() -> None:
-    assert [stage_ended(PLAN, e) for e in FAILED] == ["wood", "pickaxe", "pickaxe"]
-    assert stage_ended(PLAN, {"achievements": ["make_wood_pickaxe"]}) == "pickaxe"  # all done: the last one
-
-
-def test_the_failures_say_where_and_how_episodes_ended() -> None:
-    text = failures_text(PLAN, 0.25, FAILED)
-    assert text.splitlines()[:3] == [
-        "The chain succeeded in 25% of its evaluation episodes; 3 failed.",
-        "- 1 ended before wood was done: 1 died (zombie: 1)",
-        "- 2 ended before pickaxe was done: 1 died (arrow: 1); 1 ran out of frames"]
-    assert "  end: died (zombie)" in text and "episode ending before wood was done, 300 frames:" in text
-
-
-class ScriptedLLM:
-    """A test double of the LLM: one answer for the kept plan's schema (None: an unusable answer)."""
-
-    def __init__(self, answer: dict[str, Any] | None) -> None:
-        self.answer = answer
-        self.prompts: list[str] = []
-
-    def complete(self, agent: str, messages: list[dict[str, str]], schema: type[Any], *, iteration: int = 0,
-                 **_: Any) -> tuple[Any, CallRecord]:
-        self.prompts.append(messages[-1]["content"])
-        record = CallRecord(seq=0, agent=agent, iteration=iteration, model="scripted", messages=messages,
-                            response="{}", parsed=self.answer or {}, prompt_tokens=1, completion_tokens=1,
-                            latency_seconds=0.0, attempts=1)
-        if self.answer is None:
-            raise StructuredOutputError("no JSON object in the answer", record)
-        return schema.model_validate(self.answer), record
-
-
-def test_the_schema_offers_the_envs_actions_and_no_kind_the_planner_pays_itself(env_server) -> None:
-    describe = env_server.stub.Describe(env_pb2.DescribeRequest())
-    schema = kept_plan_schema(describe)
-    good = {"primitive_actions": ["noop", "do"], "macro_actions": [], "skill_max_steps": 8,
-            "reward_terms": [{"kind": "death", "target": "", "weight": -2}]}
-    assert schema.model_validate(good).skill_max_steps == 8
-    for kind in ("success", "stage"):
-        with pytest.raises(pydantic.ValidationError, match=r"reward_terms\.0\.kind"):
-            schema.model_validate({**good, "reward_terms": [{"kind": kind, "target": "", "weight": 1}]})
-    with pytest.raises(pydantic.ValidationError, match=r"primitive_actions\.0"):
-        schema.model_validate({**good, "primitive_actions": ["fly"]})
-    assert schema.model_validate({**good, "hand_back_within": 12}).hand_back_within == 8  # the env's limit
-    blind = env_pb2.DescribeResponse()
-    blind.CopyFrom(describe)
-    del blind.threats[:]
-    assert "hand_back_within" not in kept_plan_schema(blind).model_json_schema()["properties"]
 
 
 class PlanLearner:
@@ -289,45 +215,6 @@ def test_an_unusable_answer_trains_the_planners_defaults_and_a_worse_policy_keep
     kept = two.state.kept_plan
     assert kept["config_by"] == "planner defaults" and "no JSON object" in kept["config_error"]
     assert final_controller(two.ctx) is None  # not better than the plan alone on the same worlds
-
-
-def test_the_prompt_shows_the_plan_the_failures_and_the_planners_own_reward(env_server) -> None:
-    describe = env_server.stub.Describe(env_pb2.DescribeRequest())
-    fast = FastAgent(ScriptedLLM(None), env_server.stub, describe, SkillLibrary(Path("/nonexistent/lib.json")))
-    prompt, _ = kept_plan_prompt(fast, common_pb2.TaskSpec(name="make_wood_pickaxe", success=[PICKAXE]), PLAN,
-                                 success_rate=0.25, failed=FAILED, env_frames=40_000, own_reward="+1 per stage")
-    assert "1. wood: get wood (done when: at least 5 wood)" in prompt
-    assert "the planner always pays +1 per stage" in prompt and "trains for 40000 frames" in prompt
-    assert "- stage:" not in prompt and "- success:" not in prompt and "- death:" in prompt
-    assert "{" + "plan_action" not in prompt and "`plan`: the chain acts" in prompt
-    # What can hurt the player, and how near it may come, are the env's (Describe's threats and limit).
-    assert "- `hand_back_within` (0 to 8; 0: off): the `plan` action also ends, its skill paused, while one of " \
-           "zombie, skeleton, arrow is this many cells away or closer" in prompt
-    assert '"hand_back_when_hurt": ..., "hand_back_within": ...}' in prompt and "{hand_back" not in prompt
-    # The schema's limit on code, stated: a capable model wrote an 11,000-character macro action before it was.
-    assert f"at most {SKILL_CODE_LIMITS['max_length']:,} characters" in " ".join(prompt.split())
-
-
-def test_a_revision_shows_the_previous_answer_whole_and_how_it_did(env_server) -> None:
-    describe = env_server.stub.Describe(env_pb2.DescribeRequest())
-    fast = FastAgent(ScriptedLLM(None), env_server.stub, describe, SkillLibrary(Path("/nonexistent/lib.json")))
-    long_code = WALK + "".join(f"# note {i}: {'x' * 60}\n" for i in range(60))  # longer than an RL revision shows
-    previous = {"primitive_actions": ["noop"], "skill_max_steps": 30, "reward_terms": [],
-                "hand_back_when_hurt": True, "hand_back_within": 2,
-                "macro_actions": [{"name": "step_aside", "description": "walk left", "code": long_code}]}
-    task = common_pb2.TaskSpec(name="make_wood_pickaxe", success=[PICKAXE])
-    first, _ = kept_plan_prompt(fast, task, PLAN, success_rate=0.25, failed=FAILED, env_frames=40_000,
-                                own_reward="+1 per stage")
-    revised, _ = kept_plan_prompt(fast, task, PLAN, success_rate=0.25, failed=FAILED, env_frames=40_000,
-                                  own_reward="+1 per stage",
-                                  revision=KeptPlanRevision(previous, "The policy never left the plan."))
-    assert "This is a revision" not in first and "{revision}" not in first
-    assert revised.startswith(first[:first.index("Answer with one JSON")])  # the first prompt, then the revision
-    part = revised[len(first[:first.index("Answer with one JSON")]):]
-    assert part.startswith("This is a revision. Your previous configuration")
-    assert '"hand_back_within": 2' in part and json.dumps(long_code) in part  # the macro's code whole
-    assert "How it did:\nThe policy never left the plan.\n" in part
-    assert part.rstrip().endswith(first[first.index("Answer with one JSON"):].rstrip())
 
 
 def test_the_one_agent_setup_trains_the_planners_defaults(tmp_path: Path, env_server) -> None:
