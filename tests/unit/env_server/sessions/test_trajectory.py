@@ -168,27 +168,6 @@ def test_recorder_bound_drops_the_middle_for_long_lines() -> None:
     assert out.endswith("end: time_limit at step 59, near nothing notable") and "lines omitted" in out
 
 
-SEEK_TABLE = '''
-def skill(agent):
-    while agent.facing_cell() != "table":
-        yield agent.step_to("table")
-'''
-
-
-def test_a_skill_that_seeks_a_table_from_the_map_edge() -> None:
-    task = Task(name="t", achievements=("make_wood_pickaxe",), inventory=(), start_inventory=(),
-                terminate_on_success=True)
-    session = make(task, skill=SEEK_TABLE, skill_max_steps=400)
-    scene(session, (0, 33), creatures=True)
-    session.slots[0].env._env._world[(22, 40)] = "table"
-    out = session.step([len(session.actions) - 1])
-    assert out.infos[0].get("skill_finished"), out.infos[0]
-    lines = text(session).splitlines()
-    assert any(re.search(r"table seen at \(22, 40\), reachable in \d+ moves", line) for line in lines), lines
-    assert any(re.match(r"^step \d+ at \(\d+, \d+\)$", line) for line in lines)  # where the player went
-    assert not [line for line in lines if re.match(r"^move_(left|right)/move_(left|right) x", line)], lines
-
-
 def test_a_perception_without_a_map_view_still_gets_runs_positions_and_health() -> None:
     """MineDojo's perception: (x, y, z) position and life, no view: no sightings are claimed."""
     recorder = TrajectoryRecorder(["cow"])
@@ -201,11 +180,3 @@ def test_a_perception_without_a_map_view_still_gets_runs_positions_and_health() 
         "step 30 at (31, 3): life 20->18 (cause not seen)", "forward x10", "end: x"]
 
 
-def test_a_skill_that_returns_at_once_is_not_recorded_as_noop() -> None:
-    """The padding frame of a skill that yields nothing is named for the skill (an RL policy may have no noop)."""
-    session = make(skill="def skill(agent):\n    if agent.steps > 99:\n        yield 'noop'\n")
-    play(session, "skill:t", times=5)
-    trajectory = text(session)
-    assert "skill:t (returned without acting) x5" in trajectory
-    assert not re.search(r"^noop", trajectory, re.M)
-    session.close()
