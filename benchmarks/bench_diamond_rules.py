@@ -22,7 +22,7 @@ from benchmarks.crafter.diamond import PLAN_RUN, load_plan
 from benchmarks.crafter.diamond_revision import revision_prompt as diamond_revision_prompt
 from benchmarks.crafter.diamond_rules import ANSWER, RULES, load_answer, run_rules
 from benchmarks.crafter.diamond_rules_report import FIGURE, plot_rules, render_section, section_title
-from services.learner.policy import EVAL_SEED_OFFSET
+from rlgpt import worlds
 
 log = logging.getLogger("benchmarks.crafter")
 console = Console(stderr=True)
@@ -90,7 +90,7 @@ def main(
                 revision_prompt.write_text(prompt)
                 log.info("wrote the fast agent's revision prompt to %s", revision_prompt)
                 return
-            run = run_rules(plan, macros, work.resolve(), chosen, episodes, seed + EVAL_SEED_OFFSET, progress)
+            run = run_rules(plan, macros, work.resolve(), chosen, episodes, worlds.held_out_worlds(seed), progress)
         save_results(raw_json, {"date_utc": utc_now(), "machine": machine_info(("crafter",)), "run": run,
                                 "answer": str(answer), "answer_llm": answer_llm, "tag": tag})
     elif not raw_json.exists():

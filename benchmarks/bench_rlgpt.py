@@ -32,6 +32,7 @@ from rich.console import Console
 from benchmarks.common import RAW_DIR, load_results, machine_description, save_results, utc_now, write_section
 from benchmarks.rlgpt.events import run_numbers
 from benchmarks.rlgpt.report import ABLATED_MODE, AGENT_SETUPS, FIGURE, REFERENCE_MODE, TITLE, render_section
+from rlgpt import worlds
 from rlgpt.app.runner import RunOptions, follow, local_services, task_spec
 from rlgpt.config import LLMSettings
 from rlgpt.grpc_client import create_channel
@@ -82,7 +83,7 @@ def run_with_reference_skills(env_target: str, learner_target: str, task: str, f
     if last is None or last.state != learner_pb2.JOB_STATE_SUCCEEDED:
         return numbers | {"error": f"job {job_id}: {last.message if last else 'no progress'}"}
     evaluation = learner.Evaluate(learner_pb2.EvaluateRequest(job_id=job_id, episodes=eval_episodes,
-                                                              seed=seed + 1000, task=spec), timeout=3600)
+                                                              seed=worlds.final_worlds(seed), task=spec), timeout=3600)
     return numbers | {"success_rate": evaluation.success_rate, "ended": True}
 
 

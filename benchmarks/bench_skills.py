@@ -29,7 +29,7 @@ import typer
 from rich.console import Console
 
 from benchmarks.common import machine_description, write_section
-from rlgpt import world_rules
+from rlgpt import world_rules, worlds
 from rlgpt.app.launcher import start_service
 from rlgpt.grpc_client import create_channel
 from rlgpt.llm.client import CallRecord
@@ -122,7 +122,7 @@ def _feedback(candidate: SkillCandidate) -> tuple[str, str]:
 def _agent(env: env_pb2_grpc.EnvServiceStub, describe: env_pb2.DescribeResponse, llm: AnswerFiles,
            library: Path) -> FastAgent:
     return FastAgent(llm, env, describe, SkillLibrary(library), test_episodes=EPISODES, test_steps=STEPS,
-                     seed=1000)
+                     seed=worlds.SKILL_BENCH_SEED)
 
 
 def _subtask(name: str) -> planner_pb2.SubTask:

@@ -1,9 +1,11 @@
-"""Client side of the env server: a session handle and the one ``gymnasium.Env`` over one env of a session.
+"""Client side of the env server: ``RemoteSession``, one session of N envs over gRPC, the one path every caller
+steps a session through.
 
-``SessionEnv`` is the gymnasium view every caller shares: scripts (``RemoteEnv``), the learner's Sample
-Factory envs (``services/learner/sf_env.py``) and the benchmark's in-process env all step through it, so
-frame counting and per-episode stats are written once. It steps anything that follows ``OneEnv``:
-``RemoteSession`` over gRPC, or an in-process session.
+The learner trains through ``SessionVecEnv`` (services/learner/vec_env.py) over a session's batched
+``step_envs``; its evaluations (a policy, a kept plan alone, a chain) step ``RemoteSession.step`` in
+``services/learner/evaluate.step_first_episodes``; scripts use the gymnasium view of one env, ``RemoteEnv``
+(rlgpt/gym_env.py), which steps ``RemoteSession`` too. ``ManyEnvs`` is what the vector env steps: a
+``RemoteSession``, or the benchmark's in-process session.
 """
 
 from __future__ import annotations
@@ -14,14 +16,12 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import grpc
-import gymnasium as gym
 import numpy as np
 
-from rlgpt.env_contract import is_macro
 from rlgpt.grpc_client import create_channel
 from rlgpt.step_stream import StepStream
 from rlgpt.tensors import from_tensor
-from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc
+from rlgpt.v1 import env_pb2, env_pb2_grpc
 
 log = logging.getLogger(__name__)
 Observation = dict[str, np.ndarray]
@@ -97,27 +97,6 @@ class ManyEnvs(Protocol):
     def reset(self, env_indices: Sequence[int] = (), seed: int = 0) -> Observation: ...
 
     def step_envs(self, actions: Sequence[int], env_indices: Sequence[int] = ()) -> EnvBatch: ...
-
-    def close(self) -> None: ...
-
-
-class OneEnv(Protocol):
-    """One env of a session, as ``SessionEnv`` steps it."""
-
-    actions: list[str]
-    image_shape: tuple[int, ...]
-    """One image, HWC."""
-    vector_shape: tuple[int, ...]
-
-    def initial_observation(self) -> Observation:
-        """The observation the session was created with (a new session starts reset)."""
-        ...
-
-    def reset_env(self, seed: int = 0) -> Observation:
-        """Starts the next episode; a non-zero ``seed`` restarts the session's world sequence."""
-        ...
-
-    def step_env(self, action: int) -> EnvStep: ...
 
     def close(self) -> None: ...
 
@@ -208,7 +187,7 @@ class RemoteSession:
             stages_done=np.array([sum(i.stages_done) for i in infos], np.int64),
             end_reasons=[i.end_reason for i in infos])
 
-    # --- OneEnv: env 0 -----------------------------------------------------------------------------
+    # --- OneEnv (rlgpt/gym_env.py): env 0 ------------------------------------------------------------
     def initial_observation(self) -> Observation:
         return {k: v[0] for k, v in self.first_observations.items()}
 
@@ -258,118 +237,3 @@ def list_all_skills(stub: env_pb2_grpc.EnvServiceStub, backend: str = "", *, inc
         token = page.next_page_token
         if not token:
             return every
-
-
-@dataclasses.dataclass
-class EpisodeStats:
-    """What one episode consumed; reported in ``info["episode_extra_stats"]`` when it ends."""
-
-    frames: int = 0
-    skill_frames: int = 0
-    skill_uses: int = 0
-    skill_errors: int = 0
-    achievements: int = 0
-
-    def as_info(self, success: bool) -> dict[str, float]:
-        return {"success": float(success), "frames": float(self.frames), "skill_frames": float(self.skill_frames),
-                "skill_uses": float(self.skill_uses), "skill_errors": float(self.skill_errors),
-                "achievements": float(self.achievements)}
-
-
-class SessionEnv(gym.Env[Observation, int]):
-    """One env of a session as a gymnasium env: Dict(image uint8, vector float32), Discrete(actions).
-
-    A skill action may consume up to K frames: ``info["frames"]`` says how many, and when an episode ends
-    ``info["episode_extra_stats"]`` sums its frames, skill frames, skill uses, skill errors and achievements,
-    so frame budgets and FPS count frames, not decisions (Sample Factory reads that key).
-
-    - ``channels_first``: images CHW (what Sample Factory's conv encoders want) instead of HWC as served.
-    - ``reseed``: a ``reset(seed=s)`` restarts the session's worlds from ``s`` (gymnasium's meaning). Off,
-      reset seeds are ignored and the session's own seed decides the worlds (Sample Factory passes env indices).
-      A reset without a seed right after the session was created returns the session's first observation,
-      with no round trip: env 0 of a session with seed s plays world s first either way.
-    - ``end_on_skill_error``: a failing skill ends (truncates) the episode; it is counted either way.
-    """
-
-    metadata = {"render_modes": []}
-
-    def __init__(self, session: OneEnv, *, channels_first: bool = False, reseed: bool = True,
-                 end_on_skill_error: bool = False):
-        self._session = session
-        self._channels_first = channels_first
-        self._reseed = reseed
-        self._end_on_skill_error = end_on_skill_error
-        self.action_names = list(session.actions)
-        self.skill_actions = {i for i, name in enumerate(self.action_names) if is_macro(name)}
-        height, width, channels = session.image_shape
-        self.action_space = gym.spaces.Discrete(len(self.action_names))
-        self.observation_space = gym.spaces.Dict({
-            "image": gym.spaces.Box(0, 255, (channels, height, width) if channels_first else (height, width, channels),
-                                    np.uint8),
-            # Finite bounds: positions and counts are large but never infinite.
-            "vector": gym.spaces.Box(-1e6, 1e6, tuple(session.vector_shape), np.float32),
-        })
-        self._fresh = True  # a new session starts reset
-        self._stats = EpisodeStats()
-
-    def _observation(self, obs: Observation) -> Observation:
-        image = obs["image"]
-        if self._channels_first:
-            image = np.ascontiguousarray(image.transpose(2, 0, 1))
-        return {"image": image, "vector": obs["vector"].copy()}
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
-              ) -> tuple[Observation, dict[str, Any]]:
-        super().reset(seed=seed)
-        self._stats = EpisodeStats()
-        world_seed = seed if seed and self._reseed else 0
-        if self._fresh and not world_seed:
-            obs = self._session.initial_observation()
-        else:
-            obs = self._session.reset_env(world_seed)
-        self._fresh = False
-        return self._observation(obs), {}
-
-    def step(self, action: int) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
-        action = int(action)
-        out = self._session.step_env(action)
-        stats = self._stats
-        stats.frames += out.frames
-        stats.achievements += len(out.achievements)
-        if action in self.skill_actions:
-            stats.skill_uses += 1
-            stats.skill_frames += out.frames
-        terminated, truncated = out.terminated, out.truncated
-        info: dict[str, Any] = {"frames": out.frames, "success": out.success, "achievements": out.achievements,
-                                "episode_steps": out.episode_steps, "skill_finished": out.skill_finished}
-        if out.skill_error is not None:
-            stats.skill_errors += 1
-            info["skill_error"] = out.skill_error
-            if self._end_on_skill_error:
-                truncated = truncated or not terminated
-        if terminated or truncated:
-            info["episode_extra_stats"] = stats.as_info(out.success)
-        return self._observation(out.observation), out.reward, terminated, truncated, info
-
-    def close(self) -> None:
-        self._session.close()
-
-
-class RemoteEnv(SessionEnv):
-    """A single-env session on the env server at ``target`` as a gymnasium env (images HWC, as served).
-
-    Passes gymnasium's ``check_env``; ``reset(seed=s)`` replays the worlds of seed ``s``.
-    """
-
-    def __init__(self, target: str, *, task: str = "", backend: str = "crafter", seed: int = 0,
-                 skills: Sequence[str] = (), primitive_actions: Sequence[str] = (), skill_max_steps: int = 0,
-                 episode_length: int = 0, reward_terms: Sequence[common_pb2.RewardTerm] = (),
-                 start_inventory: dict[str, int] | None = None, timeout: float = 60.0):
-        task_spec = common_pb2.TaskSpec(name=task, start_inventory=[
-            common_pb2.ItemCount(item=k, count=v) for k, v in (start_inventory or {}).items()])
-        # autoreset off: gymnasium's contract is that the caller resets after an episode ends.
-        super().__init__(RemoteSession.connect(target, env_pb2.CreateSessionRequest(
-            backend=backend, task=task_spec, seed=seed, num_envs=1, skills=list(skills),
-            primitive_actions=list(primitive_actions), skill_max_steps=skill_max_steps,
-            episode_length=episode_length, reward_terms=list(reward_terms), autoreset=False,
-            client="gymnasium"), timeout=timeout))

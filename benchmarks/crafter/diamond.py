@@ -29,10 +29,10 @@ from benchmarks.crafter.run import (
     training_seconds,
     training_span,
 )
+from rlgpt import worlds
 from rlgpt.grpc_client import create_channel
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2, planner_pb2
 from services.learner.jobs import read_progress
-from services.learner.policy import EVAL_SEED_OFFSET
 from services.learner.rl_config import epochs, minibatches
 from services.planner.agents.fast import FastAgent
 from services.planner.agents.kept_plan import KeptPlanRevision, apply_answer, kept_plan_answer, kept_plan_prompt
@@ -58,9 +58,6 @@ PRIMITIVES = ("noop", "move_left", "move_right", "move_up", "move_down", "do", "
 stone. The crafting primitives are left to the plan's skills."""
 
 
-BRIEFING_SEED_OFFSET = 3_000_000
-"""The worlds the chain alone is played on to tell the fast agent how it fails (``--agent-prompt``): apart from
-the training worlds (seed upward) and the held-out ones (the learner's evaluation seeds)."""
 AGENT_MACRO_PREFIX = "diamond_macro_"
 """Registered names of the macro actions of the fast agent's answer."""
 
@@ -144,7 +141,7 @@ def play_plan_alone(target: str, config: learner_pb2.RLConfig, episodes: int,
 
 def chain_alone(target: str, config: learner_pb2.RLConfig, episodes: int, seed: int) -> dict[str, Any]:
     """The plan alone on the worlds the policy is scored on."""
-    response, seconds = play_plan_alone(target, config, episodes, seed + EVAL_SEED_OFFSET)
+    response, seconds = play_plan_alone(target, config, episodes, worlds.held_out_worlds(seed))
     return outcome(response, sum(e.steps for e in response.episodes), seconds)
 
 
@@ -152,7 +149,8 @@ def policy_on(job_dir: Path, target: str, episodes: int, seed: int, greedy: bool
     from services.learner.evaluate import evaluate
 
     started = time.time()
-    response = evaluate(job_dir, target, episodes, seed, max_frames=episodes * EPISODE_LENGTH, greedy=greedy)
+    response = evaluate(job_dir, target, episodes, worlds.held_out_worlds(seed), max_frames=episodes * EPISODE_LENGTH,
+                        greedy=greedy, sampling_seed=seed)
     return outcome(response, sum(e.steps for e in response.episodes), time.time() - started)
 
 
@@ -193,7 +191,7 @@ def agent_prompt(plan: RecordedPlan, work: Path, frames: int, seed: int, episode
     servers, _ = start_env_servers(1, work / "logs", {SKILL_PREFIX + name: code for name, code, _ in plan.steps},
                                    config)
     try:
-        response, _ = play_plan_alone(servers[0].target, config, episodes, seed + BRIEFING_SEED_OFFSET)
+        response, _ = play_plan_alone(servers[0].target, config, episodes, worlds.briefing_worlds(seed))
         describe = describe_of(servers[0].target)
     finally:
         servers[0].stop()

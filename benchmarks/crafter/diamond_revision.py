@@ -11,9 +11,10 @@ from typing import Any
 
 from rich.progress import Progress
 
-from benchmarks.crafter.diamond import BRIEFING_SEED_OFFSET, RecordedPlan, agent_prompt
+from benchmarks.crafter.diamond import RecordedPlan, agent_prompt
 from benchmarks.crafter.diamond_results import end_kind, p_text, paired
 from benchmarks.crafter.diamond_rules import RULES, run_rules
+from rlgpt import worlds
 from services.planner.agents.kept_plan import KeptPlanRevision
 from services.planner.agents.texts import evenly
 
@@ -72,6 +73,6 @@ def probe_text(probe: dict[str, Any]) -> str:
 def revision_prompt(plan: RecordedPlan, answer: dict[str, Any], trained: dict[str, Any], work: Path, frames: int,
                     seed: int, episodes: int, progress: Progress) -> tuple[str, dict[str, Any]]:
     """The revision prompt, and the fixed rules' results on the briefing worlds it reports."""
-    probe = run_rules(plan, answer, work, list(RULES), episodes, seed + BRIEFING_SEED_OFFSET, progress)
+    probe = run_rules(plan, answer, work, list(RULES), episodes, worlds.briefing_worlds(seed), progress)
     outcome = training_text(trained, len(plan.steps)) + "\n\n" + probe_text(probe)
     return agent_prompt(plan, work, frames, seed, episodes, KeptPlanRevision(answer, outcome)), probe

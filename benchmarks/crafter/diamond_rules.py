@@ -35,6 +35,7 @@ from benchmarks.crafter.diamond import (
 )
 from benchmarks.crafter.run import EPISODE_LENGTH, start_env_servers
 from rlgpt import env_contract
+from rlgpt.env_client import RemoteSession
 from rlgpt.env_contract import PLAN_ACTION
 from rlgpt.v1 import env_pb2, learner_pb2
 from services.learner.evaluate import Chooser, play
@@ -121,8 +122,8 @@ def play_rule(target: str, config: learner_pb2.RLConfig, rule_name: str, tools: 
     """The rule's first episode on ``episodes`` worlds from ``first_seed``, as :func:`outcome` reports one."""
     started = time.time()
 
-    def rule_of(session: env_pb2.CreateSessionResponse) -> Chooser:
-        labels = next(list(f.labels) for f in session.observation if f.name == "vector")
+    def rule_of(session: RemoteSession) -> Chooser:
+        labels = list(session.fields["vector"].labels)
         return Rule(rule_name, list(session.actions), labels, [s.skill for s in config.plan], tools).choose
 
     response = play(config, target, episodes, first_seed, chooser=rule_of, client=f"bench-diamond-rules:{rule_name}",

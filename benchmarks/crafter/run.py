@@ -24,6 +24,7 @@ from rich.progress import Progress
 from benchmarks.common import REPO_ROOT
 from benchmarks.crafter.score import crafter_score, success_rates, within_budget
 from benchmarks.learner.measure import kill_group
+from rlgpt import worlds
 from rlgpt.app.launcher import ServiceProcess, start_service
 from rlgpt.grpc_client import create_channel
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2
@@ -137,14 +138,14 @@ def start_env_servers(count: int, logs: Path, skills: dict[str, str], config: le
 
 
 def held_out(job_dir: Path, target: str, episodes: int, seed: int, achievements: list[str]) -> dict[str, Any]:
-    """The trained policy on ``episodes`` worlds it never trained on (the learner's evaluation seeds, offset
-    from every training seed), scored like the training episodes."""
+    """The trained policy on ``episodes`` worlds it never trained on (``worlds.held_out_worlds``, apart from
+    every training world), scored like the training episodes."""
     from services.learner.evaluate import evaluate
-    from services.learner.policy import EVAL_SEED_OFFSET
 
-    response = evaluate(job_dir, target, episodes, seed, max_frames=episodes * EPISODE_LENGTH)
+    first = worlds.held_out_worlds(seed)
+    response = evaluate(job_dir, target, episodes, first, max_frames=episodes * EPISODE_LENGTH, sampling_seed=seed)
     rates = success_rates([list(e.achievements) for e in response.episodes], achievements)
-    return {"episodes": len(response.episodes), "first_seed": seed + EVAL_SEED_OFFSET, "rates": rates,
+    return {"episodes": len(response.episodes), "first_seed": first, "rates": rates,
             "score": crafter_score(rates)}
 
 

@@ -105,11 +105,16 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
         self._check_task(p, request)
         p.names("primitive_actions", list(request.primitive_actions), s.max_list_entries, s.max_name_chars)
         p.names("skills", list(request.skills), s.max_list_entries, s.max_name_chars)
+        self._check_plan(p, request)
+        p.raise_if_any()
+
+    def _check_plan(self, p: Problems, request: env_pb2.CreateSessionRequest | env_pb2.RunSkillRequest) -> None:
+        """The plan and its stages, which CreateSession and RunSkill share."""
+        s = self.settings
         p.names("plan", list(request.plan), s.max_list_entries, s.max_name_chars)
         if p.entries("stages", request.stages, s.max_list_entries):
             for j, stage in enumerate(request.stages):
                 self._check_conditions(p, f"stages[{j}].success", stage.success)
-        p.raise_if_any()
 
     # --- Describe -----------------------------------------------------------------------------------
     @grpc_errors
@@ -295,6 +300,9 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
         p.chars("skill", request.skill, s.max_name_chars)
         p.chars("backend", request.backend, s.max_name_chars)
         self._check_task(p, request)
+        self._check_plan(p, request)
+        if request.skill and request.plan:
+            p.add("set skill (one skill's test) or plan (a chain of skills), not both")
         p.in_range("episodes", request.episodes, 1, s.max_run_skill_episodes)
         if request.max_steps:
             p.in_range("max_steps", request.max_steps, 1, s.max_episode_length)

@@ -1,6 +1,7 @@
 """Evaluation of a chain of controllers on the whole task (the long-horizon controller of RL-GPT).
 
-One env-server session of one env per episode (autoreset, trajectories recorded), whose stages are the links'
+One env-server session (stepped through ``RemoteSession`` by :func:`~services.learner.evaluate.step_first_episodes`,
+as every evaluation is) of one env per episode (autoreset, trajectories recorded), whose stages are the links'
 success conditions; per env, :class:`~services.learner.chain_links.LinkStepper` says which link acts. A coded
 link issues its skill action again and again; a policy link samples the job's policy, its action indices mapped
 onto the session's. Each env's first episode counts.
@@ -16,14 +17,15 @@ from typing import Any
 import grpc
 import numpy as np
 
+from rlgpt.env_client import RemoteSession
 from rlgpt.env_contract import PLAN_ACTION, SKILL_PREFIX
 from rlgpt.errors import InvalidArgument, NotFound, Unavailable, shown
 from rlgpt.grpc_client import create_channel
-from rlgpt.tensors import from_tensor
 from rlgpt.v1 import env_pb2, env_pb2_grpc, learner_pb2
 from rlgpt.validation import Problems
 from services.learner.chain_links import Link, LinkStepper
-from services.learner.policy import EVAL_SEED_OFFSET, FirstEpisodes, Policy, latest_checkpoint
+from services.learner.evaluate import EVAL_CALL_SECONDS, step_first_episodes
+from services.learner.policy import FirstEpisodes, Policy, latest_checkpoint
 from services.learner.rl_config import DEFAULT_EPISODE_LENGTH
 from services.learner.sf_env import load_job_config
 
@@ -100,9 +102,33 @@ def _env_call(method: Callable[[Any], Any], request: Any, env_server: str) -> An
                           f"{exc.details()})") from None
 
 
+def _chain_session(request: learner_pb2.EvaluateRequest, configs: dict[str, learner_pb2.RLConfig], backend: str,
+                   env_server: str) -> tuple[RemoteSession, env_pb2.DescribeResponse]:
+    """The chain's session on worlds ``request.seed`` upward (one env per episode, autoreset, trajectories
+    recorded; its stages the links' success conditions), and the backend's Describe."""
+    links = list(request.chain)
+    channel = create_channel(env_server, default_timeout=EVAL_CALL_SECONDS)
+    stub = env_pb2_grpc.EnvServiceStub(channel)
+    try:
+        describe = _env_call(stub.Describe, env_pb2.DescribeRequest(backend=backend), env_server)
+    except BaseException:
+        channel.close()
+        raise
+    length = request.episode_length or DEFAULT_EPISODE_LENGTH
+    session = _env_call(lambda asked: RemoteSession(stub, asked, EVAL_CALL_SECONDS, target=env_server,
+                                                    channel=channel), env_pb2.CreateSessionRequest(
+        backend=backend, task=request.task, seed=request.seed, num_envs=request.episodes,
+        episode_length=length, skills=chain_skills(links, configs),
+        skill_max_steps=skill_steps(links, configs, length, describe.limits.max_skill_steps),
+        autoreset=True, client="evaluate:chain", record_trajectories=True,
+        stages=[env_pb2.Stage(success=link.success) for link in links]), env_server)
+    return session, describe
+
+
 def evaluate_chain(request: learner_pb2.EvaluateRequest, job_dirs: dict[str, Path], env_server: str,
                    max_frames: int = 1_000_000) -> learner_pb2.EvaluateResponse:
-    """Runs ``request.episodes`` episodes of the chain (``job_dirs``: every linked job's directory)."""
+    """Runs ``request.episodes`` episodes of the chain (``job_dirs``: every linked job's directory) on worlds
+    ``request.seed`` upward, the policies' generator seeded with it."""
     links = list(request.chain)
     configs = {job: load_job_config(job_dir)[0] for job, job_dir in job_dirs.items()}
     kept = sorted(job for job, config in configs.items() if config.plan)
@@ -110,26 +136,13 @@ def evaluate_chain(request: learner_pb2.EvaluateRequest, job_dirs: dict[str, Pat
         raise InvalidArgument(f"job {shown(kept[0])} keeps a plan of its own; evaluate it alone (Evaluate with its "
                               "job_id), not as a link of a chain")
     checkpoints = {job: latest_checkpoint(job_dir) for job, job_dir in job_dirs.items()}
-    backend = chain_backend(configs)
-    channel = create_channel(env_server, default_timeout=300)
-    stub = env_pb2_grpc.EnvServiceStub(channel)
-    try:
-        describe = _env_call(stub.Describe, env_pb2.DescribeRequest(backend=backend), env_server)
-        length = request.episode_length or DEFAULT_EPISODE_LENGTH
-        session = _env_call(stub.CreateSession, env_pb2.CreateSessionRequest(
-            backend=backend, task=request.task, seed=request.seed + EVAL_SEED_OFFSET, num_envs=request.episodes,
-            episode_length=length, skills=chain_skills(links, configs),
-            skill_max_steps=skill_steps(links, configs, length, describe.limits.max_skill_steps),
-            autoreset=True, client="evaluate:chain", record_trajectories=True,
-            stages=[env_pb2.Stage(success=link.success) for link in links]), env_server)
-    except BaseException:
-        channel.close()
-        raise
+    session, describe = _chain_session(request, configs, chain_backend(configs), env_server)
     try:
         import torch
 
         index = {name: i for i, name in enumerate(session.actions)}
-        policies = {job: Policy.load(job_dirs[job], checkpoints[job], config, session.observation,
+        fields = list(session.fields.values())
+        policies = {job: Policy.load(job_dirs[job], checkpoints[job], config, fields,
                                      len(job_actions(config, describe.actions)))
                     for job, config in configs.items()}
         to_session = {job: np.array([index[a] for a in job_actions(config, describe.actions)])
@@ -138,11 +151,9 @@ def evaluate_chain(request: learner_pb2.EvaluateRequest, job_dirs: dict[str, Pat
         first = FirstEpisodes(request.episodes, request.frames_per_episode)
         idle = index.get("noop", 0)  # the probe's action, and any env no link controls
         generator = torch.Generator().manual_seed(request.seed)
-        pixels, vectors = from_tensor(session.observations.image), from_tensor(session.observations.vector)
-        live = first.live  # row r of pixels and vectors is env live[r]
         probe = True  # the env judges stages after a frame: a first noop shows which links are already done
-        while live and first.frames < max_frames:
-            first.see(pixels, live)
+
+        def choose(live: list[int], pixels: np.ndarray, vectors: np.ndarray, last: Any) -> list[int]:
             actions = [idle] * len(live)
             by_job: dict[str, list[int]] = {}
             for row, i in enumerate(live):
@@ -157,17 +168,19 @@ def evaluate_chain(request: learner_pb2.EvaluateRequest, job_dirs: dict[str, Pat
                 chosen = policies[job].act(pixels[rows], vectors[rows], generator, request.greedy)
                 for row, action in zip(rows, to_session[job][chosen].tolist(), strict=True):
                     actions[row] = action
-            step = stub.Step(env_pb2.StepRequest(session_id=session.session_id, actions=actions, env_indices=live))
+            return actions
+
+        def after_step(live: list[int], actions: list[int], step: env_pb2.StepResponse) -> None:
+            nonlocal probe
             for row, (i, info) in enumerate(zip(live, step.infos, strict=True)):
                 stepper.after_step(i, frames=step.frames[row], stages_done=list(info.stages_done),
                                    skill_error=info.HasField("skill_error"), skill_finished=info.skill_finished,
                                    episode_ended=step.terminated[row] or step.truncated[row], probe=probe)
             probe = False
-            first.record(step, live)
-            live, pixels, vectors = first.narrow(step, live)
+
+        step_first_episodes(session, first, choose, max_frames=max_frames, after_step=after_step)
     finally:
-        stub.CloseSession(env_pb2.CloseSessionRequest(session_id=session.session_id))
-        channel.close()
+        session.close()
     response = first.response(stepper.stats())
     log.info("chain of %d links on %s: success %.2f over %d episodes; links %s", len(links),
              request.task.name or "task", response.success_rate, len(response.episodes),

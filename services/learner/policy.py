@@ -4,7 +4,7 @@ env's first episode (its summary, sampled frames, frames taken) in an autoreset 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -12,15 +12,12 @@ import numpy as np
 
 from rlgpt.errors import FailedPrecondition
 from rlgpt.frames import FrameSampler
-from rlgpt.tensors import from_tensor
 from rlgpt.v1 import common_pb2, env_pb2, learner_pb2
 
 if TYPE_CHECKING:
     import torch
 
 log = logging.getLogger(__name__)
-EVAL_SEED_OFFSET = 7_000_001
-"""Evaluation worlds are not training worlds: sessions use a seed this far from the request's."""
 
 
 def latest_checkpoint(job_dir: Path) -> Path:
@@ -159,12 +156,11 @@ class FirstEpisodes:
                 self.summaries[i] = info.episode
             self._episode_steps[i] = info.episode_steps
 
-    def narrow(self, step: env_pb2.StepResponse, envs: Sequence[int]) -> tuple[list[int], np.ndarray, np.ndarray]:
+    def narrow(self, obs: Mapping[str, np.ndarray], envs: Sequence[int]) -> tuple[list[int], np.ndarray, np.ndarray]:
         """After :meth:`record` of a step whose row r is env ``envs[r]``: the envs whose first episode goes on,
-        with their rows of the step's images and vectors (row r of those is env r of the returned list)."""
+        with their rows of the step's images and vectors (``obs``; row r of those is env r of the returned list)."""
         rows = [r for r, i in enumerate(envs) if self.counting(i)]
-        return ([envs[r] for r in rows], from_tensor(step.observations.image)[rows],
-                from_tensor(step.observations.vector)[rows])
+        return [envs[r] for r in rows], obs["image"][rows], obs["vector"][rows]
 
     def response(self, links: Sequence[learner_pb2.LinkStats] = ()) -> learner_pb2.EvaluateResponse:
         order = sorted(self.summaries)

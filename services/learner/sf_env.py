@@ -21,6 +21,7 @@ from google.protobuf import json_format
 
 from rlgpt.env_client import ManyEnvs, RemoteSession
 from rlgpt.v1 import env_pb2, learner_pb2
+from rlgpt.worlds import training_worlds
 from services.learner.vec_env import SessionVecEnv, SharedSessions
 
 ENV_NAME = "rlgpt"
@@ -41,12 +42,6 @@ def session_request(config: learner_pb2.RLConfig, seed: int, *, num_envs: int = 
         record_trajectories=record, stages=[env_pb2.Stage(success=step.success) for step in config.plan],
         plan=[step.skill for step in config.plan], observe=list(config.observe),
         plan_interrupt=config.plan_interrupt)
-
-
-def worker_seed(config: learner_pb2.RLConfig, worker_index: int) -> int:
-    """The base world seed of a rollout worker's session (its env ``i`` plays ``seed + i`` first): distinct and
-    reproducible per worker."""
-    return int(config.seed) + 1_000_003 * (worker_index + 1)
 
 
 def env_server_for(doc: dict[str, Any], worker_index: int) -> str:
@@ -100,10 +95,10 @@ def worker_env(config: learner_pb2.RLConfig, env_config: Any, new_session: Calla
     envs = config.envs_per_worker
     group = envs // splits
     if env_config is None:
-        return SessionVecEnv(new_session(group, worker_seed(config, 0)), range(group))
+        return SessionVecEnv(new_session(group, training_worlds(int(config.seed), 0)), range(group))
     worker, split = int(env_config.worker_index), int(env_config.vector_index)
     key = (owner, worker)
-    session = _WORKER_SESSIONS.acquire(key, lambda: new_session(envs, worker_seed(config, worker)))
+    session = _WORKER_SESSIONS.acquire(key, lambda: new_session(envs, training_worlds(int(config.seed), worker)))
     return SessionVecEnv(session, range(split * group, (split + 1) * group),
                          on_close=lambda: _WORKER_SESSIONS.release(key),
                          on_episode=episode_log(record_episodes, worker, split) if record_episodes else None)

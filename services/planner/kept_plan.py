@@ -22,6 +22,7 @@ from typing import Any
 
 import grpc
 
+from rlgpt import worlds
 from rlgpt.llm.client import StructuredOutputError
 from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
 from services.planner.action_space import SUCCESS_REWARD
@@ -40,10 +41,6 @@ KEPT_PLAN_PRIOR = 0.8
 """The untrained policy's probability of the plan action (``RLConfig.plan_prior``): it starts near the chain
 alone, whose order it should keep, and explores steps away from the plan rather than a random walk (on
 collect_diamond, make bench-diamond: training success began at 15% with a prior of 0.9, at 5.5% without)."""
-REVISION_SEED_OFFSET = 3000
-"""The worlds a revision is told the policy's and the plan alone's scores on: apart from those the trainings are
-judged on (the revised policy is chosen there, so it must not have been told them), the per-iteration ones
-(``controller.ITERATION_SEED_OFFSET``) and the final ones (``controller.FINAL_SEED_OFFSET``)."""
 MIN_FRAMES = 5_000
 """Fewer frames left than this: no training around the plan (it would not learn anything)."""
 OWN_REWARD = (("stage", 1.0, ""), ("success", SUCCESS_REWARD, ""))
@@ -203,10 +200,12 @@ def revision_of(ctx: RunContext) -> KeptPlanRevision | None:
 
 
 def brief(ctx: RunContext, kept: dict[str, Any]) -> dict[str, Any]:
-    """The policy and the plan alone on worlds of the revision's own (:data:`REVISION_SEED_OFFSET`), as many as the
-    training was judged on; a learner that refuses is recorded (``error``) and the chain stays."""
+    """The policy and the plan alone on worlds of the revision's own (``worlds.revision_worlds``: apart from those
+    the trainings are judged on, since the revised policy is chosen there and must not have been told them, and
+    from the per-iteration and final ones), as many as the training was judged on; a learner that refuses is
+    recorded (``error``) and the chain stays."""
     asked = learner_pb2.EvaluateRequest(job_id=kept["job_id"], episodes=int(kept.get("episodes", 0)) or
-                                        ctx.budgets.eval_episodes, seed=ctx.seed + REVISION_SEED_OFFSET,
+                                        ctx.budgets.eval_episodes, seed=worlds.revision_worlds(ctx.seed),
                                         episode_length=ctx.settings.final_episode_frames)
     scores: dict[str, Any] = {"episodes": asked.episodes, "seed": asked.seed}
     try:

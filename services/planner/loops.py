@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
-from rlgpt import metrics
+from rlgpt import metrics, worlds
 from rlgpt.errors import RlgptError
 from rlgpt.prompts import CompletesJSON
 from rlgpt.v1 import common_pb2, critic_pb2, env_pb2, learner_pb2, planner_pb2
@@ -39,7 +39,7 @@ from services.planner.agents.one_answers import recorded_answer
 from services.planner.agents.slow import SlowAgent
 from services.planner.attempts import Attempts, RLAttempt, training_frames
 from services.planner.context import AgentSetup, Mode, RunContext, StopRequested, Stubs
-from services.planner.controller import FINAL_SEED_OFFSET, NO_CONTROLLER, final_evaluation, iteration_evaluation
+from services.planner.controller import NO_CONTROLLER, final_evaluation, iteration_evaluation
 from services.planner.planning import PlanMaking
 from services.planner.plans import start_inventory, summary, task_subtask
 from services.planner.program_writer import resolve_skill_format
@@ -104,7 +104,7 @@ class TwoLoops(PlanMaking):
             self.ctx.check_stop()
             kept = kept_plan.final_controller(self.ctx)
             final = (kept_plan.evaluate_kept_plan(self.ctx, kept, episodes=self.ctx.budgets.eval_episodes,
-                                                  seed=self.ctx.seed + FINAL_SEED_OFFSET)
+                                                  seed=worlds.final_worlds(self.ctx.seed))
                      if kept else final_evaluation(self.ctx))
             self.state.final = final.as_json()
             self.ctx.run.success_rate = final.success_rate

@@ -13,6 +13,7 @@ from typing import Any
 
 import grpc
 
+from rlgpt import worlds
 from rlgpt.errors import FailedPrecondition
 from rlgpt.v1 import learner_pb2, learner_pb2_grpc, planner_pb2
 from services.planner.context import RunContext, StopRequested
@@ -131,7 +132,8 @@ class Training:
                   ) -> tuple[learner_pb2.EvaluateResponse, learner_pb2.EvaluateRequest]:
         """The trained policy's evaluation, recorded (a TestRecord, the attempt's file), and its request."""
         ctx, st, state = self.ctx, self.st, self.state
-        asked = learner_pb2.EvaluateRequest(job_id=job_id, episodes=ctx.budgets.eval_episodes, seed=ctx.seed,
+        asked = learner_pb2.EvaluateRequest(job_id=job_id, episodes=ctx.budgets.eval_episodes,
+                                            seed=worlds.held_out_worlds(ctx.seed),
                                             frames_per_episode=frames_per_episode)
         evaluation = learner_of(ctx, st).Evaluate(asked, timeout=3600)
         state.record(TestRecord(iteration=ctx.state.outer_iteration, kind=Decision.RL, job_id=job_id,

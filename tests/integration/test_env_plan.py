@@ -126,3 +126,30 @@ def test_a_plan_skill_cut_at_k_frames_resumes_where_it_was(env_server, plan_skil
     assert act(skill).frames[0] >= 1  # a skill action in between runs beside the suspended plan skill
     r = act(plan)  # which goes on where it was: frames 5 and 6, then its error
     assert r.frames[0] == 2 and r.infos[0].plan_error.message.endswith("six frames done")
+
+
+def test_run_skill_plays_an_all_code_chain_as_the_plan(env_server, plan_skills) -> None:
+    stub = env_server.stub
+    asked = env_pb2.RunSkillRequest(plan=list(plan_skills), stages=[WOOD_3, TABLE], episodes=2, max_steps=300, seed=3,
+                                    task=common_pb2.TaskSpec(name="place_table"))
+    r = stub.RunSkill(asked)
+    assert r.success_rate == 1.0 and all(e.steps < 300 for e in r.episodes)
+    # The same worlds and the same plan action as a session's plan stepped by a caller (a kept plan alone).
+    s = plan_session(stub, plan_skills, k=300)
+    step = stub.Step(env_pb2.StepRequest(session_id=s.session_id, actions=[17]))
+    assert step.infos[0].episode_steps == r.episodes[0].steps
+    # A skill that returns with its stage not done starts again; the chain ends once every stage is done.
+    code = "def skill(agent):\n    yield 'noop'\n"
+    stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="plan_idle", code=code, replace=True))
+    idle = stub.RunSkill(env_pb2.RunSkillRequest(plan=["plan_idle"], stages=[TABLE], episodes=1, max_steps=20,
+                                                 task=common_pb2.TaskSpec(name="place_table")))
+    assert idle.episodes[0].steps == 20 and idle.episodes[0].end_reason == "time_limit"
+
+
+def test_run_skill_refuses_a_skill_and_a_plan_together_and_a_plan_without_its_stages(env_server, plan_skills) -> None:
+    code, details = rpc_error(env_server.stub.RunSkill, env_pb2.RunSkillRequest(
+        skill=plan_skills[0], plan=list(plan_skills), stages=[WOOD_3, TABLE], episodes=1))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "not both" in details
+    code, details = rpc_error(env_server.stub.RunSkill, env_pb2.RunSkillRequest(
+        plan=list(plan_skills), stages=[WOOD_3], episodes=1))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "one skill per stage" in details

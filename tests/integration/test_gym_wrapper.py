@@ -3,7 +3,7 @@
 import numpy as np
 from gymnasium.utils.env_checker import check_env
 
-from rlgpt.env_client import RemoteEnv
+from rlgpt.gym_env import RemoteEnv
 from rlgpt.v1 import env_pb2
 from services.env_server.skills.reference import COLLECT_WOOD
 

@@ -1,5 +1,6 @@
 """A chain of controllers evaluated by the real learner over a real env server: a coded link, then a policy
-link of a tiny real Sample Factory training."""
+link of a tiny real Sample Factory training; and the planner's final evaluation of an all-code chain (the env
+server's plan) and of a chain with that policy, on the same worlds."""
 
 from __future__ import annotations
 
@@ -7,8 +8,15 @@ import grpc
 import pytest
 from test_learner import learner_with_skills, watch_until_done, wood_config
 
-from rlgpt.v1 import common_pb2, learner_pb2
+from rlgpt import worlds
+from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
 from services.env_server.skills.reference import COLLECT_WOOD
+from services.planner.context import RunContext, Stubs
+from services.planner.controller import CHAIN_CONTROLLER, final_evaluation
+from services.planner.runs import Run
+from services.planner.settings import PlannerSettings
+from services.planner.skill_library import SkillLibrary
+from services.planner.state import Decision, RunState, Status
 
 pytestmark = pytest.mark.timeout(300)
 WOOD = common_pb2.Condition(achievement="collect_wood")
@@ -82,3 +90,56 @@ def test_bad_chains_are_refused_with_a_reason(learner, link, code, needle: str) 
     with pytest.raises(grpc.RpcError) as info:
         learner.stub.Evaluate(learner_pb2.EvaluateRequest(chain=[link], task=TASK, episodes=1), timeout=60)
     assert info.value.code() == code and needle in info.value.details()
+
+
+class Recorded:
+    """A stub whose every call's request and response are kept (``calls``: (method, request, response))."""
+
+    def __init__(self, stub) -> None:
+        self._stub, self.calls = stub, []
+
+    def __getattr__(self, name: str):
+        def call(request, **kwargs):
+            response = getattr(self._stub, name)(request, **kwargs)
+            self.calls.append((name, request, response))
+            return response
+
+        return call
+
+
+def final_of(tmp_path, env_server, learner, *, policy: str) -> tuple[Recorded, Recorded, dict]:
+    """The planner's final evaluation of a two-sub-task plan on the whole task (run seed 7): both sub-tasks coded,
+    or with ``policy`` the second one that trained job; the stubs it called, recorded, and its result."""
+    plan = planner_pb2.Plan(subtasks=[
+        planner_pb2.SubTask(name="first_wood", success=[WOOD], decision=planner_pb2.DECISION_CODE),
+        planner_pb2.SubTask(name="three_wood", success=[THREE_WOOD],
+                            decision=planner_pb2.DECISION_RL if policy else planner_pb2.DECISION_CODE)])
+    state = RunState()
+    state.set_plan(plan)
+    state.subtasks["first_wood"].status, state.subtasks["first_wood"].skill_code = Status.DONE, ONE_WOOD
+    second = state.subtasks["three_wood"]
+    second.status, second.skill_code = Status.DONE, COLLECT_WOOD
+    if policy:
+        second.decision, second.job_id, second.rl_config = Decision.RL, policy, {"episode_length": 100}
+    (tmp_path / "run").mkdir(parents=True)
+    run = Run(tmp_path / "run", planner_pb2.StartRunRequest(task=TASK, seed=7,
+                                                            budgets=planner_pb2.Budgets(eval_episodes=4)))
+    env, learned = Recorded(env_server.stub), Recorded(learner.stub)
+    ctx = RunContext.create(run, state, env_server.stub.Describe(env_pb2.DescribeRequest()),
+                            Stubs(env=env, learner=learned, critic=None), SkillLibrary(tmp_path / "library.json"),
+                            PlannerSettings(test_steps=100, final_episode_frames=150))
+    return env, learned, final_evaluation(ctx).as_json()
+
+
+def test_every_controller_s_final_evaluation_plays_the_same_worlds(tmp_path, env_server, learner, job_id) -> None:
+    env, _, code = final_of(tmp_path / "code", env_server, learner, policy="")
+    _, learned, mixed = final_of(tmp_path / "mixed", env_server, learner, policy=job_id)
+    assert code["controller"] == CHAIN_CONTROLLER and not code.get("error")
+    assert mixed["controller"].startswith("chain: first_wood (code) -> three_wood (policy") and not mixed.get("error")
+    (_, ran, played), = [c for c in env.calls if c[0] == "RunSkill"]  # the env server's plan, no policy
+    (_, asked, evaluated), = [c for c in learned.calls if c[0] == "Evaluate"]  # the learner's chain
+    assert len(ran.plan) == 2 and not ran.skill and len(asked.chain) == 2
+    assert ran.seed == asked.seed == worlds.final_worlds(7) and ran.episodes == asked.episodes == 4
+    # The same worlds, seen in the episodes themselves: each episode starts where its pair does.
+    starts = [[e.text.splitlines()[0] for e in r.episodes] for r in (played, evaluated)]
+    assert starts[0] == starts[1] and len(set(starts[0])) > 1

@@ -107,7 +107,7 @@ def test_code_run_iterates_judges_and_evaluates_the_chain(planner, tmp_path) -> 
     assert (run_dir / "events.jsonl").read_text().count("\n") == len(events)
     state = json.loads((run_dir / "state.json").read_text())
     assert state["subtasks"]["get_wood"]["status"] == "done" and state["final"]["controller"].startswith("chain")
-    assert (run_dir / "chain_skill.py").exists() and list((run_dir / "attempts").glob("iter0_get_wood_code*.json"))
+    assert list((run_dir / "attempts").glob("iter0_get_wood_code*.json"))
     later = list(stub.WatchRun(planner_pb2.WatchRunRequest(run_id=run.run_id, after_seq=len(events) - 1)))
     assert len(later) == 1
 

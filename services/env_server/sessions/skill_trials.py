@@ -1,5 +1,6 @@
 """RunSkill's test episodes: one private recording session whose every env runs the skill once, as one
-skill action of up to ``max_steps`` frames, summarised per episode (with a few frames sampled where asked)."""
+skill action of up to ``max_steps`` frames, or runs a plan of skills (an all-code chain, :func:`run_plan`),
+summarised per episode (with a few frames sampled where asked)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from typing import Any
 from rlgpt.errors import FailedPrecondition
 from rlgpt.frames import FrameSampler
 from rlgpt.v1 import env_pb2
+from services.env_server.sessions.macro_actions import plan_stage
+from services.env_server.sessions.session import Session
 from services.env_server.sessions.session_builder import build_session
 from services.env_server.settings import EnvServerSettings
 from services.env_server.skills.executor import SkillRegistry
@@ -40,12 +43,13 @@ class SkillTrials:
 
     def run(self, request: env_pb2.RunSkillRequest, should_stop: Callable[[], bool]) -> list[TrialEpisode]:
         """``request.episodes`` episodes, in env order."""
-        record = self.registry.get(request.skill)
+        plan = list(request.plan)
+        record = self.registry.get(plan[0] if plan else request.skill)
         max_steps = request.max_steps or self.settings.run_skill_default_steps
         session_request = env_pb2.CreateSessionRequest(
             backend=request.backend or record.backend, task=request.task, seed=request.seed,
             num_envs=request.episodes, reward_terms=request.reward_terms, episode_length=max_steps,
-            skills=[record.name], autoreset=False)
+            skills=[] if plan else [record.name], plan=plan, stages=request.stages, autoreset=False)
         if not self._slots.acquire(timeout=SLOT_WAIT_SECONDS):
             raise FailedPrecondition("too many RunSkill calls in progress; retry shortly")
         try:
@@ -61,10 +65,22 @@ class SkillTrials:
                     for i in range(session.num_envs):
                         sample(i)  # step 0: the observation after the reset
                     session.on_frame = sample
-                skill_action = len(session.actions) - 1
-                session.step([skill_action] * session.num_envs, should_stop=should_stop)
+                macro = len(session.actions) - 1  # the skill's action, or the plan's
+                if plan:
+                    run_plan(session, macro, should_stop)
+                else:
+                    session.step([macro] * session.num_envs, should_stop=should_stop)
                 return [TrialEpisode(session.summary(i), *samplers[i].sample()) for i in range(session.num_envs)]
             finally:
                 session.close()
         finally:
             self._slots.release()
+
+
+def run_plan(session: Session, plan_action: int, should_stop: Callable[[], bool]) -> None:
+    """Plan actions for every env until its episode ends or every stage is done (the plan has nothing left to
+    run): an all-code chain with no policy, the same plan action a kept plan's policy steps in between."""
+    live = list(range(session.num_envs))
+    while live and not should_stop():
+        session.step([plan_action] * len(live), should_stop=should_stop, indices=live)
+        live = [i for i in live if not session.slots[i].needs_reset and plan_stage(session, i) is not None]

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 import grpc
 from pydantic import BaseModel
 
+from rlgpt import worlds
 from rlgpt.llm.client import CallRecord, StructuredOutputError
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2, planner_pb2
 from services.planner.action_space import complete_action_space, complete_reward
@@ -129,8 +130,9 @@ class AnswerHandler:
                                                                 code=answer.code, replace=True))
             result = self.env.RunSkill(env_pb2.RunSkillRequest(
                 skill=name, episodes=self.protocol.test_episodes, max_steps=self.protocol.test_steps,
-                seed=self.seed, task=common_pb2.TaskSpec(name=subtask.name, success=list(subtask.success),
-                                                         start_inventory=start_inventory or []),
+                seed=worlds.skill_test_worlds(self.seed),
+                task=common_pb2.TaskSpec(name=subtask.name, success=list(subtask.success),
+                                         start_inventory=start_inventory or []),
                 frames_per_episode=frames_per_episode))
         except grpc.RpcError as exc:
             # Refused by the sandbox (syntax, policy, never yields, ...): the message carries the line.

@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from rlgpt import worlds
 from rlgpt.llm.client import CallRecord, StructuredOutputError
 from rlgpt.prompts import CompletesJSON, conditions_text
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2, planner_pb2
@@ -128,7 +129,7 @@ class FastAgent:
         results = []
         for index in range(candidates):
             # Candidates of one prompt differ by their sampling seed (one draw: the server's own sampling).
-            seed = self.seed * 1000 + index if candidates > 1 else None
+            seed = worlds.candidate_seed(self.seed, index) if candidates > 1 else None
             try:
                 answer, record = self.draw_skill(subtask, prompt, iteration=iteration, seed=seed)
             except StructuredOutputError as exc:

@@ -12,13 +12,13 @@ import grpc
 import pytest
 from kept_plan_support import FAILED, PICKAXE, PLAN, WALK, ScriptedLLM
 
+from rlgpt import worlds
 from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
 from services.planner.agents.fast import FastAgent
 from services.planner.context import Stubs
 from services.planner.kept_plan import (
     KEPT_PLAN_PRIOR,
     OWN_REWARD,
-    REVISION_SEED_OFFSET,
     final_controller,
     kept_plan_name,
 )
@@ -53,7 +53,7 @@ class PlanLearner:
 
     def Evaluate(self, request: learner_pb2.EvaluateRequest, timeout: float) -> learner_pb2.EvaluateResponse:
         self.evaluations.append(request)
-        if request.seed >= REVISION_SEED_OFFSET:
+        if request.seed == worlds.revision_worlds(0):
             return learner_pb2.EvaluateResponse(success_rate=self.briefing[request.plan_alone])
         policy = self.policy[int(request.job_id.split("-")[1]) - 1] if isinstance(self.policy, list) else self.policy
         return learner_pb2.EvaluateResponse(success_rate=self.alone if request.plan_alone else policy)
@@ -133,7 +133,8 @@ def test_a_policy_that_loses_to_the_plan_alone_is_revised_with_its_answer_and_ou
     assert json.dumps(WALK) in revised and '"hand_back_within": 2' in revised  # its whole answer, code included
     # Scores on worlds of the revision's own: the judged ones (the policy's 12%, the plan's 25%) are not told.
     judged, briefing = learner.evaluations[0], learner.evaluations[2]
-    assert briefing.seed == judged.seed + REVISION_SEED_OFFSET and briefing.episodes == judged.episodes
+    assert judged.seed == worlds.held_out_worlds(0)  # the run's seed is 0
+    assert briefing.seed == worlds.revision_worlds(0) and briefing.episodes == judged.episodes
     assert [e.seed for e in learner.evaluations[4:]] == [judged.seed] * 2  # the revised policy judged as the first
     assert f"On {judged.episodes} other new worlds (whole episodes, the task's success): the policy 38%, the plan " \
            "alone 62%." in revised and "12%" not in revised and "alone 25%" not in revised
@@ -174,7 +175,7 @@ class BriefingRefused(PlanLearner):
     """A learner that refuses to score the revision's worlds."""
 
     def Evaluate(self, request: learner_pb2.EvaluateRequest, timeout: float) -> learner_pb2.EvaluateResponse:
-        if request.seed >= REVISION_SEED_OFFSET:
+        if request.seed == worlds.revision_worlds(0):
             raise Refused(grpc.StatusCode.FAILED_PRECONDITION, "the job's checkpoint is gone")
         return super().Evaluate(request, timeout)
 
@@ -230,3 +231,12 @@ def test_a_state_without_the_plan_alone_compares_with_the_chain(tmp_path: Path, 
     two = finished_iterations(tmp_path, env_server, None, PlanLearner(0, 0))
     two.state.kept_plan = {"chain_success_rate": 0.25, "job_id": "job-1", "success_rate": 0.5}
     assert final_controller(two.ctx) == "job-1"
+
+
+def test_the_kept_plans_policy_is_evaluated_on_the_runs_final_worlds(tmp_path: Path, env_server) -> None:
+    learner = PlanLearner(policy=0.5, alone=0.25)
+    two = finished_iterations(tmp_path, env_server, None, learner)
+    two.state.kept_plan = {"job_id": "job-1", "success_rate": 0.5, "plan_alone_success_rate": 0.25}
+    two.execute()
+    final = learner.evaluations[-1]  # the worlds every controller's final evaluation plays (rlgpt/worlds.py)
+    assert final.job_id == "job-1" and final.seed == worlds.final_worlds(0) and two.state.final["success_rate"] == 0.5

@@ -16,17 +16,15 @@ from rlgpt.errors import FailedPrecondition
 from rlgpt.llm.client import CallRecord
 from rlgpt.prompts import shorten
 from rlgpt.v1 import common_pb2, critic_pb2, env_pb2, learner_pb2, planner_pb2
-from services.env_server.settings import EnvServerSettings
 from services.planner.agents.answers import MacroActions, RLAnswer
 from services.planner.agents.one import OneAgent
 from services.planner.agents.one_answers import WrittenAnswers
 from services.planner.attempts import Attempts, training_frames
 from services.planner.context import AgentSetup, Mode, StopRequested, Stubs
-from services.planner.controller import chain_links, chain_skill, coded_skills, rl_jobs
+from services.planner.controller import chain_links, coded_skills, rl_jobs
 from services.planner.judging import increasing, measured_verdict
 from services.planner.loops import TwoLoops
 from services.planner.plans import ending_in_goal, implied_items, start_inventory, summary, task_subtask
-from services.planner.program_code import compile_program
 from services.planner.runs import Run
 from services.planner.settings import PlannerSettings
 from services.planner.skill_library import SkillLibrary
@@ -132,75 +130,6 @@ def test_without_a_critic_the_verdict_is_the_measured_rate_and_the_first_error()
 def test_curves_sent_to_the_critic_have_increasing_frames() -> None:
     points = [critic_pb2.CurvePoint(env_frames=f) for f in (0, 100, 100, 50, 200)]
     assert [p.env_frames for p in increasing(points)] == [0, 100, 200]
-
-
-def test_each_skill_of_a_chain_keeps_its_own_constants() -> None:
-    # Compiled programs each define SUCCESS: the last one's used to end every earlier skill (pure code at 0%).
-    first = ("SUCCESS = 'wood'\nLIMIT: int = 3\n\ndef done(agent, target):\n    return target == SUCCESS\n\n"
-             "def skill(agent):\n    pick = lambda SUCCESS: SUCCESS\n    yield done(agent, SUCCESS), LIMIT, pick(1)\n")
-    second = "SUCCESS = 'table'\n\ndef skill(agent):\n    yield SUCCESS\n"
-    scope: dict = {}
-    exec(chain_skill([("wood", first), ("table", second)]), scope)
-    assert scope["SUCCESS_0"] == "wood" and scope["SUCCESS_1"] == "table" and "SUCCESS" not in scope
-    assert list(scope["skill"](None)) == [(True, 3, 1), "table"]
-
-
-def test_a_chain_defines_what_its_skills_share_once() -> None:
-    helper = "LIMIT = 2\n\ndef twice(x):\n    return [x] * LIMIT\n\n"
-    first = helper + "def skill(agent):\n    yield twice('wood')\n"
-    second = helper + "def skill(agent):\n    yield twice('table')\n"
-    other = "LIMIT = 3\n\ndef twice(x):\n    return [x] * LIMIT\n\ndef skill(agent):\n    yield twice('stone')\n"
-    source = chain_skill([("wood", first), ("table", second), ("stone", other)])
-    assert source.count("def twice") == 2 and "def twice_1" not in source  # the second skill's is the first's
-    scope: dict = {}
-    exec(source, scope)
-    # The third skill's twice looks the same but means its own LIMIT: it keeps its own.
-    assert list(scope["skill"](None)) == [["wood"] * 2, ["table"] * 2, ["stone"] * 3]
-
-
-def test_a_chain_shares_no_state_a_skill_changes() -> None:
-    # Each skill counts in a list and a global of its own: shared, the second would start from the first's counts.
-    code = ("SEEN = []\nCOUNT = 0\n\ndef bump():\n    global COUNT\n    COUNT += 1\n    return COUNT\n\n"
-            "def skill(agent):\n    SEEN.append(1)\n    yield (len(SEEN), bump())\n")
-    scope: dict = {}
-    exec(chain_skill([("a", code), ("b", code)]), scope)
-    assert list(scope["skill"](None)) == [(1, 1), (1, 1)]
-
-
-def test_a_chain_of_ten_compiled_programs_fits_the_env_code_limit(env_server) -> None:
-    describe = env_server.stub.Describe(env_pb2.DescribeRequest())
-
-    def program(n: int) -> tuple[str, str]:
-        wood = [common_pb2.Condition(achievement="collect_wood")]
-        return f"wood_{n}", compile_program([{"op": "collect", "item": "wood", "count": 1}], describe.rules,
-                                            name=f"wood_{n}", success=wood)
-
-    codes = [program(n) for n in range(10)]
-    limit = EnvServerSettings().max_code_bytes  # the env server's default (this test server's is lower)
-    assert len(chain_skill(codes).encode()) < limit < sum(len(c.encode()) for _, c in codes)
-    source = chain_skill(codes[:3])
-    env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="three_programs", code=source, replace=True))
-    result = env_server.stub.RunSkill(env_pb2.RunSkillRequest(skill="three_programs", episodes=2, max_steps=300, seed=3,
-                                                              task=common_pb2.TaskSpec(name="collect_wood")))
-    assert result.success_rate == 1.0 and not any(e.error.type for e in result.episodes)
-
-
-def test_the_chain_runs_each_skill_in_order_and_keeps_strings_and_attributes(env_server) -> None:
-    first = ("def noop(agent):\n    yield 'do'\n\n"
-             "def skill(agent):\n    # chop\n    yield from noop(agent)\n    yield 'noop'\n")
-    second = "def helper(agent):\n    yield 'noop'\n\ndef place(agent):\n    yield from helper(agent)\n"
-    source = chain_skill([("wood", first), ("table", second)])
-    assert "def noop_0(agent)" in source and "yield from noop_0(agent)" in source
-    assert "'noop_0'" not in source  # an action string equal to a function name stays an action
-    assert "def helper_1(agent)" in source and "def place_1(agent)" in source
-    assert source.rstrip().endswith("def skill(agent):\n    yield from skill_0(agent)\n    yield from place_1(agent)")
-    assert source.index("# --- wood") < source.index("# --- table")
-    # The env server accepts the chain (its checks, and a probe run on test worlds).
-    env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="chain_test", code=source, replace=True))
-    with pytest.raises(SyntaxError):
-        chain_skill([("broken", "def skill(agent) yield 'do'")])
-    with pytest.raises(SyntaxError, match="defines no function"):
-        chain_skill([("nothing", "x = 1")])
 
 
 def test_the_controller_picks_the_plans_coded_skills_and_trained_policies_in_order() -> None:
