@@ -6,24 +6,17 @@ from __future__ import annotations
 from benchmarks.crafter.diamond import AGENT_MACRO_PREFIX, PLAN_RUN, SKILL_PREFIX, load_plan
 from benchmarks.crafter.diamond_rules import (
     ANSWER,
-    Rule,
     Tools,
     load_answer,
     play_rule,
-    rule_text,
     rules_config,
 )
 from rlgpt.env_contract import PLAN_ACTION
 from rlgpt.v1 import env_pb2
-from services.env_server.backends.crafter import VECTOR_LABELS
 
 ACTIONS = ["noop", *(f"skill:{AGENT_MACRO_PREFIX}{m}" for m in ("fight_threat", "shelter_and_sleep", "make_sword")),
            PLAN_ACTION]
 STAGES = [SKILL_PREFIX + s for s in ("collect_wood", "make_stone_pickaxe", "collect_diamond")]
-def rule(name: str) -> Rule:
-    return Rule(name, ACTIONS, list(VECTOR_LABELS), STAGES, Tools())
-
-
 def test_a_rule_plays_each_world_once_with_the_answers_macros(env_server) -> None:
     plan, answer = load_plan(PLAN_RUN), load_answer(ANSWER)
     config = rules_config(plan, answer, env_server.stub.Describe(env_pb2.DescribeRequest()))
@@ -40,24 +33,5 @@ def test_a_rule_plays_each_world_once_with_the_answers_macros(env_server) -> Non
     assert result["episodes"] == 2 and len(result["ends"]) == 2
     assert result["frames"] == sum(e["steps"] for e in result["ends"]) > 0
     assert [link["name"] for link in result["links"]] == [SKILL_PREFIX + name for name, _, _ in plan.steps]
-
-
-def ends(wins: list[bool]) -> list[dict]:
-    return [{"success": w, "end_reason": "success" if w else "death", "death_cause": "" if w else
-             "attacked by zombie", "steps": 200} for w in wins]
-
-
-def results(chain: list[bool], shelter: list[bool]) -> dict:
-    def played(wins: list[bool]) -> dict:
-        return {"episodes": len(wins), "success_rate": sum(wins) / len(wins), "frames": 200 * len(wins),
-                "seconds": 1.0, "links": [], "ends": ends(wins)}
-
-    return {"date_utc": "2026-11-27T12:00:00Z", "machine": {"cpu_model": "test", "cpu_count": 2, "ram_gib": 1.0,
-                                                             "python": "3.11", "crafter": "1.8.3"},
-            "answer": str(ANSWER), "answer_llm": "a capable model",
-            "run": {"task": "collect_diamond", "llm": "a capable model", "run": str(PLAN_RUN), "k": 60, "night": 0.3,
-                    "tools": vars(Tools()), "rules": {"chain": rule_text("chain"), "shelter": rule_text("shelter")},
-                    "macro_actions": ["diamond_macro_shelter_and_sleep"],
-                    "results": {"chain": played(chain), "shelter": played(shelter)}}}
 
 

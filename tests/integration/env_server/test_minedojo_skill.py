@@ -1,6 +1,5 @@
-"""MineDojo's functional actions (craft/equip/place/destroy/drop) and the Table 1 tasks, against the stand-in
-``fake_minedojo`` (Minecraft cannot run here): the 8-dim vectors the backend sends, what the stand-in's copy of
-MineDojo's action wrapper and Malmo's handlers make of them, and a crafting skill run through the env server."""
+"""A crafting skill run through the env server on MineDojo's stand-in ``fake_minedojo`` (Minecraft cannot run here):
+the skill runs in the env server's sandbox workers."""
 
 from __future__ import annotations
 
@@ -9,30 +8,11 @@ from typing import Any
 import pytest
 
 from rlgpt.v1 import common_pb2, env_pb2
-from services.env_server.backends.minedojo import (
-    MineDojoBackend,
-    MineDojoEnv,
-    MineDojoSettings,
-)
 from services.env_server.backends.minedojo_tasks import task_spec
 from services.env_server.servicer import EnvServicer
 from services.env_server.settings import EnvServerSettings
 
-# `fake` (the stand-in installed as minedojo): tests/unit/env_server/conftest.py
-
-
-@pytest.fixture
-def backend(fake: Any) -> MineDojoBackend:
-    return MineDojoBackend(MineDojoSettings(image_height=24, image_width=32))
-
-
-@pytest.fixture
-def env(backend: MineDojoBackend) -> Any:
-    env = backend.make_env()
-    assert isinstance(env, MineDojoEnv)
-    env.reset(7)
-    yield env
-    env.close()
+# `fake` (the stand-in installed as minedojo): tests/conftest.py
 
 
 # --- the action list ---------------------------------------------------------------------------------

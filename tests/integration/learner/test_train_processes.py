@@ -6,7 +6,6 @@ A real Sample Factory training through a real env server is tests/integration/te
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -101,10 +100,6 @@ def test_more_passes_and_minibatches_learn_more_from_each_batch(tmp_path: Path) 
     cfg = parse_cfg(sf_argv(config, tmp_path / "job1", "cpu"))
     assert (cfg.batch_size, cfg.num_batches_per_epoch, cfg.num_epochs) == (64, 4, 3)
     assert cfg.batch_size * cfg.num_batches_per_epoch == ROLLOUT * 2 * 4
-
-
-def records(job_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (job_dir / "progress.jsonl").read_text().splitlines()]
 
 
 WATCHED = """

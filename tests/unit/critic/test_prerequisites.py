@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
 from critic_samples import episode, request
 
-from rlgpt.v1 import common_pb2, env_pb2
+from rlgpt.v1 import common_pb2
 from services.critic.prerequisites import missing_items, obtained, prerequisite_words, required_tools
 
 Item = common_pb2.ItemCount
@@ -55,11 +54,5 @@ def test_missing_items_from_texts_and_from_the_rules() -> None:
 
 
 # --- with the rules a real env server serves ------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def rules(env_server) -> common_pb2.WorldRules:
-    """The game's rules as a real env server serves them (the planner passes them on in JudgeRequest.rules)."""
-    return env_server.stub.Describe(env_pb2.DescribeRequest()).rules
 
 

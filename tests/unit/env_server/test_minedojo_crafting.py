@@ -1,6 +1,6 @@
 """MineDojo's functional actions (craft/equip/place/destroy/drop) and the Table 1 tasks, against the stand-in
 ``fake_minedojo`` (Minecraft cannot run here): the 8-dim vectors the backend sends, what the stand-in's copy of
-MineDojo's action wrapper and Malmo's handlers make of them, and a crafting skill run through the env server."""
+MineDojo's action wrapper and Malmo's handlers make of them."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from services.env_server.tasks import parse_task
 NOOP = [0, 0, 0, 12, 12, 0, 0, 0]
 
 
-# `fake` (the stand-in installed as minedojo): tests/unit/env_server/conftest.py
+# `fake` (the stand-in installed as minedojo): tests/conftest.py
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """The kubernetes runner: its Job manifest against the real Kubernetes schema (offline, with
-``kubernetes-validate``), and its API calls against ``fake_kube_api``, a TEST DOUBLE of the API server
-(not a cluster: Jobs never run there, the tests set their status)."""
+``kubernetes-validate``). Its API calls against ``fake_kube_api``, a TEST DOUBLE of the API server served over HTTP,
+are tested in tests/integration/learner/test_k8s_api.py."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import kubernetes.client
 import kubernetes.config.kube_config
 import kubernetes_validate
 import pytest
+from k8s_support import JOB_DIR, JOB_ID, NS, SETTINGS, container, rl_config
 
 from rlgpt.errors import FailedPrecondition, InvalidArgument
-from rlgpt.v1 import learner_pb2
 from services.learner.jobs import train_command
 from services.learner.k8s import KubernetesRunner
 from services.learner.k8s_manifest import build_job_manifest, job_name
@@ -23,25 +23,8 @@ from services.learner.settings import LearnerSettings
 # The newest schema kubernetes-validate 1.37.0 ships (kubernetes-json-schema/v1.37.0-local-strict).
 KUBERNETES_VERSION = "1.37.0"
 DNS_1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-NS = "rlgpt-test"
-SETTINGS = LearnerSettings(k8s_namespace=NS, k8s_image="registry.example/rlgpt-learner:1.2", run_dir="/runs",
-                           k8s_run_dir_claim="rlgpt-runs", env_server="rlgpt-env:50051")
-JOB_ID = "0a1b2c3d4e5f"
-JOB_DIR = Path("/runs/jobs") / JOB_ID
-
-
-def rl_config(gpu: bool = False, num_workers: int = 3) -> learner_pb2.RLConfig:
-    return learner_pb2.RLConfig(name="collect wood", env_frames=10_000, num_workers=num_workers,
-                                envs_per_worker=4, runner="kubernetes", gpu=gpu)
-
-
 def validate(manifest: dict[str, Any]) -> None:
     kubernetes_validate.validate(manifest, KUBERNETES_VERSION, strict=True)
-
-
-def container(manifest: dict[str, Any]) -> dict[str, Any]:
-    (only,) = manifest["spec"]["template"]["spec"]["containers"]
-    return only
 
 
 # --- the manifest ------------------------------------------------------------------------------------
