@@ -12,25 +12,21 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from rich.progress import Progress
 
-from benchmarks.common import REPO_ROOT
 from benchmarks.crafter.score import crafter_score, success_rates, within_budget
-from benchmarks.learner.measure import kill_group
+from benchmarks.training import follow_training, launch_training, stop_training
 from rlgpt import worlds
 from rlgpt.app.launcher import ServiceProcess, start_service
 from rlgpt.grpc_client import create_channel
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2
 from services.env_server.skills.reference import REFERENCE_SKILLS
 from services.learner.env_servers import prepare_env_servers
-from services.learner.jobs import read_progress, train_command, write_job_config
+from services.learner.jobs import LocalHandle, prepare_job_dir, read_progress
 
 log = logging.getLogger("benchmarks.crafter")
 EPISODE_LENGTH = 10_000
@@ -151,47 +147,33 @@ def held_out(job_dir: Path, target: str, episodes: int, seed: int, achievements:
 
 def train_job(job_dir: Path, config: learner_pb2.RLConfig, servers: list[ServiceProcess], timeout: float,
               progress: Progress, label: str) -> int | None:
-    """Trains (or resumes) the job in ``job_dir`` up to ``config.env_frames`` as the learner would (its own
-    process, its sessions on ``servers``), with live progress; returns its exit code, None when ``timeout`` ended
-    it (with a checkpoint to resume from). A job trained to its budget already is not trained again."""
+    """Trains (or resumes) the job in ``job_dir`` up to ``config.env_frames`` as the learner would (its local runner,
+    its sessions on ``servers``), with live progress; returns its exit code, None when ``timeout`` ended it (with a
+    checkpoint to resume from). A job trained to its budget already is not trained again."""
     frames = int(config.env_frames)
-    started = time.time()
-    process: subprocess.Popen[bytes] | None = None
+    handle: LocalHandle | None = None
     task = progress.add_task(label, total=frames)
-    write_job_config(job_dir, config, {"env_server": servers[0].target, "env_servers": [s.target for s in servers],
-                                       "device": "cpu", "progress_interval": 5, "record_episodes": True})
+    prepare_job_dir(job_dir, config, {"env_server": servers[0].target, "env_servers": [s.target for s in servers],
+                                      "device": "cpu", "progress_interval": 5, "record_episodes": True})
     records = read_progress(job_dir)
     if records and records[-1]["env_frames"] >= frames:  # trained already: only summarise (and evaluate)
         log.info("%s: trained already (%d frames); not training again", label, records[-1]["env_frames"])
         progress.update(task, visible=False)
         return 0
+
+    def show(last: dict[str, Any]) -> None:
+        progress.update(task, completed=min(frames, last["env_frames"]),
+                        description=f"{label}: {last['fps']:.0f} frames/s, {last['episodes']} episodes")
+
     try:
-        command = train_command(job_dir)
-        command[0] = sys.executable
-        env = {**os.environ, "PYTHONUNBUFFERED": "1",
-               "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        with (job_dir / "train.log").open("ab") as log_file:
-            process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=env,
-                                       cwd=REPO_ROOT, start_new_session=True)
-        while process.poll() is None and time.time() - started < timeout:
-            records = read_progress(job_dir)
-            if records:
-                last = records[-1]
-                progress.update(task, completed=min(frames, last["env_frames"]),
-                                description=f"{label}: {last['fps']:.0f} frames/s, {last['episodes']} episodes")
-            time.sleep(2)
-        rc = process.poll()
+        handle = launch_training(job_dir, config)
+        rc = follow_training(handle, job_dir, timeout, show, interval=2)
         if rc is None:
             log.warning("%s: stopped after %.0f s (--timeout); run it again to resume", label, timeout)
         return rc
     finally:
-        if process is not None:
-            (job_dir / "stop").touch()  # a clean stop saves a checkpoint to resume from
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                kill_group(process)
-            (job_dir / "stop").unlink(missing_ok=True)
+        if handle is not None:
+            stop_training(handle, job_dir, grace=60)  # a clean stop saves a checkpoint to resume from
         progress.update(task, visible=False)
 
 
