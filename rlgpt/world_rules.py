@@ -67,10 +67,11 @@ def achievement_rule(rules: common_pb2.WorldRules, achievement: str) -> Requirem
 
 
 def achievement_items(rules: common_pb2.WorldRules, achievement: str) -> dict[str, int]:
-    """What unlocking ``achievement`` leaves in the inventory at least (collect_X -> X, make_X -> X)."""
+    """What unlocking ``achievement`` leaves in the inventory at least: what the collect rule that unlocks it
+    receives, or what the make rule that unlocks it gives (no achievement name is read: a game names them its way)."""
     for rule in rules.collect:
         if achievement in rule.achievements:
-            return {k: v for k, v in _counts(list(rule.receives)).items() if f"collect_{k}" == achievement}
+            return _counts(list(rule.receives))
     for rule in rules.make:
         if rule.achievement == achievement:
             return {rule.item: rule.gives or 1}

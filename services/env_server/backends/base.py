@@ -49,6 +49,21 @@ class BackendSpec:
     them through :meth:`BackendEnv.threat_distance`); empty when the backend cannot tell."""
     vector_description: str = "status, inventory and extra values, named in labels"
     """What the vector's entries hold, beyond their names (Describe's vector field description)."""
+    display_name: str = ""
+    """The game's name as prompts write it (Describe's display_name)."""
+    move_actions: tuple[str, ...] = ()
+    """The actions that move the player (Describe's action_roles.move)."""
+    interact_action: str = ""
+    """The action that uses the faced thing: collects, attacks (Describe's action_roles.interact)."""
+    stack_limit: int = 0
+    """Most of one item the inventory holds where the rules name no maximum (Describe's stack_limit)."""
+    vector_scale: float = 0.0
+    """What a network divides the observation vector by (Describe's vector field scale; 0: not scaled)."""
+
+    @property
+    def idle_action(self) -> str:
+        """The action that does nothing for a frame (Describe's action_roles.idle)."""
+        return self.actions[self.noop_action]
 
 
 @dataclasses.dataclass

@@ -9,7 +9,7 @@ import numpy as np
 from crafter import constants, objects
 
 from services.env_server.backends.base import Backend, BackendEnv, BackendSpec, RawStep
-from services.env_server.backends.crafter_rules import STATUS, arrow_damage, crafter_rules
+from services.env_server.backends.crafter_rules import INTERACT, STATUS, arrow_damage, crafter_rules
 from services.env_server.skills.api_doc import CRAFTER_SKILL_API
 
 ITEMS = tuple(name for name in constants.items if name not in STATUS)
@@ -30,6 +30,12 @@ VECTOR_DESCRIPTION = (
     "facing/x, facing/y: where the player faces (-1, 0 or 1; x right, y down); world/daylight: 1 by day, near 0 "
     f"at night; threat/seen: 1 while a threat ({', '.join(_OBJECT_NAMES[kind] for kind in _THREATS)}) is in the "
     "local view; threat/x, threat/y: the nearest one's offset in cells (0 when none)")
+MOVES = tuple(a for a in constants.actions if a.startswith("move_"))
+"""The actions that move the player: crafter's Player.update walks on every ``move_<direction>`` action."""
+STACK_LIMIT = max(int(info["max"]) for name, info in constants.items.items() if name not in STATUS)
+"""Most of one item the inventory holds (data.yaml's item maxima: 9)."""
+VECTOR_SCALE = 1.0 + max(int(info["max"]) for info in constants.items.values())
+"""One past the largest count or status value of data.yaml (0..9, so 10): what a network divides the vector by."""
 _SKELETON_RANGE = 5  # skeletons shoot at a player this close (crafter objects.Skeleton.update)
 _ARROW_DAMAGE = arrow_damage() or 0  # an arrow's hit, read from the game as the rules are (0: unknown, not noted)
 
@@ -233,9 +239,14 @@ class CrafterBackend(Backend):
         vector_description=VECTOR_DESCRIPTION,
         default_episode_length=10000,
         skill_api=CRAFTER_SKILL_API,
-        noop_action=0,
+        noop_action=constants.actions.index("noop"),  # crafter's Player.update does nothing on "noop"
         rules=crafter_rules,
         threats=tuple(_OBJECT_NAMES[kind] for kind in _THREATS),
+        display_name="Crafter",
+        move_actions=MOVES,
+        interact_action=INTERACT,
+        stack_limit=STACK_LIMIT,
+        vector_scale=VECTOR_SCALE,
     )
 
     def make_env(self) -> BackendEnv:

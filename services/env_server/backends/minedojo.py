@@ -86,7 +86,7 @@ import numpy as np
 from rlgpt.config import Settings, setting
 from rlgpt.errors import FailedPrecondition, InvalidArgument
 from services.env_server.backends.base import Backend, BackendEnv, BackendSpec, RawStep
-from services.env_server.backends.minedojo_rules import installed_minedojo_rules
+from services.env_server.backends.minedojo_rules import installed_minedojo_rules, stack_limit
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +123,11 @@ def _action_name(move: str, functional: str) -> str:
 
 ACTIONS = tuple(_action_name(m, f) for m in MOVE_ACTIONS for f in FUNCTIONAL_ACTIONS)
 """The paper's Discrete(36): index = move * 3 + functional. The backend's action list starts with these."""
+MOVES = ("forward", "back", "strafe_left", "strafe_right", "jump", "camera_left", "camera_right")
+"""The actions that move the player: walking, jumping onto a block, turning (Describe's action_roles.move)."""
+VECTOR_SCALE = 10.0
+"""What a network divides the vector by: 10, as the learner's model always divided every backend's vector (life
+and food run 0..20 here, stacks to 64, positions further; not tuned for MineDojo)."""
 DROP = "drop"
 CRAFT, EQUIP, PLACE, DESTROY = "craft", "equip", "place", "destroy"
 ITEM_VERBS = {CRAFT: FUNCTIONAL_CRAFT, EQUIP: FUNCTIONAL_EQUIP, PLACE: FUNCTIONAL_PLACE, DESTROY: FUNCTIONAL_DESTROY}
@@ -745,6 +750,11 @@ class MineDojoBackend(Backend):
             noop_action=ACTIONS.index("noop"),
             rules=installed_minedojo_rules,
             threats=THREATS,
+            display_name="Minecraft (MineDojo)",
+            move_actions=MOVES,
+            interact_action="attack",  # mines the faced block and hits a mob (MineDojo's functional 3)
+            stack_limit=stack_limit(mc),
+            vector_scale=VECTOR_SCALE,
         )
 
     def make_env(self) -> BackendEnv:

@@ -125,6 +125,12 @@ def _item_records(mc: ModuleType) -> dict[str, dict[str, Any]]:
     return {str(record["type"]): record for record in data["items"] if "type" in record}
 
 
+def stack_limit(mc: ModuleType) -> int:
+    """The largest ``stackSize`` of the data's items (Minecraft's slot of 64); 0 when the data names none."""
+    sizes = [r["stackSize"] for r in _item_records(mc).values() if isinstance(r.get("stackSize"), int)]
+    return max(sizes, default=0)
+
+
 def _listed(names: list[str]) -> str:
     return ", ".join(names) if names else "none"
 
