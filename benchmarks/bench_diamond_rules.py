@@ -9,15 +9,14 @@ go to docs/bench-raw/diamond-rules/results.json; the section and plot are rebuil
 from __future__ import annotations
 
 import logging
-import re
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from benchmarks.common import load_results, machine_info, raw_path, save_results, setup_logging, utc_now, write_section
+from benchmarks.cli_common import LogLevel, ReportOnly, checked_tag, progress_bar, rebuild_section
+from benchmarks.common import load_results, machine_info, raw_path, save_results, setup_logging, utc_now
 from benchmarks.crafter.diamond import PLAN_RUN, load_plan
 from benchmarks.crafter.diamond_revision import revision_prompt as diamond_revision_prompt
 from benchmarks.crafter.diamond_rules import ANSWER, RULES, load_answer, run_rules
@@ -58,8 +57,8 @@ def main(
                                                               "briefing worlds (never the held-out ones).")] = None,
     trained: Annotated[Path, typer.Option(help="bench-diamond's raw results of a training with --answer (their "
                                                "'agent' entry), for --revision-prompt.")] = TRAINED,
-    report_only: Annotated[bool, typer.Option(help="Rebuild the section from the saved results.")] = False,
-    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+    report_only: ReportOnly = False,
+    log_level: LogLevel = "INFO",
 ) -> None:
     """collect_diamond: the fast agent's macro actions around the kept plan, used by fixed rules."""
     setup_logging(console, log_level)
@@ -67,9 +66,7 @@ def main(
     if unknown := [r for r in chosen if r not in RULES]:
         raise typer.BadParameter(f"unknown rule {unknown[0][:40]!r}; use one of {', '.join(RULES)}",
                                  param_hint="--rule")
-    if tag and not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,31}", tag):
-        raise typer.BadParameter(f"{tag[:40]!r}: use 1 to 32 lowercase letters, digits and '-'", param_hint="--tag")
-    name = "-".join(part for part in ("diamond-rules", tag) if part)
+    name = "-".join(part for part in ("diamond-rules", checked_tag(tag)) if part)
     raw_json = raw_json or raw_path(name)
     if tag and figure == FIGURE:
         figure = figure.with_name(f"{name.replace('-', '_')}.png")
@@ -81,8 +78,7 @@ def main(
         except (OSError, ValueError, KeyError) as exc:
             raise typer.BadParameter(f"{plan_run}, {answer} or {trained}: unreadable ({exc})",
                                      param_hint="--plan-run") from None
-        progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn(
-            "{task.completed:,.0f}/{task.total:,.0f} rules"), TimeElapsedColumn(), console=console)
+        progress = progress_bar(console, "rules")
         with progress:
             if revision_prompt is not None:
                 prompt, _ = diamond_revision_prompt(plan, macros, training, work.resolve(), training["budget"], seed,
@@ -93,13 +89,7 @@ def main(
             run = run_rules(plan, macros, work.resolve(), chosen, episodes, worlds.held_out_worlds(seed), progress)
         save_results(raw_json, {"date_utc": utc_now(), "machine": machine_info(("crafter",)), "run": run,
                                 "answer": str(answer), "answer_llm": answer_llm, "tag": tag})
-    elif not raw_json.exists():
-        raise typer.BadParameter(f"no results at {raw_json}; run without --report-only first")
-    results = load_results(raw_json)
-    plot = plot_rules(results, figure)
-    title = section_title(results)
-    write_section(output, title, render_section(results, str(plot.relative_to(output.parent)), title))
-    log.info("wrote %s and %s from %s", output, plot, raw_json)
+    rebuild_section(output, raw_json, figure, plot_rules, section_title, render_section)
 
 
 if __name__ == "__main__":
