@@ -91,6 +91,8 @@ class ManyEnvs(Protocol):
     num_envs: int
     image_shape: tuple[int, ...]
     vector_shape: tuple[int, ...]
+    vector_scale: float
+    """What a network divides the vector by (the env server's ObservationField.scale; 0: not scaled)."""
     first_observations: Observation
     """The observations the session was created with (a new session starts reset), all envs."""
 
@@ -132,6 +134,7 @@ class RemoteSession:
         self.fields = {f.name: f for f in response.observation}
         self.image_shape = tuple(self.fields["image"].shape)
         self.vector_shape = tuple(self.fields["vector"].shape)
+        self.vector_scale = self.fields["vector"].scale
         self.first_observations = self._obs(response.observations)
 
     @classmethod

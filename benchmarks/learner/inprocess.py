@@ -44,6 +44,7 @@ class LocalSession:
         self.num_envs = num_envs
         self.image_shape = tuple(spec.image_shape)
         self.vector_shape = (len(spec.vector_labels),)
+        self.vector_scale = spec.vector_scale
         self._session = Session(
             session_id=f"inprocess-{seed}", backend=backend, task=parse_task(config.task, spec),
             reward_terms=parse_reward_terms(list(config.reward_terms), spec), seed=seed, num_envs=num_envs,

@@ -149,9 +149,9 @@ def evaluate_chain(request: learner_pb2.EvaluateRequest, job_dirs: dict[str, Pat
                       for job, config in configs.items()}
         stepper = LinkStepper([Link.from_proto(link) for link in links], request.episodes)
         first = FirstEpisodes(request.episodes, request.frames_per_episode)
-        idle = index.get("noop", 0)  # the probe's action, and any env no link controls
+        idle = index.get(describe.action_roles.idle, 0)  # the probe's action, and any env no link controls
         generator = torch.Generator().manual_seed(request.seed)
-        probe = True  # the env judges stages after a frame: a first noop shows which links are already done
+        probe = True  # the env judges stages after a frame: a first idle frame shows which links are done
 
         def choose(live: list[int], pixels: np.ndarray, vectors: np.ndarray, last: Any) -> list[int]:
             actions = [idle] * len(live)

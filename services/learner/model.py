@@ -1,5 +1,6 @@
 """The policy's network: an encoder for the env server's dict observation (a conv net on the image, an MLP on the
-vector), and Sample Factory's actor-critic around it, its plan action given a starting probability when asked."""
+vector divided by the scale the env server gives it, ``services.learner.spaces``), and Sample Factory's
+actor-critic around it, its plan action given a starting probability when asked."""
 
 from __future__ import annotations
 
@@ -29,10 +30,12 @@ class ImageVectorEncoder(Encoder):
         self.conv_out = calc_num_elements(self.conv, obs_space["image"].shape)
         self.vector = nn.Sequential(nn.Linear(obs_space["vector"].shape[0], 64), nonlinearity(cfg))
         self.head = nn.Sequential(nn.Linear(self.conv_out + 64, 256), nonlinearity(cfg))
+        # The env server's scale for its vector (Describe's ObservationField.scale, carried by the space).
+        self.vector_scale = obs_space["vector"].scale or 1.0
 
     def forward(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
         image = obs_dict["image"].float() / 255.0  # uint8 reaches the model unnormalised (normalize_input=False)
-        vector = obs_dict["vector"].float() / 10.0  # counts and status are 0..9 in Crafter
+        vector = obs_dict["vector"].float() / self.vector_scale
         return self.head(torch.cat([self.conv(image), self.vector(vector)], dim=1))
 
     def get_out_size(self) -> int:

@@ -75,14 +75,14 @@ class Policy:
         import torch
         from sample_factory.model.actor_critic import create_actor_critic
 
+        from services.learner.spaces import observation_space
         from services.learner.train import parse_cfg, register_components, sf_argv
 
         register_components()
         cfg = parse_cfg(sf_argv(config, job_dir, "cpu"), evaluation=True)
         shapes = {f.name: tuple(f.shape) for f in fields}
-        h, w, c = shapes["image"]
-        obs_space = gym.spaces.Dict({"image": gym.spaces.Box(0, 255, (c, h, w), np.uint8),
-                                     "vector": gym.spaces.Box(-1e6, 1e6, shapes["vector"], np.float32)})
+        scale = next(f.scale for f in fields if f.name == "vector")
+        obs_space = observation_space(shapes["image"], shapes["vector"], scale)
         model = create_actor_critic(cfg, obs_space, gym.spaces.Discrete(num_actions))
         state = torch.load(checkpoint, map_location="cpu", weights_only=False)
         check_fits(job_dir, checkpoint, state["model"], shapes["vector"][0], num_actions)

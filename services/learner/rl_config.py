@@ -32,6 +32,9 @@ class EnvVocabulary:
     threats: tuple[str, ...] = ()
     """What can hurt the player (Describe's threats), for ``plan_interrupt.threat_within``."""
     max_threat_distance: int = 0
+    default_skill_steps: int = 0
+    """K the env server gives a session that leaves it at 0 (Describe's ``limits.default_skill_steps``): what a
+    config with skills or a plan but no K trains with."""
 
     @classmethod
     def from_env_server(cls, describe: env_pb2.DescribeResponse, skills: env_pb2.ListSkillsResponse
@@ -44,7 +47,8 @@ class EnvVocabulary:
                    max_episode_length=describe.limits.max_episode_length,
                    max_envs_per_session=describe.limits.max_envs_per_session,
                    vector_labels=next((tuple(f.labels) for f in describe.observation if f.name == "vector"), ()),
-                   threats=tuple(describe.threats), max_threat_distance=describe.limits.max_threat_distance)
+                   threats=tuple(describe.threats), max_threat_distance=describe.limits.max_threat_distance,
+                   default_skill_steps=describe.limits.default_skill_steps)
 
 
 # The learner's defaults for the RLConfig fields a client leaves at 0 (the learner alone defaults the RL config:
@@ -68,8 +72,6 @@ MACRO_MINIBATCH_TRAJECTORIES = 4
 """Trajectories per minibatch then: a batch of 2 workers x 8 envs in 4 minibatches, so with :data:`MACRO_EPOCHS`
 16 gradient steps per batch (PPO's usual 4 passes of 4 minibatches). Measured by bench-diamond (docs/BENCHMARKS.md,
 runs revised-updates and revised-updates-1m against revised)."""
-DEFAULT_SKILL_MAX_STEPS = 32
-"""K, frames per skill action, when ``skill_max_steps`` is 0 and the config has skills (1 without)."""
 MAX_EPOCHS = 16
 """Most passes over a batch (``num_epochs``) and most minibatches per pass (``num_minibatches``)."""
 DEFAULT_EPISODE_LENGTH = 1000
@@ -177,7 +179,8 @@ def validate_rl_config(config: learner_pb2.RLConfig, vocabulary: EnvVocabulary,
     filled.runner = config.runner or settings.runner
     filled.num_workers = num_workers(config)
     filled.envs_per_worker = config.envs_per_worker or DEFAULT_ENVS_PER_WORKER
-    filled.skill_max_steps = config.skill_max_steps or (DEFAULT_SKILL_MAX_STEPS if has_macros(config) else 1)
+    # K: the env server's default (it owns K) for a config with skills or a plan, 1 without.
+    filled.skill_max_steps = config.skill_max_steps or (vocabulary.default_skill_steps if has_macros(config) else 1)
     filled.episode_length = config.episode_length or DEFAULT_EPISODE_LENGTH
 
     if config.env_frames <= 0:

@@ -24,6 +24,7 @@ import torch
 
 from rlgpt.env_client import ManyEnvs, Observation
 from rlgpt.env_contract import is_macro
+from services.learner.spaces import observation_space
 
 EXTRA_STATS = ("success", "frames", "skill_frames", "skill_uses", "skill_errors", "achievements")
 """The per-episode stats the env reports (``info["episode_extra_stats"]``)."""
@@ -66,13 +67,8 @@ class SessionVecEnv(gym.Env):
         self.action_names = list(session.actions)
         self._skill_ids = np.array([i for i, name in enumerate(self.action_names) if is_macro(name)],
                                    np.int64)
-        height, width, channels = session.image_shape
         self.action_space = gym.spaces.Discrete(len(self.action_names))
-        self.observation_space = gym.spaces.Dict({
-            "image": gym.spaces.Box(0, 255, (channels, height, width), np.uint8),
-            # Finite bounds: positions and counts are large but never infinite.
-            "vector": gym.spaces.Box(-1e6, 1e6, tuple(session.vector_shape), np.float32),
-        })
+        self.observation_space = observation_space(session.image_shape, session.vector_shape, session.vector_scale)
         self._fresh = True
         self._sums = {key: np.zeros(self.num_agents, np.float64) for key in EXTRA_STATS if key != "success"}
         self._returns = np.zeros(self.num_agents, np.float64)

@@ -9,7 +9,8 @@ from services.learner.settings import LearnerSettings
 VOCAB = EnvVocabulary(backend="crafter", actions=("noop", "move_left", "do"), achievements=("collect_wood",),
                       items=("wood",), reward_kinds=("success", "step", "inventory_gain"), skills=("chop",),
                       max_skill_steps=100, max_episode_length=10000, max_envs_per_session=16,
-                      vector_labels=("status/health", "inventory/wood"), threats=("zombie",), max_threat_distance=8)
+                      vector_labels=("status/health", "inventory/wood"), threats=("zombie",), max_threat_distance=8,
+                      default_skill_steps=32)
 PLAN = [learner_pb2.PlanStep(skill="chop", success=[common_pb2.Condition(achievement="collect_wood")])]
 SETTINGS = LearnerSettings(max_workers=2)
 
