@@ -18,7 +18,7 @@ from services.critic.settings import CriticSettings
 MAX_TEXT = 600  # diagnosis and suggestion, chars
 MAX_ERROR_FINDINGS = 6
 TIMEOUT_TYPES = ("Timeout", "StepBudgetExceeded")
-# A run line of the trajectory text: "do x30", "move_left/move_right x40 at (0, 33), map edge" (a stuck run).
+# A run line of the trajectory text: "<action> x30", "<action>/<action> x40 at (0, 33), map edge" (a stuck run).
 _RUN = re.compile(r"^([A-Za-z_]\w*(?:/[A-Za-z_]\w*)?) x(\d+)(?: at .*)?$")
 
 ErrorKey = tuple[str, int, str, str]  # type, line, message, code line

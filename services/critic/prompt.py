@@ -114,7 +114,8 @@ def prompt_text(request: critic_pb2.JudgeRequest, findings: Findings, settings: 
         rl_config=rl_config_text(request.rl_config),
         curve=curve_text(list(request.curve)), protocol=request.test_protocol.strip() or "(not given)",
         start=", ".join(f"{i.count} {i.item}" for i in request.start_inventory if i.count) or "nothing",
-        rules=request.rules.text.strip() or "(not given)")
+        rules=request.rules.text.strip() or "(not given)",
+        game=f"the game {request.game}" if request.game else "a game")
 
 
 def messages(request: critic_pb2.JudgeRequest, findings: Findings, settings: CriticSettings) -> list[dict[str, Any]]:

@@ -104,3 +104,11 @@ class CriticServicer(critic_pb2_grpc.CriticServiceServicer):
         log.info("judged %s: success=%s rate=%.2f target=%s findings=%d", request.subtask, verdict.success,
                  verdict.success_rate, TARGET_NAMES[verdict.target], len(verdict.findings))
         return critic_pb2.JudgeResponse(verdict=verdict, llm_record=record_json(record) if record else "")
+
+    @grpc_errors
+    def DescribeCritic(self, request: critic_pb2.DescribeCriticRequest, context: grpc.ServicerContext
+                       ) -> critic_pb2.DescribeCriticResponse:
+        s = self.settings
+        return critic_pb2.DescribeCriticResponse(
+            success_threshold=s.success_threshold, max_rollouts=s.max_rollouts, max_code_bytes=s.max_code_bytes,
+            max_frames=s.max_frames, max_frame_bytes=s.max_frame_bytes, max_curve_points=s.max_curve_points)

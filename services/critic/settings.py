@@ -14,7 +14,8 @@ class CriticSettings(Settings):
 
     env_prefix: ClassVar[str] = "RLGPT_CRITIC"
 
-    success_threshold: float = setting(0.8, "Success rate at which a sub-task counts as solved.", ge=0, le=1)
+    success_threshold: float = setting(0.8, "Success rate at which a sub-task counts as solved (the one owner: the "
+                                            "planner reads it through DescribeCritic).", ge=0, le=1)
     use_llm: bool = setting(True, "Ask the LLM for the diagnosis and suggestion; off: deterministic verdicts only.")
     attach_frames: bool = setting(False, "Send the PNG frames of failed episodes to a vision model; turn on only "
                                          "when the configured model accepts images.")

@@ -82,3 +82,14 @@ def test_frames_are_attached_only_when_allowed_and_up_to_the_limit() -> None:
     assert text["text"].endswith("\n2 frames of the episodes follow (screenshots, failed episodes first; each "
                                  "episode's in step order, from its start to its last frame).")
     assert [i["image_url"]["url"] for i in images] == ["data:image/png;base64," + base64.b64encode(PNG).decode()] * 2
+
+
+def test_the_prompt_names_the_game_the_request_names() -> None:
+    settings = CriticSettings(use_llm=False)
+    named = request(code="def skill(agent):\n    yield 'x'\n")
+    named.game = "Minecraft (MineDojo)"
+    text = prompt.prompt_text(named, deterministic_checks(named, settings), settings)
+    assert "one sub-task in the game Minecraft (MineDojo), either" in text
+    named.game = ""
+    unnamed = prompt.prompt_text(named, deterministic_checks(named, settings), settings)
+    assert "one sub-task in a game, either" in unnamed
