@@ -1,9 +1,10 @@
 """Compiles a checked skill program (:mod:`services.planner.programs`) into an ordinary Python generator skill.
 
 The generated module is plain skill code under the env server's sandbox rules: top-level functions only, the
-agent API only (``step_to``, ``nearest``, ``needs``, ``can``, ``missing``, ...). What the rules say (which
-material gives an item and with which action, what a placement or a recipe needs) is written into the calls as
-literals at compile time, so the code reads on its own. A step that cannot go on raises ValueError with a message
+agent API only (``step_to``, ``nearest``, ``needs``, ``can``, ``missing``, ...). What the env's ``Describe`` says
+(which material gives an item and with which action, what a placement or a recipe needs, the idle action, the stack
+limit) is written into the code as literals at compile time, so the code reads on its own and names no game's
+action. A step that cannot go on raises ValueError with a message
 that names the program's step and what to change; the first line keeps the program, so a revision can show it.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from rlgpt.v1 import common_pb2
+from rlgpt.v1 import common_pb2, env_pb2
 from services.planner.programs import IDLE_LIMIT, step_text
 
 PROGRAM_HEADER = "# skill program: "
@@ -52,13 +53,15 @@ def walk(agent, names):
     """One move toward the nearest remembered cell of names (exploring while none is known); None when facing one."""
     if agent.facing_cell() in names:
         return None
-    return agent.step_to(nearest_of(agent, names)) or "noop"
+    return agent.step_to(nearest_of(agent, names)) or IDLE
 
 
 def near(agent, distance):
     view = agent.view
-    return {view[3 + dy][4 + dx] for dy in range(-distance, distance + 1) for dx in range(-distance, distance + 1)
-            if 0 <= 3 + dy < len(view) and 0 <= 4 + dx < len(view[3 + dy])}
+    row, column = len(view) // 2, len(view[0]) // 2  # the player is at the view's centre
+    return {view[row + dy][column + dx] for dy in range(-distance, distance + 1)
+            for dx in range(-distance, distance + 1)
+            if 0 <= row + dy < len(view) and 0 <= column + dx < len(view[row + dy])}
 
 
 def go_to(agent, step, target):
@@ -105,7 +108,7 @@ def ready(agent, step, what, action, distance, placeable):
             if agent.nearest(far[0]) is None and far[0] in placeable:
                 raise ValueError(f"step {step} ({what}): needs a {far[0]} nearby and none has been seen in this "
                                  f"world: add a place {far[0]} step before step {step}")
-            yield walk(agent, [far[0]]) or "noop"
+            yield walk(agent, [far[0]]) or IDLE
             continue
         faced = need["faced"]
         if faced and agent.facing_cell() not in faced:
@@ -113,7 +116,7 @@ def ready(agent, step, what, action, distance, placeable):
             for direction in ("left", "right", "up", "down"):
                 if turn is None and agent.look(direction) in faced:
                     turn = agent.face(direction)
-            yield turn if turn is not None else (walk(agent, faced) or "noop")
+            yield turn if turn is not None else (walk(agent, faced) or IDLE)
             continue
         raise ValueError(f"step {step} ({what}): {action} cannot work here: {'; '.join(agent.missing(action))}")
     raise ValueError(f"step {step} ({what}): not in a place where {action} works after {STEP_LIMIT} frames")
@@ -183,10 +186,11 @@ def _action(rules: common_pb2.WorldRules, op: str, item: str) -> str:
     raise ValueError(f"no {op} rule for {item!r}")  # the schema's enums come from the same rules
 
 
-def _call(step: dict[str, Any], n: int, rules: common_pb2.WorldRules, placeable: list[str]) -> str:
+def _call(step: dict[str, Any], n: int, describe: env_pb2.DescribeResponse, placeable: list[str]) -> str:
+    rules = describe.rules
     op = step["op"]
     if op == "collect":
-        limit = next((i.max for i in rules.items if i.item == step["item"] and i.max), 9)
+        limit = next((i.max for i in rules.items if i.item == step["item"] and i.max), describe.stack_limit)
         args = f"{_literal(step['item'])}, {step.get('count', 1)}, {_literal(_sources(rules, step['item']))}, {limit}"
         return f"yield from collect(agent, {n}, {args})"
     if op in ("place", "make"):
@@ -207,16 +211,17 @@ def condition_literal(condition: common_pb2.Condition) -> dict[str, Any]:
     return {"achievement": condition.achievement}
 
 
-def compile_program(steps: list[dict[str, Any]], rules: common_pb2.WorldRules, *, name: str = "skill",
+def compile_program(steps: list[dict[str, Any]], describe: env_pb2.DescribeResponse, *, name: str = "skill",
                     success: list[common_pb2.Condition] | None = None) -> str:
-    """The Python source of a checked program (:func:`services.planner.programs.check_program`). With the
+    """The Python source of a checked program (:func:`services.planner.programs.check_program`) for the env
+    ``describe`` describes (its rules, idle action and stack limit). With the
     sub-task's ``success`` conditions the steps run again, pass after pass, until they hold (a pass that plays
     no frame ends it, as do :data:`PASSES` passes); without them, once.
 
     Each step is one generator function returning whether the sub-task's success holds after it; a ``repeat``
     calls the earlier steps' functions, so the code grows with the number of steps, never with what repeats
     unroll to (repeats of repeats would multiply a copied body)."""
-    placeable = sorted({rule.item for rule in rules.place})
+    placeable = sorted({rule.item for rule in describe.rules.place})
     functions: list[str] = []
     for n, step in enumerate(steps, 1):
         if step["op"] == "repeat":
@@ -224,7 +229,7 @@ def compile_program(steps: list[dict[str, Any]], rules: common_pb2.WorldRules, *
             body = [f"for again in range({step['times']}):", f"    for part in ({parts},):",
                     "        if (yield from part(agent)):", "            return True", "return False"]
         else:  # the sub-task is done as soon as its success holds, mid-pass included
-            body = [_call(step, n, rules, placeable), "return finished(agent, SUCCESS)"]
+            body = [_call(step, n, describe, placeable), "return finished(agent, SUCCESS)"]
         functions.append(f"def step_{n}(agent):\n    # step {n}: {step_text(step)}\n"
                          + "".join(f"    {line}\n" for line in body))
     conditions = [condition_literal(c) for c in success or []]
@@ -232,7 +237,8 @@ def compile_program(steps: list[dict[str, Any]], rules: common_pb2.WorldRules, *
     calls = "".join(f"        if (yield from step_{n}(agent)):\n            return\n" for n in range(1, len(steps) + 1))
     header = PROGRAM_HEADER + json.dumps(steps, separators=(",", ":"))
     return (f"{header}\n# Compiled by the planner from the skill program above ({name}); an error names its step.\n"
-            f"STEP_LIMIT = {STEP_LIMIT}\nIDLE_LIMIT = {IDLE_LIMIT}\nSUCCESS = {_literal(conditions)}\n{RUNTIME}\n\n"
+            f"STEP_LIMIT = {STEP_LIMIT}\nIDLE_LIMIT = {IDLE_LIMIT}\nIDLE = {_literal(describe.action_roles.idle)}\n"
+            f"SUCCESS = {_literal(conditions)}\n{RUNTIME}\n\n"
             + "\n\n".join(functions) + "\n\n"
             f"def skill(agent):\n    for rerun in range({passes}):  # the steps again until the sub-task's success\n"
             f"        frames = agent.steps\n{calls}"

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from rlgpt.v1 import common_pb2, env_pb2
 from services.planner.action_space import actions_for
-from services.planner.schemas import clamped, one_of
+from services.planner.schemas import clamped, item_count, one_of
 
 MAX_PROGRAM_STEPS = 8
 """Most steps a program may have (a longer answer is refused by the schema)."""
@@ -32,8 +32,11 @@ MAX_EXPANDED_STEPS = 200
 IDLE_LIMIT = 4
 """Frames in a row an ``act`` step without a condition may change nothing before it ends (a dead loop)."""
 FORBID_EXTRA = ConfigDict(extra="forbid")
-COUNT = clamped(int, 1, 9)
-"""An item count or a repeat count: a small model's out-of-range number is corrected, not fatal."""
+MAX_REPEATS = 9
+"""Most times a ``repeat`` step runs its steps again."""
+REPEATS = clamped(int, 1, MAX_REPEATS)
+"""A repeat count: a small model's out-of-range number is corrected, not fatal (so is an item count, up to the
+env's stack limit)."""
 TIMES = clamped(int, 1, MAX_TIMES)
 LAST = clamped(int, 1, MAX_PROGRAM_STEPS)
 
@@ -52,6 +55,8 @@ class Vocabulary:
     actions: tuple[str, ...]
     achievements: tuple[str, ...]
     items: tuple[str, ...]
+    stack_limit: int
+    """Most of one item a count may ask for (Describe's stack_limit)."""
 
     @classmethod
     def of(cls, describe: env_pb2.DescribeResponse) -> Vocabulary:
@@ -62,7 +67,7 @@ class Vocabulary:
                    place=tuple(dict.fromkeys(r.item for r in rules.place)),
                    make=tuple(i for i in describe.items if i in made), materials=tuple(rules.materials),
                    actions=tuple(describe.actions), achievements=tuple(describe.achievements),
-                   items=tuple(describe.items))
+                   items=tuple(describe.items), stack_limit=describe.stack_limit)
 
 
     def narrowed(self, rules: common_pb2.WorldRules, conditions: list[common_pb2.Condition],
@@ -97,7 +102,7 @@ class Vocabulary:
             materials=kept(self.materials, materials) or self.materials,
             actions=kept(self.actions, rule_actions) or self.actions,
             achievements=kept(self.achievements, achievements) or self.achievements,
-            items=kept(self.items, items) or self.items)
+            items=kept(self.items, items) or self.items, stack_limit=self.stack_limit)
 
 
 PROGRAM_API_METHODS = ("step_to", "nearest", "facing_cell", "look", "face", "needs", "can", "missing",
@@ -128,7 +133,7 @@ def program_schema(vocabulary: Vocabulary) -> type[BaseModel]:
     if vocabulary.collect:
         op("collect", "Walk to the nearest material that gives the item and use the rules' action on it until "
                       "`count` more of it are in the inventory.",
-           item=(one_of("CollectItem", vocabulary.collect), ...), count=(COUNT, Field(1, ge=1, le=9)))
+           item=(one_of("CollectItem", vocabulary.collect), ...), count=item_count(vocabulary.stack_limit, 1))
     if vocabulary.place:
         op("place", "Place the item into a faced cell the rules allow.",
            item=(one_of("PlaceItem", vocabulary.place), ...))
@@ -139,13 +144,13 @@ def program_schema(vocabulary: Vocabulary) -> type[BaseModel]:
        target=(one_of("Material", vocabulary.materials), ...))
     condition = create_model(
         "Until", achievement=(one_of("Achievement", vocabulary.achievements) | None, None),
-        item=(one_of("Item", vocabulary.items) | None, None), count=(COUNT | None, Field(None, ge=1, le=9)))
+        item=(one_of("Item", vocabulary.items) | None, None), count=item_count(vocabulary.stack_limit, None))
     op("act", "Do the action until `until` holds, at most `times` times (without `until`: `times` times, or until it "
               f"has made no progress for {IDLE_LIMIT} frames in a row).",
        action=(one_of("Action", vocabulary.actions), ...), times=(TIMES, Field(1, ge=1, le=MAX_TIMES)),
        until=(condition | None, None))
     op("repeat", "Run the `last` steps before this one `times` more times.",
-       last=(LAST, Field(1, ge=1, le=MAX_PROGRAM_STEPS)), times=(COUNT, Field(1, ge=1, le=9)))
+       last=(LAST, Field(1, ge=1, le=MAX_PROGRAM_STEPS)), times=(REPEATS, Field(1, ge=1, le=MAX_REPEATS)))
     step = Annotated[Union[tuple(ops)], Field(discriminator="op")]  # noqa: UP007 (a runtime tuple of models)
     # Steps only: the skill is named after its sub-task, and every token a small model need not write is one it
     # cannot get wrong (and one less at ~3 tokens/s under a grammar on 2 cores).
@@ -221,7 +226,7 @@ def check_program(steps: list[dict[str, Any]], rules: common_pb2.WorldRules, act
     for n, step in enumerate(steps, 1):
         where = f"step {n} ({step_text(step)})"
         op = step["op"]
-        if op == "collect" and step.get("count", 1) > limits.get(step["item"], 9):
+        if op == "collect" and step.get("count", 1) > limits.get(step["item"], step.get("count", 1)):
             raise ProgramError(f"{where}: the inventory holds at most {limits[step['item']]} {step['item']}; "
                                f"ask for at most that many")
         if op == "act":

@@ -1,23 +1,36 @@
 """The planner's prompts, one text file per prompt under ``prompts/``, and the texts they share.
 
-Game facts never appear here: they come from ``Describe`` (``describe.rules``, the env server's). What is
-here is the planner's own: how it tests the agents' answers (its budgets).
+Game facts never appear here: they come from ``Describe`` (``describe.rules``, the env server's; the game's name
+and the actions the examples use too). What is here is the planner's own: how it tests the agents' answers (its
+budgets).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 from pathlib import Path
 
 from rlgpt import prompts
-from rlgpt.v1 import common_pb2
+from rlgpt.v1 import common_pb2, env_pb2
 from services.planner.settings import PlannerSettings
 
 PROMPT_DIR = Path(__file__).parent / "prompts"
 render = functools.partial(prompts.render, PROMPT_DIR)
 """A planner prompt by name (``prompts/<name>.txt``), its fields filled."""
 _DEFAULTS = PlannerSettings()
+
+
+def game_text(describe: env_pb2.DescribeResponse) -> str:
+    """The game as the prompts' ``{game}`` names it: "the game <Describe's display name>", or "a game"."""
+    return f"the game {describe.display_name}" if describe.display_name else "a game"
+
+
+def idle_and_moves(describe: env_pb2.DescribeResponse) -> str:
+    """The examples' ``{idle_and_moves}``: the idle action and the moves (Describe's action_roles), a JSON list."""
+    roles = describe.action_roles
+    return json.dumps([a for a in (roles.idle, *roles.move) if a])
 
 
 def inventory_text(items: list[common_pb2.ItemCount] | dict[str, int]) -> str:

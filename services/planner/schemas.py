@@ -90,6 +90,16 @@ def _asked_frames(value: Any) -> Any:
 
 
 AskedFrames = Annotated[int | None, BeforeValidator(_asked_frames)]
+MAX_COUNT = 2**31 - 1
+"""The largest count a proto's ItemCount holds (int32): an item count's bound where the env names no stack limit."""
+
+
+def item_count(stack_limit: int, default: int | None) -> tuple[Any, Any]:
+    """An item count field: 1 to ``stack_limit`` (Describe's; 0: the env names none), a small model's out-of-range
+    number corrected, not fatal."""
+    high = stack_limit if stack_limit > 0 else MAX_COUNT
+    count = clamped(int, 1, high)
+    return (count if default is not None else count | None), Field(default, ge=1, le=high)
 
 
 def one_of(name: str, values: tuple[str, ...]) -> Any:
@@ -106,16 +116,17 @@ def _skills_field(skills: tuple[str, ...]) -> tuple[Any, Any]:
 
 @lru_cache(maxsize=32)
 def _plan_models(achievements: tuple[str, ...], items: tuple[str, ...], skills: tuple[str, ...],
-                 names: tuple[str, ...] = ()) -> tuple[Any, Any]:
+                 names: tuple[str, ...], stack_limit: int) -> tuple[Any, Any]:
     achievement_enum = one_of("Achievement", achievements)
     item_enum = one_of("Item", items)
+    count_type, count_field = item_count(stack_limit, None)
 
     class Condition(BaseModel):
         """A success condition: an achievement, or at least `count` of an inventory item."""
 
         achievement: achievement_enum | None = None  # type: ignore[valid-type]
         item: item_enum | None = None  # type: ignore[valid-type]
-        count: clamped(int, 1, 9) | None = Field(default=None, ge=1, le=9)  # type: ignore[valid-type]
+        count: count_type = count_field  # type: ignore[valid-type]
 
         @model_validator(mode="after")
         def one_kind(self) -> Condition:
@@ -144,7 +155,7 @@ def plan_schema(describe: env_pb2.DescribeResponse, skills: tuple[str, ...], *, 
     """The plan's answer schema. ``achievements``/``items`` narrow the conditions' names (default: all of
     Describe's); ``names`` makes a sub-task's name one of them (default: any snake_case name)."""
     return _plan_models(achievements or tuple(describe.achievements), items or tuple(describe.items),
-                        tuple(sorted(skills)), names)[0]
+                        tuple(sorted(skills)), names, describe.stack_limit)[0]
 
 
 @lru_cache(maxsize=32)

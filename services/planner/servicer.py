@@ -60,7 +60,7 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         replaced by its answer, so every later step sees explicit success conditions)."""
         problems = []
         if not request.task.name and not request.task.description:
-            problems.append("task: give a name (e.g. a Crafter achievement) or a description")
+            problems.append("task: give a name (e.g. an achievement the env server's Describe lists) or a description")
         if request.mode and request.mode not in MODES:
             problems.append(f"mode={shown(request.mode)}: must be one of {', '.join(MODES)}")
         if request.agents and request.agents not in AGENT_SETUPS:

@@ -31,7 +31,7 @@ from services.planner.agents.texts import (
 )
 from services.planner.answer_forms import rl_config_answer
 from services.planner.program_writer import draw_program, program_prompt
-from services.planner.prompts import EvalProtocol, render
+from services.planner.prompts import EvalProtocol, game_text, idle_and_moves, render
 from services.planner.schemas import CODE_LIMIT, MacroActionAnswer, SkillAnswer, rl_schema
 from services.planner.skill_library import SkillLibrary
 
@@ -65,7 +65,7 @@ class FastAgent:
         skills = offered_skills(self.library, query)
         relevant = tuple(s.name for s in self.library.retrieve(query, k=MAX_SHOWN_CODE)
                          if s.name in {o.name for o in skills})
-        return render("fast_agent_code", skill_api=skill_api_text(self.describe),
+        return render("fast_agent_code", skill_api=skill_api_text(self.describe), game=game_text(self.describe),
                       subtask=f"{subtask.name}: {subtask.description}",
                       success=conditions_text(list(subtask.success)),
                       protocol=self.protocol.code_test(list(start_inventory or [])),
@@ -86,6 +86,7 @@ class FastAgent:
         names = tuple(s.name for s in skills)
         suggested = [name for name in subtask.skills if name in names]
         prompt = render("fast_agent_rl", actions=", ".join(self.describe.actions), code_limit=CODE_LIMIT,
+                        game=game_text(self.describe), idle_and_moves=idle_and_moves(self.describe),
                         skills=library_text(skills), suggested=", ".join(suggested) or "(none)",
                         reward_kinds=reward_kinds_text(self.describe), observable=observable_text(self.describe),
                         subtask=f"{subtask.name}: {subtask.description}",

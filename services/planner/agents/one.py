@@ -40,7 +40,7 @@ from services.planner.plans import ending_in_goal, task_subtask
 from services.planner.program_code import compile_program
 from services.planner.program_writer import steps_text
 from services.planner.programs import Vocabulary, check_program, program_schema, program_steps
-from services.planner.prompts import EvalProtocol, inventory_text, render
+from services.planner.prompts import EvalProtocol, game_text, idle_and_moves, inventory_text, render
 from services.planner.schemas import MAX_SUBTASKS, plan_schema, rl_schema
 from services.planner.skill_library import SkillLibrary
 from services.planner.state import Decision
@@ -124,7 +124,7 @@ class OneAgent:
                                       feedback=feedback)
         prompt = render("one_agent", decisions=_DECISIONS if self.allow_rl else _CODE_ONLY,
                         skill_api=skill_api_text(self.describe), library=library_text(skills, code_of=relevant),
-                        **common)
+                        game=game_text(self.describe), idle_and_moves=idle_and_moves(self.describe), **common)
         return prompt, one_schema(self.describe, names, allow_rl=self.allow_rl)
 
     def solve(self, task: common_pb2.TaskSpec, *, iteration: int = 0,

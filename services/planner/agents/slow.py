@@ -16,7 +16,7 @@ from services.planner.agents.texts import describe_env, library_text, offered_sk
 from services.planner.answer_forms import plan_answer, plan_to_proto
 from services.planner.plan_rules import goal_conditions, needs_named
 from services.planner.programs import Vocabulary
-from services.planner.prompts import EvalProtocol, render
+from services.planner.prompts import EvalProtocol, game_text, render
 from services.planner.schemas import MAX_SUBTASKS, plan_schema
 from services.planner.skill_library import SkillLibrary
 
@@ -67,6 +67,7 @@ class SlowAgent:
         skills = offered_skills(self.library, text)
         schema = self._schema(task, tuple(s.name for s in skills), feedback)
         prompt = render("slow_agent", env=describe_env(self.describe), rules=rules_text(self.describe),
+                        game=game_text(self.describe),
                         protocol=self.protocol.plan_test(), max_subtasks=str(MAX_SUBTASKS),
                         library=library_text(skills),
                         previous_plan=json.dumps(plan_answer(previous)) if previous else "(none)",

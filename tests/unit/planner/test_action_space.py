@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlgpt.v1 import common_pb2, env_pb2, learner_pb2
+from rlgpt.v1 import common_pb2, learner_pb2
 from services.planner.action_space import SUCCESS_REWARD, actions_for, complete_action_space, complete_reward
 
 
@@ -46,13 +46,12 @@ def test_a_config_is_always_paid_for_its_sub_tasks_success(terms, expected, says
     assert [(t.kind, t.target, pytest.approx(t.weight)) for t in config.reward_terms] == expected
 
 
-def test_complete_action_space_adds_moves_and_what_the_goal_needs(env_server) -> None:
-    describe = env_server.stub.Describe(env_pb2.DescribeRequest())
+def test_complete_action_space_adds_moves_and_what_the_goal_needs(describe) -> None:
     config = learner_pb2.RLConfig(primitive_actions=["do"], task=common_pb2.TaskSpec(
         success=[common_pb2.Condition(achievement="place_table")]))
-    added = complete_action_space(config, list(describe.actions), describe.rules)
+    added = complete_action_space(config, describe)
     assert added == ["move_left", "move_right", "move_up", "move_down", "place_table"]
     assert list(config.primitive_actions) == ["do", *added]
     everything = learner_pb2.RLConfig(task=config.task)  # empty means every action: nothing to add
-    assert complete_action_space(everything, list(describe.actions), describe.rules) == []
+    assert complete_action_space(everything, describe) == []
     assert not everything.primitive_actions

@@ -20,7 +20,7 @@ from services.planner import trainings as trainings_module
 from services.planner.agents.fast import FastAgent
 from services.planner.attempts import Attempts, RLAttempt
 from services.planner.context import RunContext, StopRequested, Stubs
-from services.planner.judging import JUDGE_FRAMES_PER_EPISODE, JUDGE_MAX_FRAMES, judge_frames
+from services.planner.judging import JUDGE_FRAMES_PER_EPISODE, judge_frames, whole_episodes
 from services.planner.runs import Run
 from services.planner.settings import PlannerSettings
 from services.planner.skill_library import LibrarySkill, SkillLibrary
@@ -31,14 +31,15 @@ def frames(tag: str, n: int) -> env_pb2.EpisodeFrames:
     return env_pb2.EpisodeFrames(png=[f"{tag}{i}".encode() for i in range(n)], steps=list(range(n)))
 
 
-def test_judge_frames_take_whole_episodes_failed_first_up_to_the_limit() -> None:
+def test_judge_frames_take_whole_episodes_failed_first_up_to_the_critics_limit() -> None:
     episodes = [common_pb2.EpisodeSummary(success=s) for s in (True, False, True, False)]
-    chosen = judge_frames(episodes, [frames("a", 3), frames("b", 3), frames("c", 3), frames("d", 3)])
+    ordered = judge_frames(episodes, [frames("a", 3), frames("b", 3), frames("c", 3), frames("d", 3)])
+    chosen = whole_episodes(ordered, 8)
     assert chosen == [b"b0", b"b1", b"b2", b"d0", b"d1", b"d2"]  # a third episode would not fit whole
-    assert JUDGE_MAX_FRAMES == 8
     all_passed = [common_pb2.EpisodeSummary(success=True)] * 2
-    assert judge_frames(all_passed, [frames("a", 4), frames("b", 4)]) == [b"a0", b"a1", b"a2", b"a3",
-                                                                         b"b0", b"b1", b"b2", b"b3"]
+    assert whole_episodes(judge_frames(all_passed, [frames("a", 4), frames("b", 4)]), 8) == [
+        b"a0", b"a1", b"a2", b"a3", b"b0", b"b1", b"b2", b"b3"]
+    assert whole_episodes(ordered, 2) == []  # no episode fits whole
 
 
 def test_judge_frames_without_frames_are_none() -> None:
@@ -71,8 +72,15 @@ class FakeLearner:
 
 
 class FakeCritic:
-    def __init__(self) -> None:
+    def __init__(self, max_frames: int = 8) -> None:
         self.requests: list[critic_pb2.JudgeRequest] = []
+        self.max_frames = max_frames
+
+    def DescribeCritic(self, request: critic_pb2.DescribeCriticRequest, timeout: float
+                       ) -> critic_pb2.DescribeCriticResponse:
+        return critic_pb2.DescribeCriticResponse(success_threshold=0.8, max_rollouts=256, max_code_bytes=65536,
+                                                 max_frames=self.max_frames, max_frame_bytes=2_000_000,
+                                                 max_curve_points=10000)
 
     def Judge(self, request: critic_pb2.JudgeRequest, timeout: float) -> critic_pb2.JudgeResponse:
         self.requests.append(request)
@@ -206,6 +214,20 @@ def test_no_more_frames_are_asked_for_than_the_env_server_allows(tmp_path: Path)
 def test_without_a_critic_no_frames_are_asked_for(tmp_path: Path) -> None:
     learner, critic = rl_attempt(tmp_path, "slow-fast")
     assert [r.frames_per_episode for r in learner.evaluations] == [0] and not critic.requests
+
+
+def test_a_setup_without_the_critics_verdicts_counts_solved_at_the_critics_threshold(tmp_path: Path) -> None:
+    # The evaluation succeeds in 1 of 2 episodes: solved for a planner with no critic at all, not at the
+    # critic's 0.8 (its DescribeCritic) in a setup that does not ask it to judge.
+    spec = common_pb2.TaskSpec(name="eat_cow", success=[common_pb2.Condition(achievement="eat_cow")])
+    for critic, solved in ((None, True), (FakeCritic(), False)):
+        ctx = rl_context(tmp_path / str(solved), FakeLearner())
+        ctx.stubs.critic = critic
+        verdict = Attempts(ctx, None).train(planner_pb2.SubTask(name="eat_cow", success=list(spec.success)),
+                                            SubTaskState(name="eat_cow", decision="rl"),
+                                            learner_pb2.RLConfig(task=spec, env_frames=500))
+        assert verdict.success_rate == 0.5 and verdict.success is solved
+        assert critic is None or not critic.requests
 
 
 TURN = "def skill(agent):\n    for direction in ('left', 'up'):\n        yield agent.face(direction)\n"

@@ -119,12 +119,13 @@ def test_a_plan_that_misses_the_goal_gets_the_task_appended_under_a_free_name() 
 def test_without_a_critic_the_verdict_is_the_measured_rate_and_the_first_error() -> None:
     won, lost = common_pb2.EpisodeSummary(success=True), common_pb2.EpisodeSummary(success=False)
     verdict = measured_verdict([won, lost, lost, lost], [common_pb2.SkillError(type="Timeout", message="slow"),
-                                                         common_pb2.SkillError(type="Other", message="x")])
+                                                         common_pb2.SkillError(type="Other", message="x")], 0.5)
     assert not verdict.success and verdict.target == critic_pb2.TARGET_FAST and verdict.success_rate == 0.25
     assert verdict.diagnosis == "success rate 25%; error Timeout: slow"
-    kept = measured_verdict([won, lost], [])
+    kept = measured_verdict([won, lost], [], 0.5)
     assert kept.success and kept.target == critic_pb2.TARGET_KEEP and kept.diagnosis == "success rate 50%"
-    assert measured_verdict([], []).success_rate == 0.0
+    assert not measured_verdict([won, lost], [], 0.8).success  # the critic's threshold, where there is a critic
+    assert measured_verdict([], [], 0.5).success_rate == 0.0
 
 
 def test_curves_sent_to_the_critic_have_increasing_frames() -> None:
@@ -366,6 +367,11 @@ class OrderedCritic:
     def __init__(self, log: Log) -> None:
         self.log = log
 
+    def DescribeCritic(self, request: critic_pb2.DescribeCriticRequest, timeout: float
+                       ) -> critic_pb2.DescribeCriticResponse:
+        return critic_pb2.DescribeCriticResponse(success_threshold=0.8, max_rollouts=256, max_code_bytes=65536,
+                                                 max_frames=8, max_curve_points=10000)
+
     def Judge(self, request: critic_pb2.JudgeRequest, timeout: float) -> critic_pb2.JudgeResponse:
         self.log.add("judge", request.subtask)
         return critic_pb2.JudgeResponse(verdict=critic_pb2.Verdict(
@@ -485,7 +491,7 @@ def test_a_training_that_fails_stops_the_others_and_its_error_is_raised(tmp_path
 
 def test_a_passed_subtask_leaves_the_rounds_and_the_others_go_on(tmp_path: Path) -> None:
     two, log = rl_loops(tmp_path, 2, agents="slow-fast", parallel_trainings=2, max_inner_iterations=2,
-                        success=0.5)  # no critic: the measured rate passes both
+                        success=1.0)  # no critic's verdicts: the measured rate passes both at the critic's 0.8
     train_rl(two)
     assert log.names("config") == ["table", "pickaxe"] and not log.names("judge")
     assert all(two.state.subtasks[n].status is Status.DONE for n in ("table", "pickaxe"))

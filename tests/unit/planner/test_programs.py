@@ -122,7 +122,7 @@ def test_repeats_past_the_step_limit_are_cut_to_what_fits_and_the_check_still_re
 def test_a_compiled_program_is_ordinary_skill_code_that_real_crafter_runs(env_server, describe) -> None:
     steps = parse(describe, PICKAXE)
     check_program(steps, describe.rules, list(describe.actions))
-    code = compile_program(steps, describe.rules)
+    code = compile_program(steps, describe)
     assert code.startswith(PROGRAM_HEADER) and program_of(code) == steps and "def skill(agent):" in code
     assert program_of("def skill(agent):\n    yield 'noop'\n") is None
     result = run(env_server, code, ACHIEVED)
@@ -132,7 +132,7 @@ def test_a_compiled_program_is_ordinary_skill_code_that_real_crafter_runs(env_se
 def test_a_step_that_cannot_go_on_names_the_step_and_passes_registration(env_server, describe) -> None:
     # Stone needs a pickaxe held: the program gives up at step 1 on purpose; RegisterSkill accepts that (it is
     # a game outcome, like dying) and RunSkill reports the message with what to change.
-    code = compile_program(parse(describe, [{"op": "collect", "item": "stone", "count": 1}]), describe.rules)
+    code = compile_program(parse(describe, [{"op": "collect", "item": "stone", "count": 1}]), describe)
     result = run(env_server, code, [common_pb2.Condition(achievement="collect_stone")], episodes=2)
     assert result.success_rate == 0.0
     for episode in result.episodes:
@@ -142,7 +142,7 @@ def test_a_step_that_cannot_go_on_names_the_step_and_passes_registration(env_ser
     assert run(env_server, code, [common_pb2.Condition(achievement="collect_stone")], start=(("wood_pickaxe", 1),),
                episodes=2).success_rate == 1.0
     # Making with no table ever placed: the step says to place one first.
-    code = compile_program(parse(describe, [{"op": "make", "item": "wood_pickaxe"}]), describe.rules)
+    code = compile_program(parse(describe, [{"op": "make", "item": "wood_pickaxe"}]), describe)
     result = run(env_server, code, ACHIEVED, start=(("wood", 3),), episodes=1)
     assert "add a place table step before step 1" in result.episodes[0].error.message
 
@@ -151,12 +151,12 @@ def test_drinking_and_repeats_run(env_server, describe) -> None:
     drink = parse(describe, [{"op": "go_to", "target": "water"},
                              {"op": "act", "action": "do", "times": 5, "until": {"achievement": "collect_drink"}}])
     check_program(drink, describe.rules, list(describe.actions))
-    assert run(env_server, compile_program(drink, describe.rules),
+    assert run(env_server, compile_program(drink, describe),
                [common_pb2.Condition(achievement="collect_drink")]).success_rate >= 0.75
     repeated = parse(describe, [{"op": "collect", "item": "wood", "count": 1}, {"op": "act", "action": "noop",
                                                                                  "times": 1},
                                 {"op": "repeat", "last": 2, "times": 2}])
-    code = compile_program(repeated, describe.rules)
+    code = compile_program(repeated, describe)
     assert code.count("for again in range(2):") == 1 and code.count("yield from collect(") == 1
     result = run(env_server, code, [common_pb2.Condition(inventory=common_pb2.ItemCount(item="wood", count=1))])
     assert result.success_rate == 1.0
@@ -232,14 +232,14 @@ def test_a_programs_names_are_its_subtasks_prerequisites(describe) -> None:
 def test_the_steps_run_again_until_the_subtasks_success_holds(env_server, describe) -> None:
     three = [common_pb2.Condition(inventory=common_pb2.ItemCount(item="wood", count=3))]
     once = parse(describe, [{"op": "collect", "item": "wood", "count": 1}])  # "1 more wood", a small model's answer
-    code = compile_program(once, describe.rules, success=three)
+    code = compile_program(once, describe, success=three)
     assert "for rerun in range(20):" in code
     result = run(env_server, code, three)
     assert result.success_rate == 1.0 and all(e.final_inventory[0].count == 3 for e in result.episodes)
     # Without the sub-task's conditions the steps run once: 1 wood, not 3.
-    assert run(env_server, compile_program(once, describe.rules), three).success_rate == 0.0
+    assert run(env_server, compile_program(once, describe), three).success_rate == 0.0
     # Collect counts more: with 2 wood at the start, "collect 1" ends with 3.
-    assert run(env_server, compile_program(once, describe.rules), three, start=(("wood", 2),)).success_rate == 1.0
+    assert run(env_server, compile_program(once, describe), three, start=(("wood", 2),)).success_rate == 1.0
 
 
 def test_an_act_step_that_changes_nothing_ends_early_and_success_ends_the_skill_mid_pass(env_server, describe) -> None:
@@ -248,7 +248,7 @@ def test_an_act_step_that_changes_nothing_ends_early_and_success_ends_the_skill_
     three = [common_pb2.Condition(inventory=common_pb2.ItemCount(item="wood", count=3))]
     wasteful = parse(describe, [{"op": "collect", "item": "wood", "count": 1},
                                 {"op": "act", "action": "do", "times": 200}, {"op": "repeat", "last": 1, "times": 9}])
-    code = compile_program(wasteful, describe.rules, success=three)
+    code = compile_program(wasteful, describe, success=three)
     result = run(env_server, code, three)
     assert result.success_rate == 1.0, [e.text[-300:] for e in result.episodes]
     assert max(e.steps for e in result.episodes) < 300
@@ -257,7 +257,7 @@ def test_an_act_step_that_changes_nothing_ends_early_and_success_ends_the_skill_
 def test_collecting_more_than_the_inventory_holds_stops_at_its_limit(env_server, describe) -> None:
     nine = [common_pb2.Condition(achievement="place_table")]
     greedy = parse(describe, [{"op": "collect", "item": "wood", "count": 9}, {"op": "place", "item": "table"}])
-    result = run(env_server, compile_program(greedy, describe.rules, success=nine), nine, start=(("wood", 3),))
+    result = run(env_server, compile_program(greedy, describe, success=nine), nine, start=(("wood", 3),))
     assert result.success_rate >= 0.75, [e.error.message for e in result.episodes]  # 3 + 9 > 9: it stops at 9
 
 
@@ -269,7 +269,7 @@ def test_a_program_of_the_most_steps_and_nested_repeats_compiles_small_and_is_wr
     nested = {"steps": [{"op": "collect", "item": "wood", "count": 1}, {"op": "act", "action": "noop", "times": 1},
                         {"op": "repeat", "last": 2, "times": 3}, {"op": "repeat", "last": 3, "times": 3},
                         {"op": "repeat", "last": 4, "times": 2}]}
-    code = compile_program(parse(describe, nested["steps"]), describe.rules)
+    code = compile_program(parse(describe, nested["steps"]), describe)
     assert code.count("yield from collect(") == 1 and len(code) < 10_000
     subtask = planner_pb2.SubTask(name="place_table", description="place a table",
                                   success=[common_pb2.Condition(achievement="place_table")])

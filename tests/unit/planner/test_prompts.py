@@ -29,7 +29,7 @@ from services.planner.agents.fast import FastAgent
 from services.planner.agents.slow import SlowAgent
 from services.planner.program_code import compile_program
 from services.planner.program_writer import program_prompt
-from services.planner.prompts import PROMPT_DIR, EvalProtocol
+from services.planner.prompts import PROMPT_DIR, EvalProtocol, idle_and_moves
 from services.planner.schemas import SKILL_CODE_LIMITS, SkillAnswer, rl_schema
 from services.planner.skill_library import LibrarySkill, SkillLibrary
 
@@ -108,7 +108,7 @@ def rendered(env_server, describe, tmp_path_factory) -> dict[str, object]:
     rl_prompt, rl_schema = fast.rl_prompt(subtasks[1], env_frames=20000, previous=previous, feedback=feedback,
                                           start_inventory=start, previous_macros={f"{TASK}__turn": TURN},
                                           curve=CURVE)
-    previous_program = compile_program([{"op": "collect", "item": "wood", "count": 3}], describe.rules)
+    previous_program = compile_program([{"op": "collect", "item": "wood", "count": 3}], describe)
     program = program_prompt(describe, PROTOCOL.with_rules(describe.rules), subtasks[1],
                              previous_code=previous_program, error="step 2 (make wood_pickaxe): needs a table",
                              feedback=feedback, start_inventory=start)
@@ -298,7 +298,8 @@ def test_examples_are_valid_answers_that_act_from_the_first_frame(env_server, de
     # It ends next to sand (it returns when facing sand) in most worlds within the test's frames.
     assert sum(e.end_reason == "skill_finished" for e in result.episodes) >= 3, [e.text[-300:] for e in result.episodes]
 
-    rl_example = json.loads(_examples(PROMPT_DIR / "fast_agent_rl.txt")[0].splitlines()[-1])
+    rl_line = _examples(PROMPT_DIR / "fast_agent_rl.txt")[0].splitlines()[-1]
+    rl_example = json.loads(rl_line.replace("{idle_and_moves}", idle_and_moves(describe)))
     config = rl_schema(describe, ()).model_validate(rl_example)
     assert {t.kind for t in config.reward_terms} <= set(describe.reward_kinds)
     critic_examples = _examples(CRITIC_TEMPLATE)

@@ -29,7 +29,7 @@ from services.planner.schemas import (
 
 SMALL = env_pb2.DescribeResponse(backend="crafter", actions=["noop", "move_left", "do", "place_table"],
                                  achievements=["collect_wood", "place_table"], items=["wood", "sapling"],
-                                 reward_kinds=["success", "achievement", "inventory_gain", "step"])
+                                 reward_kinds=["success", "achievement", "inventory_gain", "step"], stack_limit=9)
 STEP = {"name": "get_wood", "description": "collect wood", "success": [{"item": "wood", "count": 2}],
         "decision": "code", "skills": []}
 
@@ -86,7 +86,11 @@ def test_what_cannot_become_a_name_is_a_validation_error(value: str) -> None:
 def test_a_plans_out_of_range_count_is_corrected_not_fatal() -> None:
     plan = plan_of({**STEP, "success": [{"item": "wood", "count": 20}]}, {**STEP, "name": "more", "success": [
         {"item": "wood", "count": 0}]})
-    assert [st.success[0].count for st in plan.subtasks] == [9, 1]  # the inventory holds at most 9
+    assert [st.success[0].count for st in plan.subtasks] == [9, 1]  # the inventory holds at most 9 (stack_limit)
+    unlimited = plan_schema(env_pb2.DescribeResponse(items=["wood"], achievements=["collect_wood"]), ())
+    twenty = {**STEP, "success": [{"item": "wood", "count": 20}]}
+    big = unlimited.model_validate({"rationale": "r", "subtasks": [twenty]})
+    assert big.subtasks[0].success[0].count == 20  # an env that names no stack limit bounds no count
 
 
 @pytest.mark.parametrize(("change", "where"), [

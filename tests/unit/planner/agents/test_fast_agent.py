@@ -129,10 +129,9 @@ def test_rl_action_space_gets_what_its_success_condition_needs(describe, library
     wood = learner_pb2.RLConfig(primitive_actions=["move_left"], task=common_pb2.TaskSpec(success=[
         common_pb2.Condition(inventory=common_pb2.ItemCount(item="wood", count=2)),
         common_pb2.Condition(inventory=common_pb2.ItemCount(item="table", count=1))]))
-    actions, rules = list(describe.actions), describe.rules
-    assert complete_action_space(wood, actions, rules) == ["move_right", "move_up", "move_down", "do", "place_table"]
+    assert complete_action_space(wood, describe) == ["move_right", "move_up", "move_down", "do", "place_table"]
     everything = learner_pb2.RLConfig(task=wood.task)  # empty: all actions already
-    assert complete_action_space(everything, actions, rules) == [] and not everything.primitive_actions
+    assert complete_action_space(everything, describe) == [] and not everything.primitive_actions
 
 
 def test_out_of_range_numbers_are_clamped_not_fatal(describe, library, env_server, tmp_path) -> None:

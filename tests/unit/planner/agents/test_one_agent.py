@@ -22,7 +22,7 @@ from services.planner.agents.one import OneAgent
 from services.planner.agents.one_answers import AGENT, AnsweredPlan, WrittenAnswers, recorded_answer
 from services.planner.agents.one_schema import one_schema
 from services.planner.plans import summary
-from services.planner.prompts import PROMPT_DIR, EvalProtocol
+from services.planner.prompts import PROMPT_DIR, EvalProtocol, idle_and_moves
 from services.planner.schemas import rl_schema
 from services.planner.skill_library import LibrarySkill
 from services.planner.state import RunState, Status
@@ -243,7 +243,8 @@ def test_prompt_from_the_real_describe(env_server, describe, library) -> None:
 def test_the_templates_rl_example_is_a_valid_config(describe) -> None:
     lines = (PROMPT_DIR / "one_agent.txt").read_text().splitlines()
     example = lines[next(i for i, line in enumerate(lines) if line.startswith("Example of an \"rl\"")) + 1]
-    config = rl_schema(describe, ()).model_validate(json.loads(example))
+    config = rl_schema(describe, ()).model_validate(json.loads(example.replace("{idle_and_moves}",
+                                                                               idle_and_moves(describe))))
     assert {t.kind for t in config.reward_terms} <= set(describe.reward_kinds)
     answer_form = lines[next(i for i, line in enumerate(lines) if line.startswith("The answer's form")) + 2]
     assert set(json.loads(answer_form)) == {"rationale", "subtasks"}  # the form is JSON (with placeholders)
