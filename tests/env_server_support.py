@@ -33,3 +33,18 @@ def assert_healthy(env_server: Any) -> None:
     session = env_server.stub.CreateSession(env_pb2.CreateSessionRequest(num_envs=1, seed=3))
     env_server.stub.Step(env_pb2.StepRequest(session_id=session.session_id, actions=[0]))
     env_server.stub.CloseSession(env_pb2.CloseSessionRequest(session_id=session.session_id))
+
+
+class AbortingContext:
+    """A servicer context for calling an EnvServicer method in process: ``abort`` keeps the code and details."""
+
+    def __init__(self) -> None:
+        self.code: Any = None
+        self.details = ""
+
+    def is_active(self) -> bool:
+        return True
+
+    def abort(self, code: Any, details: str) -> None:
+        self.code, self.details = code, details
+        raise RuntimeError(details)

@@ -11,12 +11,9 @@ from benchmarks.crafter.diamond_rules import (
     play_rule,
     rules_config,
 )
-from rlgpt.env_contract import PLAN_ACTION
 from rlgpt.v1 import env_pb2
 
-ACTIONS = ["noop", *(f"skill:{AGENT_MACRO_PREFIX}{m}" for m in ("fight_threat", "shelter_and_sleep", "make_sword")),
-           PLAN_ACTION]
-STAGES = [SKILL_PREFIX + s for s in ("collect_wood", "make_stone_pickaxe", "collect_diamond")]
+
 def test_a_rule_plays_each_world_once_with_the_answers_macros(env_server) -> None:
     plan, answer = load_plan(PLAN_RUN), load_answer(ANSWER)
     config = rules_config(plan, answer, env_server.stub.Describe(env_pb2.DescribeRequest()))

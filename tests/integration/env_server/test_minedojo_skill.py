@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from env_server_support import AbortingContext
 
 from rlgpt.v1 import common_pb2, env_pb2
 from services.env_server.backends.minedojo_tasks import task_spec
@@ -13,22 +14,6 @@ from services.env_server.servicer import EnvServicer
 from services.env_server.settings import EnvServerSettings
 
 # `fake` (the stand-in installed as minedojo): tests/conftest.py
-
-
-# --- the action list ---------------------------------------------------------------------------------
-# --- the vectors sent ----------------------------------------------------------------------------------
-# --- through the env server ----------------------------------------------------------------------------
-class _Context:
-    def __init__(self) -> None:
-        self.code: Any = None
-        self.details = ""
-
-    def is_active(self) -> bool:
-        return True
-
-    def abort(self, code: Any, details: str) -> None:
-        self.code, self.details = code, details
-        raise RuntimeError(details)
 
 
 CRAFTING_SKILL = '''
@@ -51,12 +36,12 @@ def test_a_skill_crafts_a_wooden_pickaxe_from_logs(fake: Any, monkeypatch: pytes
     try:
         servicer.RegisterSkill(env_pb2.RegisterSkillRequest(
             name="craft_wooden_pickaxe", description="planks, sticks, table, pickaxe", code=CRAFTING_SKILL,
-            backend="minedojo"), _Context())
+            backend="minedojo"), AbortingContext())
         task = task_spec("wooden_pickaxe")
         task.start_inventory.append(common_pb2.ItemCount(item="log", count=3))
         response = servicer.RunSkill(env_pb2.RunSkillRequest(
             skill="craft_wooden_pickaxe", backend="minedojo", task=task, seed=1, episodes=1, max_steps=50),
-            _Context())
+            AbortingContext())
     finally:
         servicer.close()
     [episode] = response.episodes

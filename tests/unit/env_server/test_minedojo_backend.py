@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from fakes import fake_minedojo
 
 from rlgpt.errors import FailedPrecondition, InvalidArgument
 from services.env_server.backends import base
@@ -28,8 +29,6 @@ from services.env_server.backends.minedojo import (
     functional_actions,
     paper_action_to_minedojo,
 )
-
-from fakes import fake_minedojo
 
 SMALL = {"image_height": 24, "image_width": 32}
 

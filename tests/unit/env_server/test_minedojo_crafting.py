@@ -9,6 +9,7 @@ from typing import Any
 import grpc
 import numpy as np
 import pytest
+from env_server_support import AbortingContext
 
 from rlgpt.errors import InvalidArgument
 from rlgpt.v1 import env_pb2
@@ -134,22 +135,9 @@ def test_the_crafting_chain_by_hand(env: MineDojoEnv, backend: MineDojoBackend) 
 
 
 # --- through the env server ----------------------------------------------------------------------------
-class _Context:
-    def __init__(self) -> None:
-        self.code: Any = None
-        self.details = ""
-
-    def is_active(self) -> bool:
-        return True
-
-    def abort(self, code: Any, details: str) -> None:
-        self.code, self.details = code, details
-        raise RuntimeError(details)
-
-
 def test_an_unknown_functional_action_is_refused_at_session_creation(fake: Any) -> None:
     servicer = EnvServicer(EnvServerSettings())
-    context = _Context()
+    context = AbortingContext()
     try:
         with pytest.raises(RuntimeError):
             servicer.CreateSession(env_pb2.CreateSessionRequest(

@@ -10,6 +10,7 @@ import types
 from typing import Any
 
 import pytest
+from fakes import fake_minedojo
 
 from rlgpt import world_rules
 from rlgpt.v1 import common_pb2, env_pb2
@@ -18,9 +19,6 @@ from services.env_server.backends.minedojo import ACHIEVEMENTS, ACTIONS, ITEMS, 
 from services.env_server.backends.minedojo_rules import installed_minedojo_rules, minedojo_rules
 from services.env_server.servicer import EnvServicer
 from services.env_server.settings import EnvServerSettings
-
-from fakes import fake_minedojo
-
 
 # `fake` (the stand-in installed as minedojo): tests/unit/env_server/conftest.py
 
