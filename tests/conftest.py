@@ -8,8 +8,8 @@ from typing import Any
 
 import grpc
 import pytest
-
 from fakes import fake_minedojo
+
 from rlgpt.grpc_client import create_channel
 from rlgpt.grpc_server import ServiceBinding, create_server, stop_server
 from rlgpt.v1 import env_pb2_grpc

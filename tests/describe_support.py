@@ -31,6 +31,7 @@ def recorded_describe() -> env_pb2.DescribeResponse:
 def live_describe() -> env_pb2.DescribeResponse:
     """What the env server's Describe answers with the tests' settings (built in process, no server)."""
     from conftest import TEST_ENV_SETTINGS
+
     from services.env_server.describe import describe
     return describe("", TEST_ENV_SETTINGS)
 
