@@ -18,7 +18,7 @@ HELD_OUT = 7_000_001
 FINAL, ITERATION, REVISION = 1000, 2000, 3000
 """A run's evaluations of the whole task, each on held-out worlds of its own above the run's seed."""
 WORKER_STRIDE = 1_000_003
-"""The distance between two training workers' first worlds (a prime: their sequences never line up)."""
+"""The distance between two training workers' first worlds."""
 BRIEFING = 3_000_000
 """bench-diamond's briefing worlds (the chain alone, played to tell the fast agent how it fails)."""
 SKILL_BENCH_SEED = 1000
