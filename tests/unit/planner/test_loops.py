@@ -24,7 +24,7 @@ from services.planner.context import AgentSetup, Mode, StopRequested, Stubs
 from services.planner.controller import chain_links, coded_skills, rl_jobs
 from services.planner.judging import increasing, measured_verdict
 from services.planner.loops import TwoLoops
-from services.planner.plans import ending_in_goal, implied_items, start_inventory, summary, task_subtask
+from services.planner.plans import ending_in_goal, summary, task_subtask
 from services.planner.runs import Run
 from services.planner.settings import PlannerSettings
 from services.planner.skill_library import SkillLibrary
@@ -45,32 +45,6 @@ def test_training_frames_are_an_equal_share_of_what_is_left_among_the_rounds_tra
     for left in range(0, 1000, 7):
         for sharing in range(1, 6):
             assert sharing * training_frames(15000, left, sharing) <= left  # together never more than is left
-
-
-def test_implied_items_come_from_the_rules(env_server) -> None:
-    rules = env_server.stub.Describe(env_pb2.DescribeRequest()).rules
-    items = {"wood", "stone", "sapling", "wood_pickaxe"}
-
-    def left(*conditions: common_pb2.Condition) -> dict[str, int]:
-        return implied_items(list(conditions), rules, items)
-
-    wood_gift = next(i.count for r in rules.collect if r.material == "tree" for i in r.receives if i.item == "wood")
-    assert left(common_pb2.Condition(achievement="collect_wood")) == {"wood": wood_gift}
-    assert left(common_pb2.Condition(inventory=common_pb2.ItemCount(item="wood", count=5))) == {"wood": 5}
-    assert left(common_pb2.Condition(achievement="make_wood_pickaxe")) == {"wood_pickaxe": 1}
-    assert left(common_pb2.Condition(achievement="place_table")) == {}  # placing leaves nothing in the inventory
-    assert left(common_pb2.Condition(achievement="collect_drink")) == {}  # drink is a status value, not an item
-    assert left(common_pb2.Condition(achievement="eat_cow")) == {}
-    assert implied_items([common_pb2.Condition(achievement="collect_wood")], common_pb2.WorldRules(), items) == {}
-    # A sub-task starts with what every earlier one leaves (the largest count of each item).
-    plan = planner_pb2.Plan(subtasks=[
-        planner_pb2.SubTask(name="a", success=[common_pb2.Condition(achievement="collect_wood")]),
-        planner_pb2.SubTask(name="b", success=[common_pb2.Condition(inventory=common_pb2.ItemCount(item="wood",
-                                                                                                   count=3))]),
-        planner_pb2.SubTask(name="c", success=[TABLE])])
-    assert start_inventory(plan, plan.subtasks[0], rules, items) == []
-    assert start_inventory(plan, plan.subtasks[2], rules, items) == [
-        common_pb2.ItemCount(item="wood", count=max(3, wood_gift))]
 
 
 def test_shorten_keeps_whole_sentences() -> None:

@@ -3,16 +3,9 @@ fast agent's prompt describes each, and targets are kept only for the kinds that
 
 from __future__ import annotations
 
-from rlgpt.reward_kinds import REWARD_KINDS, TARGETED_KINDS, offered, takes_target
+from rlgpt.reward_kinds import REWARD_KINDS, offered
 from rlgpt.v1 import env_pb2
 from services.planner.agents.texts import reward_kinds_text
-
-
-def test_the_env_server_accepts_exactly_the_described_kinds(env_server) -> None:
-    describe = env_server.stub.Describe(env_pb2.DescribeRequest())
-    assert list(describe.reward_kinds) == list(REWARD_KINDS)
-    assert {"achievement", "inventory_gain"} == TARGETED_KINDS
-    assert takes_target("inventory_gain") and not takes_target("step") and not takes_target("unheard_of")
 
 
 def test_the_prompt_describes_each_listed_kind_and_names_unknown_ones() -> None:
