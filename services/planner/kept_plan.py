@@ -4,7 +4,7 @@ macro action (``RLConfig.plan``: its sub-tasks' skills in order, each until its 
 primitives, and the policy learns when to let it act and when to step in: what kills the chain, which the plan's
 skills leave out. The plan's order is never re-learned.
 
-The fast agent configures that training (:mod:`services.planner.kept_plan_agent`): told where and how the chain's
+The fast agent configures that training (:mod:`services.planner.agents.kept_plan`): told where and how the chain's
 failed episodes ended, it chooses the primitives, writes macro actions (tested and registered like an RL
 sub-task's), K and reward terms; the planner pays the plan's stages and the task's success itself. Without a fast
 agent of its own (the one-agent setup), or when its answer is unusable, the planner's defaults train.

@@ -13,7 +13,7 @@ the whole task. Every decision, record, code version, config, curve and verdict 
 Modes (the paper's ablations, :class:`~services.planner.context.Mode`): ``rl-gpt`` (both), ``pure-code`` (every
 sub-task coded), ``pure-rl`` (one RL training on the whole task, primitives only, no LLM). Agent setups
 (:class:`~services.planner.context.AgentSetup`): ``one`` (one LLM plans, codes and configures in one answer per
-outer iteration, :mod:`services.planner.one_agent`; no critic), ``slow-fast`` (no critic), and
+outer iteration, :mod:`services.planner.agents.one`; no critic), ``slow-fast`` (no critic), and
 ``slow-fast-critic``.
 """
 
@@ -21,14 +21,11 @@ from __future__ import annotations
 
 import enum
 import logging
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
 from rlgpt import metrics, worlds
-from rlgpt.errors import RlgptError
 from rlgpt.prompts import CompletesJSON
 from rlgpt.v1 import common_pb2, critic_pb2, env_pb2, learner_pb2, planner_pb2
 from services.planner import kept_plan
@@ -37,8 +34,8 @@ from services.planner.agents.fast import FastAgent
 from services.planner.agents.one import OneAgent
 from services.planner.agents.one_answers import recorded_answer
 from services.planner.agents.slow import SlowAgent
-from services.planner.attempts import Attempts, RLAttempt, training_frames
-from services.planner.context import AgentSetup, Mode, RunContext, StopRequested, Stubs
+from services.planner.attempts import Attempts, training_frames
+from services.planner.context import AgentSetup, Mode, RunContext, Stubs
 from services.planner.controller import NO_CONTROLLER, final_evaluation, iteration_evaluation
 from services.planner.planning import PlanMaking
 from services.planner.plans import start_inventory, summary, task_subtask
@@ -47,6 +44,7 @@ from services.planner.runs import Run
 from services.planner.settings import PlannerSettings
 from services.planner.skill_library import SkillLibrary
 from services.planner.state import Decision, IterationRecord, RunState, Status, SubTaskState
+from services.planner.trainings import run_trainings
 
 log = logging.getLogger(__name__)
 FRAMES_SPENT = "the run's frame budget is spent"
@@ -251,7 +249,7 @@ class TwoLoops(PlanMaking):
         """The inner loop of the iteration's RL sub-tasks, together, in rounds. Each round: every sub-task still
         in gets its config from the fast agent, one after another in plan order (a replay answers each agent's
         calls in recorded order), each offered an equal share of the frames left (:func:`training_frames`: together
-        they never overspend); their trainings run at once (:meth:`_run_trainings`); the verdicts come and are
+        they never overspend); their trainings run at once (:func:`run_trainings`); the verdicts come and are
         applied one after another in plan order, as :meth:`_solve` applies them. A sub-task leaves when done, when
         its inner budget is spent or when the verdict sends it back to the slow agent; the rounds end once the
         shares of what is left are 0 frames."""
@@ -277,7 +275,7 @@ class TwoLoops(PlanMaking):
                 ctx.check_stop()
                 attempts.append(self.attempts.configure(st, self.state.subtasks[st.name], starts[st.name], plan,
                                                         env_frames=share))
-            self._run_trainings(attempts)
+            run_trainings(attempts, self.attempts.train_and_evaluate, self.ctx.settings.parallel_trainings)
             active = []
             for attempt in attempts:
                 step = self._apply_verdict(attempt.st, attempt.state, self.attempts.verdict(attempt))
@@ -285,27 +283,6 @@ class TwoLoops(PlanMaking):
                     self._give_up(attempt.state, inner_budget)
                 elif step is Step.AGAIN:
                     active.append(attempt.st)
-
-    def _run_trainings(self, attempts: list[RLAttempt]) -> None:
-        """Step 2 of a round: the trainings and evaluations in threads, at most ``parallel_trainings`` at once
-        (1: one after another). After StopRun every thread stops its job (StopJob) and the round ends in
-        StopRequested; a training that fails halts the others (their jobs are stopped, the ones not started do not
-        start) and its error is raised once every thread has ended, so no job is left running unwatched."""
-        halt = threading.Event()
-
-        def train(attempt: RLAttempt) -> None:
-            try:
-                self.attempts.train_and_evaluate(attempt, halt)
-            except BaseException:
-                halt.set()
-                raise
-
-        workers = max(1, min(self.ctx.settings.parallel_trainings, len(attempts)))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="training") as pool:
-            futures = [pool.submit(train, attempt) for attempt in attempts]
-            errors = [e for e in (f.exception() for f in futures) if e is not None]
-        if errors:  # the failure that halted the round, rather than the stops it caused
-            raise next((e for e in errors if not isinstance(e, StopRequested)), errors[0])
 
     def _apply_verdict(self, st: planner_pb2.SubTask, state: SubTaskState,
                        verdict: critic_pb2.Verdict | None) -> Step:
@@ -339,13 +316,3 @@ class TwoLoops(PlanMaking):
         state.inner_iterations = 0
         ctx.save()
 
-
-def describe_failure(exc: BaseException) -> tuple[str, bool]:
-    """Message and resumability of an error that ended a run."""
-    if isinstance(exc, StopRequested):
-        return "stopped on request; resume with --resume", True
-    if isinstance(exc, RlgptError):
-        return str(exc), True
-    if isinstance(exc, grpc.RpcError):
-        return f"a service failed: {exc.code().name}: {exc.details()}; resume with --resume once it is back", True
-    return f"{type(exc).__name__}: {exc}", False

@@ -10,14 +10,22 @@ from pathlib import Path
 import grpc
 
 from rlgpt import metrics
-from rlgpt.errors import FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted, grpc_errors, shown
+from rlgpt.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    ResourceExhausted,
+    RlgptError,
+    grpc_errors,
+    shown,
+)
 from rlgpt.grpc_client import create_channel
 from rlgpt.llm.metered import MeteredLLM
 from rlgpt.prompts import CompletesJSON
 from rlgpt.v1 import critic_pb2_grpc, env_pb2, env_pb2_grpc, learner_pb2_grpc, planner_pb2, planner_pb2_grpc
 from services.planner.budgets import budget_problems
 from services.planner.context import AgentSetup, Mode, StopRequested, Stubs
-from services.planner.loops import TwoLoops, describe_failure
+from services.planner.loops import TwoLoops
 from services.planner.report import outcome, report_chunks, write_run_report
 from services.planner.runs import Run, check_run_id
 from services.planner.settings import PlannerSettings
@@ -210,3 +218,14 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
             raise FailedPrecondition(f"run {shown(request.run_id)} has no report{why}; resuming the run "
                                      "(StartRun with resume_run_id) writes one when it ends")
         yield from report_chunks(run_dir)
+
+
+def describe_failure(exc: BaseException) -> tuple[str, bool]:
+    """Message and resumability of an error that ended a run."""
+    if isinstance(exc, StopRequested):
+        return "stopped on request; resume with --resume", True
+    if isinstance(exc, RlgptError):
+        return str(exc), True
+    if isinstance(exc, grpc.RpcError):
+        return f"a service failed: {exc.code().name}: {exc.details()}; resume with --resume once it is back", True
+    return f"{type(exc).__name__}: {exc}", False

@@ -9,6 +9,8 @@ import dataclasses
 import logging
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import grpc
@@ -142,3 +144,25 @@ class Training:
             **self.details, "job_id": job_id, "env_frames": self.config.env_frames, "curve": curve,
             "evaluation_success_rate": evaluation.success_rate})
         return evaluation, asked
+
+
+def run_trainings(attempts: list[Any], train_and_evaluate: Callable[[Any, threading.Event], None],
+                  parallel: int) -> None:
+    """A round's trainings and evaluations in threads, at most ``parallel`` at once (1: one after another). After
+    StopRun every thread stops its job (StopJob) and the round ends in StopRequested; a training that fails halts
+    the others (their jobs are stopped, the ones not started do not start) and its error is raised once every
+    thread has ended, so no job is left running unwatched."""
+    halt = threading.Event()
+
+    def train(attempt: Any) -> None:
+        try:
+            train_and_evaluate(attempt, halt)
+        except BaseException:
+            halt.set()
+            raise
+
+    with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(attempts))), thread_name_prefix="training") as pool:
+        futures = [pool.submit(train, attempt) for attempt in attempts]
+        errors = [e for e in (f.exception() for f in futures) if e is not None]
+    if errors:  # the failure that halted the round, rather than the stops it caused
+        raise next((e for e in errors if not isinstance(e, StopRequested)), errors[0])
