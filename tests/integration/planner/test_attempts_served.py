@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from fakes.fake_learner import FakeLearner
 from fakes.fake_openai import FakeOpenAIServer, Reply
 
 from rlgpt.config import LLMSettings
 from rlgpt.llm import LLMClient
-from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
+from rlgpt.v1 import common_pb2, env_pb2, planner_pb2
 from services.env_server.skills.reference import COLLECT_WOOD
 from services.planner.agents.fast import FastAgent
 from services.planner.attempts import Attempts
@@ -20,36 +21,6 @@ from services.planner.runs import Run
 from services.planner.settings import PlannerSettings
 from services.planner.skill_library import LibrarySkill, SkillLibrary
 from services.planner.state import RunState, Status
-
-
-def frames(tag: str, n: int) -> env_pb2.EpisodeFrames:
-    return env_pb2.EpisodeFrames(png=[f"{tag}{i}".encode() for i in range(n)], steps=list(range(n)))
-
-
-class FakeLearner:
-    """A training that succeeds at once and an evaluation with frames where asked."""
-
-    def __init__(self) -> None:
-        self.evaluations: list[learner_pb2.EvaluateRequest] = []
-        self.configs: list[learner_pb2.RLConfig] = []
-
-    def StartTraining(self, request: learner_pb2.StartTrainingRequest) -> learner_pb2.StartTrainingResponse:
-        self.configs.append(request.config)
-        return learner_pb2.StartTrainingResponse(job_id=f"j{len(self.configs)}")
-
-    def WatchJob(self, request: learner_pb2.WatchJobRequest, timeout: float) -> list[learner_pb2.JobProgress]:
-        """Ten progress points up to 500 frames, the last one finished."""
-        return [learner_pb2.JobProgress(
-            job_id=request.job_id, env_frames=50 * i, success_rate=i / 20, mean_return=i / 10,
-            state=learner_pb2.JOB_STATE_SUCCEEDED if i == 10 else learner_pb2.JOB_STATE_RUNNING) for i in range(1, 11)]
-
-    def Evaluate(self, request: learner_pb2.EvaluateRequest, timeout: float) -> learner_pb2.EvaluateResponse:
-        self.evaluations.append(request)
-        n = request.frames_per_episode
-        return learner_pb2.EvaluateResponse(
-            success_rate=0.5, episodes=[common_pb2.EpisodeSummary(success=True), common_pb2.EpisodeSummary()],
-            frames=[frames("won", n), frames("lost", n)] if n else [])
-
 
 TURN = "def skill(agent):\n    for direction in ('left', 'up'):\n        yield agent.face(direction)\n"
 CRASH = "def skill(agent):\n    yield 'noop'\n    return 1 / 0\n"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from fakes.fake_learner import FakeLearner, frames
 
 from rlgpt.v1 import common_pb2, critic_pb2, env_pb2, learner_pb2, planner_pb2
 from services.planner import trainings as trainings_module
@@ -19,10 +20,6 @@ from services.planner.runs import Run
 from services.planner.settings import PlannerSettings
 from services.planner.skill_library import SkillLibrary
 from services.planner.state import RunState, SubTaskState
-
-
-def frames(tag: str, n: int) -> env_pb2.EpisodeFrames:
-    return env_pb2.EpisodeFrames(png=[f"{tag}{i}".encode() for i in range(n)], steps=list(range(n)))
 
 
 def test_judge_frames_take_whole_episodes_failed_first_up_to_the_critics_limit() -> None:
@@ -38,31 +35,6 @@ def test_judge_frames_take_whole_episodes_failed_first_up_to_the_critics_limit()
 
 def test_judge_frames_without_frames_are_none() -> None:
     assert judge_frames([common_pb2.EpisodeSummary()] * 3, []) == []
-
-
-class FakeLearner:
-    """A training that succeeds at once and an evaluation with frames where asked."""
-
-    def __init__(self) -> None:
-        self.evaluations: list[learner_pb2.EvaluateRequest] = []
-        self.configs: list[learner_pb2.RLConfig] = []
-
-    def StartTraining(self, request: learner_pb2.StartTrainingRequest) -> learner_pb2.StartTrainingResponse:
-        self.configs.append(request.config)
-        return learner_pb2.StartTrainingResponse(job_id=f"j{len(self.configs)}")
-
-    def WatchJob(self, request: learner_pb2.WatchJobRequest, timeout: float) -> list[learner_pb2.JobProgress]:
-        """Ten progress points up to 500 frames, the last one finished."""
-        return [learner_pb2.JobProgress(
-            job_id=request.job_id, env_frames=50 * i, success_rate=i / 20, mean_return=i / 10,
-            state=learner_pb2.JOB_STATE_SUCCEEDED if i == 10 else learner_pb2.JOB_STATE_RUNNING) for i in range(1, 11)]
-
-    def Evaluate(self, request: learner_pb2.EvaluateRequest, timeout: float) -> learner_pb2.EvaluateResponse:
-        self.evaluations.append(request)
-        n = request.frames_per_episode
-        return learner_pb2.EvaluateResponse(
-            success_rate=0.5, episodes=[common_pb2.EpisodeSummary(success=True), common_pb2.EpisodeSummary()],
-            frames=[frames("won", n), frames("lost", n)] if n else [])
 
 
 class FakeCritic:

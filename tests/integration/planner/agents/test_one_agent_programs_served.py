@@ -10,29 +10,19 @@ import re
 
 import pytest
 from fakes.fake_openai import FakeOpenAIServer, Reply
+from one_agent_support import CODED, LEARNED, PROTOCOL, SETTINGS, WOOD
+from one_agent_support import PROGRAM_ANSWER as ANSWER
 
-from rlgpt.config import LLMSettings
 from rlgpt.llm import LLMClient, StructuredOutputError
 from rlgpt.llm.client import record_json
 from rlgpt.v1 import common_pb2, planner_pb2
 from services.planner.agents.one import OneAgent
 from services.planner.agents.one_answers import AGENT, AnsweredPlan, recorded_answer
 from services.planner.program_code import program_of
-from services.planner.prompts import EvalProtocol
 from services.planner.schemas import SkillAnswer
 from services.planner.state import RunState
 
-SETTINGS = LLMSettings(max_retries=1, backoff_seconds=0.01, timeout_seconds=5, model="scripted")
-PROTOCOL = EvalProtocol(test_episodes=2, test_steps=150, env_frames=20000, eval_episodes=8, final_frames=1000)
 TASK = common_pb2.TaskSpec(name="make_wood_pickaxe", success=[common_pb2.Condition(achievement="make_wood_pickaxe")])
-RL = {"primitive_actions": ["noop", "do"], "skills": [], "skill_max_steps": 1,
-      "reward_terms": [{"kind": "success", "target": "", "weight": 5}], "episode_length": 300}
-WOOD = [{"op": "collect", "item": "wood", "count": 1}]
-CODED = {"name": "collect_wood", "description": "collect wood", "success": [{"item": "wood", "count": 1}],
-         "decision": "code", "skills": [], "program": WOOD}
-LEARNED = {"name": "make_wood_pickaxe", "description": "make the pickaxe",
-           "success": [{"achievement": "make_wood_pickaxe"}], "decision": "rl", "skills": [], "rl": RL}
-ANSWER = {"rationale": "wood first", "subtasks": [CODED, LEARNED]}
 _FIELD = re.compile(r"\{[a-z_]+\}")
 
 

@@ -9,8 +9,9 @@ import re
 
 import pytest
 from fakes.fake_openai import FakeOpenAIServer, Reply
+from one_agent_support import CODE_ANSWER as ANSWER
+from one_agent_support import FIND_COW, GET_WOOD, PROTOCOL, SETTINGS
 
-from rlgpt.config import LLMSettings
 from rlgpt.llm import LLMClient, StructuredOutputError
 from rlgpt.llm.client import record_json
 from rlgpt.reward_kinds import offered
@@ -20,20 +21,10 @@ from services.planner.agents.fast import FastAgent
 from services.planner.agents.one import OneAgent
 from services.planner.agents.one_answers import AGENT, AnsweredPlan, WrittenAnswers, recorded_answer
 from services.planner.plans import summary
-from services.planner.prompts import EvalProtocol
 from services.planner.skill_library import LibrarySkill
 from services.planner.state import RunState, Status
 
-SETTINGS = LLMSettings(max_retries=1, backoff_seconds=0.01, timeout_seconds=5, model="scripted")
-PROTOCOL = EvalProtocol(test_episodes=2, test_steps=150, env_frames=20000, eval_episodes=8, final_frames=1000)
 TASK = common_pb2.TaskSpec(name="eat_cow", success=[common_pb2.Condition(achievement="eat_cow")])
-RL = {"primitive_actions": ["noop", "do"], "skills": [], "skill_max_steps": 1,
-      "reward_terms": [{"kind": "success", "target": "", "weight": 5}], "episode_length": 300}
-GET_WOOD = {"name": "get_wood", "description": "collect wood", "success": [{"achievement": "collect_wood"}],
-            "decision": "code", "skills": [], "code": COLLECT_WOOD}
-FIND_COW = {"name": "find_cow", "description": "eat a cow", "success": [{"achievement": "eat_cow"}],
-            "decision": "rl", "skills": [], "rl": RL}
-ANSWER = {"rationale": "wood first", "subtasks": [GET_WOOD, FIND_COW]}
 _FIELD = re.compile(r"\{[a-z_]+\}")
 
 
@@ -46,6 +37,8 @@ def client(server: FakeOpenAIServer, tmp_path) -> LLMClient:
 
 
 # --- the schema -----------------------------------------------------------------------------------------
+
+
 # --- one call -------------------------------------------------------------------------------------------
 def test_solve_plans_codes_and_configures_in_one_recorded_call(env_server, describe, library, tmp_path) -> None:
     with FakeOpenAIServer([Reply.json(ANSWER)]) as server:
@@ -66,6 +59,8 @@ def test_solve_plans_codes_and_configures_in_one_recorded_call(env_server, descr
     ({**ANSWER, "subtasks": [{**GET_WOOD, "code": None}, FIND_COW]}, "'get_wood' has decision"),
     ({**ANSWER, "subtasks": [FIND_COW, GET_WOOD]}, "'get_wood') must have the task's own success conditions"),
 ])
+
+
 def test_a_bad_answer_is_repaired_with_a_message_naming_the_subtask(env_server, describe, library, tmp_path, bad,
                                                                      needle) -> None:
     with FakeOpenAIServer([Reply.json(bad), Reply.json(ANSWER)]) as server:
@@ -78,6 +73,8 @@ def test_a_bad_answer_is_repaired_with_a_message_naming_the_subtask(env_server, 
 
 
 # --- the answers, served --------------------------------------------------------------------------------
+
+
 def test_fast_serves_the_prewritten_code_through_the_env_server(env_server, describe, library, tmp_path) -> None:
     with FakeOpenAIServer([Reply.json(ANSWER)]) as server:
         agent = one_agent(client(server, tmp_path), env_server, describe, library)
@@ -134,6 +131,8 @@ def test_fast_serves_the_prewritten_rl_config(env_server, describe, library, tmp
 
 
 # --- revisions and resume -------------------------------------------------------------------------------
+
+
 def test_revision_prompt_shows_the_previous_answers_and_how_they_did(env_server, describe, library, tmp_path) -> None:
     with FakeOpenAIServer([Reply.json(ANSWER)]) as server:
         agent = one_agent(client(server, tmp_path), env_server, describe, library)
@@ -175,6 +174,8 @@ def test_restore_serves_a_recorded_answer_again(env_server, describe, library, t
 
 
 # --- the prompt, as a model reads it ---------------------------------------------------------------------
+
+
 def test_prompt_from_the_real_describe(env_server, describe, library) -> None:
     library.add(LibrarySkill("get_wood", "Collect wood from the nearest trees until holding 3.", COLLECT_WOOD, 0.75,
                              "get_wood"))

@@ -1,15 +1,16 @@
-"""The one agent (``--agents one``): its answer schema, one call through the real LLM client to a scripted
-OpenAI-compatible test double, its answers handled as the fast agent's are (tested on the real env server), and its
-prompt rendered from a real env server's Describe."""
+"""The one agent (``--agents one``): its answer schema and prompt, from the recorded Describe (one call through the
+real LLM client to a scripted OpenAI-compatible test double, and its answers handled on the real env server:
+tests/integration/planner/agents/test_one_agent_served.py)."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+from one_agent_support import CODE_ANSWER as ANSWER
+from one_agent_support import FIND_COW, GET_WOOD, RL
 from pydantic import ValidationError
 
-from rlgpt.config import LLMSettings
 from rlgpt.v1 import planner_pb2
 from services.env_server.skills.reference import COLLECT_WOOD
 from services.planner.agents.one_answers import AnsweredPlan
@@ -17,15 +18,9 @@ from services.planner.agents.one_schema import one_schema
 from services.planner.prompts import PROMPT_DIR, idle_and_moves
 from services.planner.schemas import rl_schema
 
-SETTINGS = LLMSettings(max_retries=1, backoff_seconds=0.01, timeout_seconds=5, model="scripted")
-RL = {"primitive_actions": ["noop", "do"], "skills": [], "skill_max_steps": 1,
-      "reward_terms": [{"kind": "success", "target": "", "weight": 5}], "episode_length": 300}
-GET_WOOD = {"name": "get_wood", "description": "collect wood", "success": [{"achievement": "collect_wood"}],
-            "decision": "code", "skills": [], "code": COLLECT_WOOD}
-FIND_COW = {"name": "find_cow", "description": "eat a cow", "success": [{"achievement": "eat_cow"}],
-            "decision": "rl", "skills": [], "rl": RL}
-ANSWER = {"rationale": "wood first", "subtasks": [GET_WOOD, FIND_COW]}
 # --- the schema -----------------------------------------------------------------------------------------
+
+
 def test_schema_accepts_a_plan_with_its_code_and_configs(describe) -> None:
     answer = one_schema(describe, ()).model_validate({**ANSWER, "subtasks": [
         {**GET_WOOD, "name": "Get Wood"}, {**FIND_COW, "code": None}]})
@@ -45,6 +40,8 @@ def test_schema_accepts_a_plan_with_its_code_and_configs(describe) -> None:
     ({**FIND_COW, "decision": "learn"}, "decision"),
     ({**FIND_COW, "rl": {**RL, "skills": ["get_wood"]}}, "skills"),  # not in the library: not offered
 ])
+
+
 def test_schema_refuses_a_subtask_without_its_answer_or_with_unknown_names(describe, subtask, needle) -> None:
     with pytest.raises(ValidationError) as info:
         one_schema(describe, ()).model_validate({"rationale": "x", "subtasks": [subtask]})
@@ -67,8 +64,12 @@ def test_offered_skills_are_the_schemas_skill_names(describe) -> None:
 
 
 # --- one call -------------------------------------------------------------------------------------------
+
+
 # --- the answers, served --------------------------------------------------------------------------------
 # --- revisions and resume -------------------------------------------------------------------------------
+
+
 # --- the prompt, as a model reads it ---------------------------------------------------------------------
 def test_the_templates_rl_example_is_a_valid_config(describe) -> None:
     lines = (PROMPT_DIR / "one_agent.txt").read_text().splitlines()

@@ -1,29 +1,22 @@
 """The one agent in program form (``--agents one`` with a small model, RLGPT_SKILL_FORMAT=program): closed names,
-a skill program per coded sub-task and an RL config per learned one, told apart by the decision in the schema;
-one call through the real LLM client to a scripted OpenAI-compatible test double; the programs compiled, handled
-as the fast agent's answers are and run by real Crafter on the real env server."""
+a skill program per coded sub-task and an RL config per learned one, told apart by the decision in the schema (the
+answers served through the real LLM client and env server: tests/integration/planner/agents)."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+from one_agent_support import CODED, LEARNED
+from one_agent_support import PROGRAM_ANSWER as ANSWER
 from pydantic import ValidationError
 
-from rlgpt.config import LLMSettings
 from rlgpt.v1 import common_pb2
 from services.planner.agents.one_schema import one_schema
 
-SETTINGS = LLMSettings(max_retries=1, backoff_seconds=0.01, timeout_seconds=5, model="scripted")
 TASK = common_pb2.TaskSpec(name="make_wood_pickaxe", success=[common_pb2.Condition(achievement="make_wood_pickaxe")])
-RL = {"primitive_actions": ["noop", "do"], "skills": [], "skill_max_steps": 1,
-      "reward_terms": [{"kind": "success", "target": "", "weight": 5}], "episode_length": 300}
-WOOD = [{"op": "collect", "item": "wood", "count": 1}]
-CODED = {"name": "collect_wood", "description": "collect wood", "success": [{"item": "wood", "count": 1}],
-         "decision": "code", "skills": [], "program": WOOD}
-LEARNED = {"name": "make_wood_pickaxe", "description": "make the pickaxe",
-           "success": [{"achievement": "make_wood_pickaxe"}], "decision": "rl", "skills": [], "rl": RL}
-ANSWER = {"rationale": "wood first", "subtasks": [CODED, LEARNED]}
+
+
 def test_the_decision_picks_the_part_a_subtask_must_carry(describe) -> None:
     schema = one_schema(describe, (), programs_for=TASK)
     answer = schema.model_validate(ANSWER)
@@ -45,6 +38,8 @@ def test_the_decision_picks_the_part_a_subtask_must_carry(describe) -> None:
     ({**CODED, "program": [{"op": "collect", "item": "diamond", "count": 1}]}, "item"),
     ({**CODED, "program": []}, "program"),
 ])
+
+
 def test_program_form_refuses_a_missing_part_or_a_name_outside_the_task(describe, subtask, needle) -> None:
     with pytest.raises(ValidationError) as info:
         one_schema(describe, (), programs_for=TASK).model_validate({"rationale": "x", "subtasks": [subtask, LEARNED]})
