@@ -35,11 +35,13 @@ Test hooks (``hurt``, ``set_block``, ``spawn``, ``end_episode``) exist only here
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import sys
 import types
 import zlib
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -721,154 +723,14 @@ sim.MineDojoSim = FakeSim
 
 
 # --- minedojo.sim.mc_meta.mc: Minecraft's recipe and item data ---------------------------------------
-# A SUBSET of MineDojo's real minedojo/sim/mc_meta/mc_constants.json (Malmo's dump of Minecraft's rules),
-# copied entry by entry without change: every recipe for the outputs below and the item records of the
-# items they involve (the real file has hundreds of items and recipes). Duplicates are kept as the real
-# file has them (planks is listed once per wood variant).
-_MC_CRAFTING_RECIPES = [
-    {"outputItemName": "iron_ingot", "outputCount": 1, "recipeSize": 9, "type": "ShapedRecipes",
-     "ingredients": {"iron_nugget": 9}},
-    {"outputItemName": "wooden_pickaxe", "outputCount": 1, "recipeSize": 9, "type": "ShapedOreRecipe",
-     "ingredients": {"planks": 3, "stick": 2}},
-    {"outputItemName": "stone_pickaxe", "outputCount": 1, "recipeSize": 9, "type": "ShapedOreRecipe",
-     "ingredients": {"cobblestone": 3, "stick": 2}},
-    {"outputItemName": "furnace", "outputCount": 1, "recipeSize": 9, "type": "ShapedOreRecipe",
-     "ingredients": {"cobblestone": 8}},
-    {"outputItemName": "crafting_table", "outputCount": 1, "recipeSize": 4, "type": "ShapedOreRecipe",
-     "ingredients": {"planks": 4}},
-    {"outputItemName": "wooden_sword", "outputCount": 1, "recipeSize": 3, "type": "ShapedOreRecipe",
-     "ingredients": {"planks": 2, "stick": 1}},
-    {"outputItemName": "stick", "outputCount": 4, "recipeSize": 2, "type": "ShapedOreRecipe",
-     "ingredients": {"planks": 2}},
-    {"outputItemName": "torch", "outputCount": 4, "recipeSize": 2, "type": "ShapedOreRecipe",
-     "ingredients": {"coal": 1, "stick": 1}},
-    {"outputItemName": "torch", "outputCount": 4, "recipeSize": 2, "type": "ShapedOreRecipe",
-     "ingredients": {"coal": 1, "stick": 1}},
-    {"outputItemName": "iron_ingot", "outputCount": 9, "recipeSize": 1, "type": "ShapedRecipes",
-     "ingredients": {"iron_block": 1}},
-    {"outputItemName": "coal", "outputCount": 9, "recipeSize": 1, "type": "ShapedRecipes",
-     "ingredients": {"coal_block": 1}},
-    {"outputItemName": "planks", "outputCount": 4, "recipeSize": 1, "type": "ShapedRecipes",
-     "ingredients": {"log": 1}},
-    {"outputItemName": "planks", "outputCount": 4, "recipeSize": 1, "type": "ShapedRecipes",
-     "ingredients": {"log": 1}},
-    {"outputItemName": "planks", "outputCount": 4, "recipeSize": 1, "type": "ShapedRecipes",
-     "ingredients": {"log": 1}},
-    {"outputItemName": "planks", "outputCount": 4, "recipeSize": 1, "type": "ShapedRecipes",
-     "ingredients": {"log": 1}},
-    {"outputItemName": "planks", "outputCount": 4, "recipeSize": 1, "type": "ShapedRecipes",
-     "ingredients": {"log2": 1}},
-    {"outputItemName": "planks", "outputCount": 4, "recipeSize": 1, "type": "ShapedRecipes",
-     "ingredients": {"log2": 1}},
-]
-_MC_SMELTING_RECIPES = [
-    {"outputItemName": "stone", "out": 1, "ingredients": {"cobblestone": 1}},
-    {"outputItemName": "coal", "out": 1, "ingredients": {"log": 1}},
-    {"outputItemName": "coal", "out": 1, "ingredients": {"log2": 1}},
-    {"outputItemName": "coal", "out": 1, "ingredients": {"coal_ore": 1}},
-    {"outputItemName": "iron_ingot", "out": 1, "ingredients": {"iron_ore": 1}},
-]
-_MC_ITEMS = [
-    {"type": "log", "damageable": False, "rendersIn3D": False, "repairable": False, "tab": "buildingBlocks",
-     "stackable": True, "stackSize": 64, "useAction": "NONE", "enchantable": False, "rarity": "COMMON",
-     "hasSubtypes": True, "maxDamage": 0, "maxUseDuration": 0, "block": True, "hasContainerItem": False,
-     "bestEquipmentSlot": "mainhand", "slipperiness": 0.6, "hardness": 2.0, "causesSuffocation": True,
-     "canProvidePower": False, "translucent": False, "canBurn": True, "isLiquid": False, "blocksMovement": True,
-     "needsNoTool": True, "isReplaceable": False, "pistonPushable": True, "woodenMaterial": True,
-     "ironMaterial": False, "glassyMaterial": False, "clothMaterial": False,
-     "variant": ["oak", "spruce", "birch", "jungle"], "hasDirection": False, "hasColour": False, "hasVariant": True,
-     "hasType": False, "hasHalf": False},
-    {"type": "planks", "damageable": False, "rendersIn3D": False, "repairable": False, "tab": "buildingBlocks",
-     "stackable": True, "stackSize": 64, "useAction": "NONE", "enchantable": False, "rarity": "COMMON",
-     "hasSubtypes": True, "maxDamage": 0, "maxUseDuration": 0, "block": True, "hasContainerItem": False,
-     "bestEquipmentSlot": "mainhand", "slipperiness": 0.6, "hardness": 2.0, "causesSuffocation": True,
-     "canProvidePower": False, "translucent": False, "canBurn": True, "isLiquid": False, "blocksMovement": True,
-     "needsNoTool": True, "isReplaceable": False, "pistonPushable": True, "woodenMaterial": True,
-     "ironMaterial": False, "glassyMaterial": False, "clothMaterial": False,
-     "variant": ["oak", "spruce", "birch", "jungle", "acacia", "dark_oak"], "hasDirection": False, "hasColour": False,
-     "hasVariant": True, "hasType": False, "hasHalf": False},
-    {"type": "stick", "damageable": False, "rendersIn3D": True, "repairable": False, "tab": "materials",
-     "stackable": True, "stackSize": 64, "useAction": "NONE", "enchantable": False, "rarity": "COMMON",
-     "hasSubtypes": False, "maxDamage": 0, "maxUseDuration": 0, "block": False, "hasContainerItem": False,
-     "bestEquipmentSlot": "mainhand"},
-    {"type": "crafting_table", "damageable": False, "rendersIn3D": False, "repairable": False, "tab": "decorations",
-     "stackable": True, "stackSize": 64, "useAction": "NONE", "enchantable": False, "rarity": "COMMON",
-     "hasSubtypes": False, "maxDamage": 0, "maxUseDuration": 0, "block": True, "hasContainerItem": False,
-     "bestEquipmentSlot": "mainhand", "slipperiness": 0.6, "hardness": 2.5, "causesSuffocation": True,
-     "canProvidePower": False, "translucent": False, "canBurn": True, "isLiquid": False, "blocksMovement": True,
-     "needsNoTool": True, "isReplaceable": False, "pistonPushable": True, "woodenMaterial": True,
-     "ironMaterial": False, "glassyMaterial": False, "clothMaterial": False, "hasDirection": False,
-     "hasColour": False, "hasVariant": False, "hasType": False, "hasHalf": False},
-    {"type": "wooden_pickaxe", "damageable": True, "rendersIn3D": True, "repairable": True, "tab": "tools",
-     "stackable": False, "stackSize": 1, "useAction": "NONE", "enchantable": True, "rarity": "COMMON",
-     "hasSubtypes": False, "maxDamage": 59, "maxUseDuration": 0, "block": False, "hasContainerItem": False,
-     "bestEquipmentSlot": "mainhand"},
-    {"type": "wooden_sword", "damageable": True, "rendersIn3D": True, "repairable": True, "tab": "combat",
-     "stackable": False, "stackSize": 1, "useAction": "NONE", "enchantable": True, "rarity": "COMMON",
-     "hasSubtypes": False, "maxDamage": 59, "maxUseDuration": 0, "block": False, "hasContainerItem": False,
-     "bestEquipmentSlot": "mainhand"},
-    {"type": "cobblestone", "damageable": False, "rendersIn3D": False, "repairable": False, "tab": "buildingBlocks",
-     "stackable": True, "stackSize": 64, "useAction": "NONE", "enchantable": False, "rarity": "COMMON",
-     "hasSubtypes": False, "maxDamage": 0, "maxUseDuration": 0, "block": True, "hasContainerItem": False,
-     "bestEquipmentSlot": "mainhand", "slipperiness": 0.6, "hardness": 2.0, "causesSuffocation": True,
-     "canProvidePower": False, "translucent": False, "canBurn": False, "isLiquid": False, "blocksMovement": True,
-     "needsNoTool": False, "isReplaceable": False, "pistonPushable": True, "woodenMaterial": False,
-     "ironMaterial": False, "glassyMaterial": False, "clothMaterial": False, "hasDirection": False,
-     "hasColour": False, "hasVariant": False, "hasType": False, "hasHalf": False},
-    {"type": "stone", "damageable": False, "rendersIn3D": False, "repairable": False, "tab": "buildingBlocks",
-     "stackable": True, "stackSize": 64, "useAction": "NONE", "enchantable": False, "rarity": "COMMON",
-     "hasSubtypes": True, "maxDamage": 0, "maxUseDuration": 0, "block": True, "hasContainerItem": False,
-     "bestEquipmentSlot": "mainhand", "slipperiness": 0.6, "hardness": 1.5, "causesSuffocation": True,
-     "canProvidePower": False, "translucent": False, "canBurn": False, "isLiquid": False, "blocksMovement": True,
-     "needsNoTool": False, "isReplaceable": False, "pistonPushable": True, "woodenMaterial": False,
-     "ironMaterial": False, "glassyMaterial": False, "clothMaterial": False,
-     "variant": ["stone", "granite", "smooth_granite", "diorite", "smooth_diorite", "andesite", "smooth_andesite"],
-     "hasDirection": False, "hasColour": False, "hasVariant": True, "hasType": False, "hasHalf": False},
-    {"type": "stone_pickaxe", "damageable": True, "rendersIn3D": True, "repairable": True, "tab": "tools",
-     "stackable": False, "stackSize": 1, "useAction": "NONE", "enchantable": True, "rarity": "COMMON",
-     "hasSubtypes": False, "maxDamage": 131, "maxUseDuration": 0, "block": False, "hasContainerItem": False,
-     "bestEquipmentSlot": "mainhand"},
-    {"type": "furnace", "damageable": False, "rendersIn3D": False, "repairable": False, "tab": "decorations",
-     "stackable": True, "stackSize": 64, "useAction": "NONE", "enchantable": False, "rarity": "COMMON",
-     "hasSubtypes": False, "maxDamage": 0, "maxUseDuration": 0, "block": True, "hasContainerItem": False,
-     "bestEquipmentSlot": "mainhand", "slipperiness": 0.6, "hardness": 3.5, "causesSuffocation": True,
-     "canProvidePower": False, "translucent": False, "canBurn": False, "isLiquid": False, "blocksMovement": True,
-     "needsNoTool": False, "isReplaceable": False, "pistonPushable": True, "woodenMaterial": False,
-     "ironMaterial": False, "glassyMaterial": False, "clothMaterial": False, "hasDirection": True, "hasColour": False,
-     "hasVariant": False, "hasType": False, "hasHalf": False},
-    {"type": "coal", "damageable": False, "rendersIn3D": False, "repairable": False, "tab": "materials",
-     "stackable": True, "stackSize": 64, "useAction": "NONE", "enchantable": False, "rarity": "COMMON",
-     "hasSubtypes": True, "maxDamage": 0, "maxUseDuration": 0, "block": False, "hasContainerItem": False,
-     "bestEquipmentSlot": "mainhand"},
-    {"type": "coal_ore", "damageable": False, "rendersIn3D": False, "repairable": False, "tab": "buildingBlocks",
-     "stackable": True, "stackSize": 64, "useAction": "NONE", "enchantable": False, "rarity": "COMMON",
-     "hasSubtypes": False, "maxDamage": 0, "maxUseDuration": 0, "block": True, "hasContainerItem": False,
-     "bestEquipmentSlot": "mainhand", "slipperiness": 0.6, "hardness": 3.0, "causesSuffocation": True,
-     "canProvidePower": False, "translucent": False, "canBurn": False, "isLiquid": False, "blocksMovement": True,
-     "needsNoTool": False, "isReplaceable": False, "pistonPushable": True, "woodenMaterial": False,
-     "ironMaterial": False, "glassyMaterial": False, "clothMaterial": False, "hasDirection": False,
-     "hasColour": False, "hasVariant": False, "hasType": False, "hasHalf": False},
-    {"type": "iron_ore", "damageable": False, "rendersIn3D": False, "repairable": False, "tab": "buildingBlocks",
-     "stackable": True, "stackSize": 64, "useAction": "NONE", "enchantable": False, "rarity": "COMMON",
-     "hasSubtypes": False, "maxDamage": 0, "maxUseDuration": 0, "block": True, "hasContainerItem": False,
-     "bestEquipmentSlot": "mainhand", "slipperiness": 0.6, "hardness": 3.0, "causesSuffocation": True,
-     "canProvidePower": False, "translucent": False, "canBurn": False, "isLiquid": False, "blocksMovement": True,
-     "needsNoTool": False, "isReplaceable": False, "pistonPushable": True, "woodenMaterial": False,
-     "ironMaterial": False, "glassyMaterial": False, "clothMaterial": False, "hasDirection": False,
-     "hasColour": False, "hasVariant": False, "hasType": False, "hasHalf": False},
-    {"type": "iron_ingot", "damageable": False, "rendersIn3D": False, "repairable": False, "tab": "materials",
-     "stackable": True, "stackSize": 64, "useAction": "NONE", "enchantable": False, "rarity": "COMMON",
-     "hasSubtypes": False, "maxDamage": 0, "maxUseDuration": 0, "block": False, "hasContainerItem": False,
-     "bestEquipmentSlot": "mainhand"},
-    {"type": "torch", "damageable": False, "rendersIn3D": False, "repairable": False, "tab": "decorations",
-     "stackable": True, "stackSize": 64, "useAction": "NONE", "enchantable": False, "rarity": "COMMON",
-     "hasSubtypes": False, "maxDamage": 0, "maxUseDuration": 0, "block": True, "hasContainerItem": False,
-     "bestEquipmentSlot": "mainhand", "slipperiness": 0.6, "hardness": 0.0, "causesSuffocation": False,
-     "canProvidePower": False, "translucent": True, "canBurn": False, "isLiquid": False, "blocksMovement": False,
-     "needsNoTool": True, "isReplaceable": False, "pistonPushable": False, "woodenMaterial": False,
-     "ironMaterial": False, "glassyMaterial": False, "clothMaterial": False, "hasDirection": True, "hasColour": False,
-     "hasVariant": False, "hasType": False, "hasHalf": False},
-]
+# mc_constants_subset.json (beside this file): a SUBSET of MineDojo's real minedojo/sim/mc_meta/mc_constants.json
+# (Malmo's dump of Minecraft's rules), copied entry by entry without change: every recipe for the outputs the tests
+# use and the item records of the items they involve (the real file has hundreds of items and recipes). Duplicates
+# are kept as the real file has them (planks is listed once per wood variant).
+_MC_DATA = json.loads((Path(__file__).parent / "mc_constants_subset.json").read_text())
+_MC_CRAFTING_RECIPES: list[dict[str, Any]] = _MC_DATA["craftingRecipes"]
+_MC_SMELTING_RECIPES: list[dict[str, Any]] = _MC_DATA["smeltingRecipes"]
+_MC_ITEMS: list[dict[str, Any]] = _MC_DATA["items"]
 
 
 def _recipes_by_output(recipes: list[dict[str, Any]], item_names: list[str]) -> dict[str, list[dict[str, Any]]]:
