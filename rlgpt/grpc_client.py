@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import json
 from typing import Any
 
@@ -27,15 +28,11 @@ class _DefaultDeadline(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientI
         return continuation(self._details(details), request)
 
 
-class _CallDetails(grpc.ClientCallDetails):
-    def __init__(self, method: str, timeout: float | None, metadata: Any, credentials: Any,
-                 wait_for_ready: Any, compression: Any):
-        self.method = method
-        self.timeout = timeout
-        self.metadata = metadata
-        self.credentials = credentials
-        self.wait_for_ready = wait_for_ready
-        self.compression = compression
+class _CallDetails(collections.namedtuple("_CallDetails", ("method", "timeout", "metadata", "credentials",
+                                                        "wait_for_ready", "compression")),
+                   grpc.ClientCallDetails):
+    """A call's details with the timeout filled in (grpc.ClientCallDetails is abstract: grpc's examples build one
+    as a namedtuple so)."""
 
 
 def _service_config() -> str:
