@@ -72,6 +72,7 @@ class ConfigError(RlgptError):
 
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 SHOWN_CHARS = 60
 """How much of a client value an error message quotes."""
@@ -98,6 +99,13 @@ def shown(value: Any, limit: int = SHOWN_CHARS) -> str:
         return text
     size = f" ({len(value)} items)" if hasattr(value, "__len__") else ""
     return f"{text[:limit]}...{size}"
+
+
+def found(value: T | None, problem: str) -> T:
+    """``value``, or NotFound saying ``problem`` where a lookup found nothing (None)."""
+    if value is None:
+        raise NotFound(problem)
+    return value
 
 
 def join_problems(problems: list[str], limit: int = MAX_PROBLEMS) -> str:

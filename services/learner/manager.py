@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rlgpt import metrics
-from rlgpt.errors import FailedPrecondition, NotFound, ResourceExhausted, shown
+from rlgpt.errors import FailedPrecondition, NotFound, ResourceExhausted, found, shown
 from rlgpt.v1 import learner_pb2
 from services.learner.job_watch import ENV_SERVER_LOST, REASONS, touch_heartbeat
 from services.learner.jobs import (
@@ -157,10 +157,7 @@ class JobManager:
 
     def get(self, job_id: str) -> JobRecord:
         with self._lock:
-            record = self._jobs.get(job_id)
-        if record is None:
-            raise NotFound(f"no job {shown(job_id)}; ListJobs shows the known jobs")
-        return record
+            return found(self._jobs.get(job_id), f"no job {shown(job_id)}; ListJobs shows the known jobs")
 
     def all(self) -> list[JobRecord]:
         with self._lock:

@@ -16,6 +16,7 @@ from rlgpt.errors import (
     NotFound,
     ResourceExhausted,
     RlgptError,
+    found,
     grpc_errors,
     shown,
 )
@@ -183,10 +184,7 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         return run_dir, None
 
     def _run(self, run_id: str) -> Run:
-        run = self.runs.get(run_id)
-        if run is None:
-            raise NotFound(f"no run {shown(run_id)} on this planner")
-        return run
+        return found(self.runs.get(run_id), f"no run {shown(run_id)} on this planner")
 
     @grpc_errors
     def WatchRun(self, request: planner_pb2.WatchRunRequest,

@@ -13,7 +13,7 @@ import threading
 from typing import Any
 
 from rlgpt import metrics
-from rlgpt.errors import AlreadyExists, InvalidArgument, NotFound, ResourceExhausted, shown
+from rlgpt.errors import AlreadyExists, InvalidArgument, ResourceExhausted, found, shown
 from services.env_server.backends.base import get_backend
 from services.env_server.settings import EnvServerSettings
 from services.env_server.skills.compiler import compile_skill
@@ -85,18 +85,13 @@ class SkillRegistry:
 
     def get(self, name: str) -> SkillRecord:
         with self._lock:
-            record = self._skills.get(name)
-        if record is None:
-            raise NotFound(f"no skill named {shown(name)}; register it first (RegisterSkill)")
-        return record
+            return found(self._skills.get(name), f"no skill named {shown(name)}; register it first (RegisterSkill)")
 
     def delete(self, name: str) -> SkillRecord:
         """Removes a skill; sessions holding its record keep using it until they close."""
         with self._lock:
-            record = self._skills.pop(name, None)
-        if record is None:
-            raise NotFound(f"no skill named {shown(name)}; ListSkills shows the registered ones")
-        return record
+            return found(self._skills.pop(name, None),
+                         f"no skill named {shown(name)}; ListSkills shows the registered ones")
 
     def all(self, backend: str = "") -> list[SkillRecord]:
         with self._lock:
