@@ -11,11 +11,12 @@ import dataclasses
 import json
 import logging
 import math
-import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Protocol
+
+from rlgpt.http_thread import HTTPThread
 
 log = logging.getLogger(__name__)
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
@@ -109,7 +110,7 @@ def parse_request(raw: bytes, headers: Any) -> ChatRequest:
                        call_id=(headers.get(CALL_HEADER) or "")[:64], attempt=attempt)
 
 
-class ChatServer:
+class ChatServer(HTTPThread):
     """The HTTP server on a thread; a context manager. ``base_url`` ends in ``/v1``."""
 
     def __init__(self, answerer: Answerer, *, host: str = "127.0.0.1", port: int = 0, model: str = "relay"):
@@ -168,28 +169,8 @@ class ChatServer:
                     "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
                               "total_tokens": prompt + completion}})
 
-        self._httpd = ThreadingHTTPServer((host, port), Handler)
-        self._httpd.daemon_threads = True
-        self.host, self.port = self._httpd.server_address[:2]
-        self._thread: threading.Thread | None = None
+        super().__init__(Handler, host=host, port=port, name="chat-server")
 
     @property
     def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}/v1"
-
-    def start(self) -> ChatServer:
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="chat-server", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def __enter__(self) -> ChatServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        return f"http://{self.address[0]}:{self.port}/v1"

@@ -26,6 +26,8 @@ import urllib.parse
 import uuid
 from typing import Any
 
+from rlgpt.http_thread import HTTPThread
+
 _COLLECTION = re.compile(r"^/apis/batch/v1/namespaces/([^/]+)/jobs$")
 _ITEM = re.compile(r"^/apis/batch/v1/namespaces/([^/]+)/jobs/([^/]+)(/status)?$")
 _REASONS = {400: "BadRequest", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed", 409: "AlreadyExists",
@@ -48,24 +50,24 @@ def status_object(code: int, message: str, reason: str | None = None, **details:
             "reason": reason or _REASONS.get(code, "Unknown"), "details": details, "code": code}
 
 
-class FakeKubeApi:
+class FakeKubeApi(HTTPThread):
     """The test double; use as a context manager (or call :meth:`start`/:meth:`stop`)."""
+
+    poll_interval = 0.02  # stop() waits up to one interval, on every test's teardown
 
     def __init__(self) -> None:
         self.jobs: dict[tuple[str, str], dict[str, Any]] = {}
         self.requests: list[Request] = []
         self._failures: list[tuple[str, str, int, str]] = []
         self._lock = threading.Lock()
-        self._server: http.server.ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        super().__init__(type("Handler", (_Handler,), {"api": self}), name="fake-kube-api")
 
     # --- test controls -----------------------------------------------------------------------------
 
     @property
     def host(self) -> str:
         """``http://127.0.0.1:<port>``, for ``kubernetes.client.Configuration().host``."""
-        assert self._server is not None, "not started"
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return f"http://127.0.0.1:{self.port}"
 
     def set_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         """Sets a Job's ``status`` (e.g. ``{"succeeded": 1}``), as the Job controller would."""
@@ -91,31 +93,6 @@ class FakeKubeApi:
         """The recorded requests with this HTTP method."""
         with self._lock:
             return [r for r in self.requests if r.method == method]
-
-    # --- lifecycle -------------------------------------------------------------------------------
-
-    def start(self) -> FakeKubeApi:
-        handler = type("Handler", (_Handler,), {"api": self})
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
-        # A short poll interval: shutdown() waits up to one interval, on every test's teardown.
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
-                                        name="fake-kube-api", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def __enter__(self) -> FakeKubeApi:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
     # --- request handling (called from the server's threads) ---------------------------------------
 

@@ -13,9 +13,10 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from rlgpt.http_thread import HTTPThread
 from rlgpt.llm.chat_server import send_json
 
 
@@ -33,7 +34,7 @@ class Reply:
         return cls(text=json.dumps(obj))
 
 
-class FakeOpenAIServer:
+class FakeOpenAIServer(HTTPThread):
     """The double itself; use as a context manager."""
 
     def __init__(self, script: list[Reply | Callable[[dict[str, Any]], Reply]],
@@ -84,19 +85,8 @@ class FakeOpenAIServer:
                     "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
                 })
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.port = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        super().__init__(Handler, name="fake-openai")
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
-
-    def __enter__(self) -> FakeOpenAIServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._server.shutdown()
-        self._server.server_close()
