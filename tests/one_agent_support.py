@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+from fakes.fake_openai import FakeOpenAIServer, Reply
+
 from rlgpt.config import LLMSettings
+from rlgpt.llm.client import LLMClient
+from rlgpt.v1 import common_pb2
 from services.env_server.skills.reference import COLLECT_WOOD
 from services.planner.prompts import EvalProtocol
 
@@ -25,3 +32,13 @@ CODED = {"name": "collect_wood", "description": "collect wood", "success": [{"it
 LEARNED = {"name": "make_wood_pickaxe", "description": "make the pickaxe",
            "success": [{"achievement": "make_wood_pickaxe"}], "decision": "rl", "skills": [], "rl": RL}
 PROGRAM_ANSWER = {"rationale": "wood first", "subtasks": [CODED, LEARNED]}
+
+
+def solved(agent_of: Any, answer: dict, task: common_pb2.TaskSpec, tmp_path: Path, **solve: Any) -> tuple:
+    """The agent ``agent_of(llm)`` solves ``task`` with one call through the real LLM client to a scripted
+    OpenAI-compatible test double answering ``answer``: the agent, its plan and record, and the double (its
+    requests)."""
+    with FakeOpenAIServer([Reply.json(answer)]) as server:
+        agent = agent_of(LLMClient(SETTINGS, base_url=server.base_url, record_dir=tmp_path / "llm"))
+        plan, record = agent.solve(task, **solve)
+    return agent, plan, record, server

@@ -568,6 +568,9 @@ class _Task:
         self.env.close()
 
 
+_MOVE_KEYS = (("forward", "back"), ("left", "right"), ("jump", "sneak", "sprint"))
+
+
 class FakeARNNWrapper:
     """Stands in for minedojo.sim.wrappers.ARNNWrapper: the 8-dim MultiDiscrete action interface."""
 
@@ -602,20 +605,9 @@ class FakeARNNWrapper:
         action = np.asarray(action)
         self.actions.append(action.copy())
         noop = self.unwrapped.action_space.no_op()
-        if action[0] == 1:
-            noop["forward"] = 1
-        elif action[0] == 2:
-            noop["back"] = 1
-        if action[1] == 1:
-            noop["left"] = 1
-        elif action[1] == 2:
-            noop["right"] = 1
-        if action[2] == 1:
-            noop["jump"] = 1
-        elif action[2] == 2:
-            noop["sneak"] = 1
-        elif action[2] == 3:
-            noop["sprint"] = 1
+        for index, keys in enumerate(_MOVE_KEYS):  # the first three dims: 0 is none, k is keys[k - 1]
+            if action[index]:
+                noop[keys[action[index] - 1]] = 1
         noop["camera"][0] = float(action[3]) * self.cam_interval + (-180)
         noop["camera"][1] = float(action[4]) * self.cam_interval + (-180)
         # Functional actions as NNActionSpaceWrapper.action/step (sim/wrappers/ar_nn/nn_action_space_wrapper.py,

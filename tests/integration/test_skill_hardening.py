@@ -14,6 +14,7 @@ import time
 import grpc
 import pytest
 from env_server_support import assert_health_serving, rpc_error
+from sandbox_support import DEEP_NESTING
 
 from rlgpt.v1 import common_pb2, env_pb2
 from services.env_server.skills.pool import budget_for
@@ -73,15 +74,7 @@ pytestmark = pytest.mark.usefixtures("no_leftover_sessions")
 
 
 # --- deep nesting in the source --------------------------------------------------------------------
-@pytest.mark.parametrize("expression", [
-    "(" * 300 + "1" + ")" * 300,
-    "1+(" * 500 + "1" + ")" * 500,
-    "[" * 150 + "1" + "]" * 150,
-    "f(" * 150 + "1" + ")" * 150,
-    "1+" * 5000 + "1",
-    "-" * 5000 + "1",
-    "agent" + ".x" * 3000,
-], ids=["parens300", "binop500", "lists150", "calls150", "sum5000", "unary5000", "attributes3000"])
+@pytest.mark.parametrize("expression", DEEP_NESTING.values(), ids=DEEP_NESTING.keys())
 def test_deeply_nested_source_is_invalid_argument(env_server, expression: str) -> None:
     code = f"def skill(agent):\n    x = {expression}\n    yield 'noop'\n"
     status, details = rpc_error(env_server.stub.RegisterSkill, env_pb2.RegisterSkillRequest(name="deep", code=code))

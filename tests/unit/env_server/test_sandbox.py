@@ -1,6 +1,7 @@
 """The static policy and RestrictedPython layer, without a worker process."""
 
 import pytest
+from sandbox_support import DEEP_NESTING
 
 from services.env_server.skills.compiler import compile_skill
 from services.env_server.skills.sandbox import (
@@ -99,16 +100,7 @@ def test_str_format_fields_go_through_the_attribute_guard() -> None:
             run_first(f"def skill(agent):\n    g = (i for i in [1])\n    yield {template}.format(g)\n")
 
 
-@pytest.mark.parametrize("expression", [
-    "(" * 300 + "1" + ")" * 300,
-    "1+(" * 500 + "1" + ")" * 500,
-    "[" * 150 + "1" + "]" * 150,
-    "f(" * 150 + "1" + ")" * 150,
-    "1+" * 3000 + "1",
-    "a" + ".b" * 3000,
-    "a" + "[0]" * 3000,
-    "not " * 3000 + "x",
-])
+@pytest.mark.parametrize("expression", DEEP_NESTING.values(), ids=DEEP_NESTING.keys())
 def test_deep_nesting_is_refused_without_recursion_errors(expression: str) -> None:
     with pytest.raises(SkillCheckError) as info:
         compile_skill(check_source(f"def skill(agent):\n    x = {expression}\n    yield 'noop'\n", 10 ** 6))

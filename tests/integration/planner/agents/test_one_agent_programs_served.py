@@ -10,7 +10,7 @@ import re
 
 import pytest
 from fakes.fake_openai import FakeOpenAIServer, Reply
-from one_agent_support import CODED, LEARNED, PROTOCOL, SETTINGS, WOOD
+from one_agent_support import CODED, LEARNED, PROTOCOL, SETTINGS, WOOD, solved
 from one_agent_support import PROGRAM_ANSWER as ANSWER
 
 from rlgpt.llm import LLMClient, StructuredOutputError
@@ -35,9 +35,8 @@ def client(server: FakeOpenAIServer, tmp_path) -> LLMClient:
 
 
 def test_solve_compiles_each_program_and_fast_tests_it_in_crafter(env_server, describe, library, tmp_path) -> None:
-    with FakeOpenAIServer([Reply.json(ANSWER)]) as server:
-        agent = programs_agent(client(server, tmp_path), env_server, describe, library)
-        plan, record = agent.solve(TASK)
+    agent, plan, record, server = solved(lambda llm: programs_agent(llm, env_server, describe, library), ANSWER, TASK,
+                                    tmp_path)
     assert len(server.requests) == 1 and record.agent == AGENT
     assert [st.decision for st in plan.subtasks] == [planner_pb2.DECISION_CODE, planner_pb2.DECISION_RL]
     assert program_of(agent.answered.code["collect_wood"]) == WOOD  # compiled, as the fast agent's programs are
@@ -75,9 +74,8 @@ def test_prompt_has_no_python_form_and_no_placeholders(env_server, describe, lib
 
 
 def test_revision_shows_programs_and_a_resumed_run_serves_them(env_server, describe, library, tmp_path) -> None:
-    with FakeOpenAIServer([Reply.json(ANSWER)]) as server:
-        agent = programs_agent(client(server, tmp_path), env_server, describe, library)
-        plan, record = agent.solve(TASK)
+    agent, plan, record, _server = solved(lambda llm: programs_agent(llm, env_server, describe, library), ANSWER, TASK,
+                                    tmp_path)
     state = RunState()
     state.set_plan(plan)
     state.subtasks["collect_wood"].skill_code = agent.answered.code["collect_wood"]

@@ -10,7 +10,7 @@ import re
 import pytest
 from fakes.fake_openai import FakeOpenAIServer, Reply
 from one_agent_support import CODE_ANSWER as ANSWER
-from one_agent_support import FIND_COW, GET_WOOD, PROTOCOL, SETTINGS
+from one_agent_support import FIND_COW, GET_WOOD, PROTOCOL, SETTINGS, solved
 
 from rlgpt.llm import LLMClient, StructuredOutputError
 from rlgpt.llm.client import record_json
@@ -41,9 +41,8 @@ def client(server: FakeOpenAIServer, tmp_path) -> LLMClient:
 
 # --- one call -------------------------------------------------------------------------------------------
 def test_solve_plans_codes_and_configures_in_one_recorded_call(env_server, describe, library, tmp_path) -> None:
-    with FakeOpenAIServer([Reply.json(ANSWER)]) as server:
-        agent = one_agent(client(server, tmp_path), env_server, describe, library)
-        plan, record = agent.solve(TASK, iteration=2)
+    agent, plan, record, server = solved(lambda llm: one_agent(llm, env_server, describe, library), ANSWER, TASK,
+                                    tmp_path, iteration=2)
     assert len(server.requests) == 1 and record.agent == AGENT and record.iteration == 2
     assert [st.name for st in plan.subtasks] == ["get_wood", "find_cow"] and plan.iteration == 2
     assert [st.decision for st in plan.subtasks] == [planner_pb2.DECISION_CODE, planner_pb2.DECISION_RL]
@@ -76,9 +75,8 @@ def test_a_bad_answer_is_repaired_with_a_message_naming_the_subtask(env_server, 
 
 
 def test_fast_serves_the_prewritten_code_through_the_env_server(env_server, describe, library, tmp_path) -> None:
-    with FakeOpenAIServer([Reply.json(ANSWER)]) as server:
-        agent = one_agent(client(server, tmp_path), env_server, describe, library)
-        plan, _ = agent.solve(TASK)
+    agent, plan, _, server = solved(lambda llm: one_agent(llm, env_server, describe, library), ANSWER, TASK,
+                                    tmp_path)
     fast = agent.fast()
     assert isinstance(fast, WrittenAnswers)  # the answer handling, called directly: no LLM
     [candidate] = fast.write_skill(plan.subtasks[0], candidates=3, start_inventory=[])
@@ -107,9 +105,8 @@ def test_bad_prewritten_code_comes_back_as_the_skills_error(env_server, describe
 
 
 def test_fast_serves_the_prewritten_rl_config(env_server, describe, library, tmp_path) -> None:
-    with FakeOpenAIServer([Reply.json(ANSWER)]) as server:
-        agent = one_agent(client(server, tmp_path), env_server, describe, library)
-        plan, _ = agent.solve(TASK)
+    agent, plan, _, server = solved(lambda llm: one_agent(llm, env_server, describe, library), ANSWER, TASK,
+                                    tmp_path)
     start = [common_pb2.ItemCount(item="wood", count=1)]
     config, record = agent.fast().write_rl_config(plan.subtasks[1], env_frames=5000, start_inventory=start)
     assert record is None and config.env_frames == 5000 and config.episode_length == 300
@@ -134,9 +131,8 @@ def test_fast_serves_the_prewritten_rl_config(env_server, describe, library, tmp
 
 
 def test_revision_prompt_shows_the_previous_answers_and_how_they_did(env_server, describe, library, tmp_path) -> None:
-    with FakeOpenAIServer([Reply.json(ANSWER)]) as server:
-        agent = one_agent(client(server, tmp_path), env_server, describe, library)
-        plan, _ = agent.solve(TASK)
+    agent, plan, _, _server = solved(lambda llm: one_agent(llm, env_server, describe, library), ANSWER, TASK,
+                                    tmp_path)
     state = RunState()
     state.set_plan(plan)
     state.subtasks["get_wood"].status, state.subtasks["get_wood"].success_rate = Status.DONE, 1.0
