@@ -1,27 +1,23 @@
-"""The learner over real gRPC: real Sample Factory APPO on Crafter through a real env server."""
+"""The learner over real gRPC: real Sample Factory APPO on Crafter through a real env server. The session's
+learner and its wood training (tests/integration/conftest.py) are shared with test_learner_chain and
+test_learner_plan; trainings stopped, killed or failed on purpose are their own."""
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import io
 import sys
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import grpc
 import PIL.Image
 import pytest
+from learner_support import Learner, settings_for, start_learner, watch_until_done, wood_config
 
 from rlgpt.app.launcher import start_service
 from rlgpt.grpc_client import create_channel
-from rlgpt.grpc_server import ServiceBinding, create_server, stop_server
-from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2, learner_pb2_grpc
+from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2
 from services.env_server.skills.reference import COLLECT_WOOD
 from services.learner.jobs import JobHandle, LocalHandle, LocalRunner
-from services.learner.servicer import SERVICE_NAME, LearnerServicer
-from services.learner.settings import LearnerSettings
 
 pytestmark = pytest.mark.timeout(600)
 # Fails only once an episode has run a while (food drops after ~26 frames): RegisterSkill's test worlds start
@@ -30,77 +26,16 @@ FAILS_AFTER_THREE = ("def skill(agent):\n    yield 'noop'\n    yield 'noop'\n   
                      "    if agent.food < 9:\n        raise ValueError('gave up')\n")
 
 
-@dataclasses.dataclass
-class Learner:
-    stub: learner_pb2_grpc.LearnerServiceStub
-    servicer: LearnerServicer
-    server: grpc.Server
-    channel: grpc.Channel
-    settings: LearnerSettings
-
-    def close(self) -> None:
-        self.channel.close()
-        stop_server(self.server, grace_seconds=1)
-
-
-def start_learner(settings: LearnerSettings, runners=None) -> Learner:
-    servicer = LearnerServicer(settings, runners)
-    server, port = create_server("127.0.0.1:0", [
-        ServiceBinding(SERVICE_NAME, learner_pb2_grpc.add_LearnerServiceServicer_to_server, servicer)],
-        metrics_label="learner")
-    channel = create_channel(f"127.0.0.1:{port}", default_timeout=120, wait_ready_seconds=10)
-    return Learner(learner_pb2_grpc.LearnerServiceStub(channel), servicer, server, channel, settings)
-
-
-@contextlib.contextmanager
-def learner_with_skills(env_server, run_dir: Path, skills: dict[str, str]) -> Iterator[Learner]:
-    """A learner on ``env_server`` once the ``skills`` (name -> code) are registered there; closed after."""
-    for name, code in skills.items():
-        env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name=name, code=code, replace=True))
-    running = start_learner(settings_for(env_server.target, run_dir))
-    try:
-        yield running
-    finally:
-        running.servicer.close()
-        running.close()
-
-
-def settings_for(env_target: str, run_dir: Path, **overrides) -> LearnerSettings:
-    fields = dict(env_server=env_target, run_dir=str(run_dir), max_workers=2, watchdog_seconds=60,
-                  progress_interval_seconds=1.0, stop_grace_seconds=30)
-    return LearnerSettings(**{**fields, **overrides})
-
-
-def wood_config(frames: int, skills=("learn_wood",), **fields) -> learner_pb2.RLConfig:
-    return learner_pb2.RLConfig(
-        name="wood", task=common_pb2.TaskSpec(name="collect_wood"), skills=list(skills), skill_max_steps=8,
-        episode_length=150, env_frames=frames, num_workers=2, envs_per_worker=2, seed=3,
-        reward_terms=[common_pb2.RewardTerm(kind="success", weight=1.0),
-                      common_pb2.RewardTerm(kind="step", weight=-0.001)], **fields)
-
-
-def watch_until_done(learner: Learner, job_id: str, timeout: float = 400) -> list[learner_pb2.JobProgress]:
-    return list(learner.stub.WatchJob(learner_pb2.WatchJobRequest(job_id=job_id), timeout=timeout))
-
-
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", autouse=True)
 def skills(env_server) -> None:
+    """This file's skills, registered on the session's env server (which the session's learner uses)."""
     env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="learn_wood", code=COLLECT_WOOD, replace=True))
     env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="fails_after_three", code=FAILS_AFTER_THREE,
                                                                replace=True))
 
 
-@pytest.fixture(scope="module")
-def learner(env_server, skills, tmp_path_factory):
-    running = start_learner(settings_for(env_server.target, tmp_path_factory.mktemp("learner")))
-    yield running
-    running.servicer.close()
-    running.close()
-
-
-def test_appo_training_with_a_skill_end_to_end(learner) -> None:
-    job_id = learner.stub.StartTraining(learner_pb2.StartTrainingRequest(config=wood_config(2500))).job_id
-    progress = watch_until_done(learner, job_id)
+def test_appo_training_with_a_skill_end_to_end(learner, wood_job) -> None:
+    job_id, progress = wood_job  # the session's wood training, which test_learner_chain evaluates too
     final = progress[-1]
     assert final.state == learner_pb2.JOB_STATE_SUCCEEDED, final.message
     assert final.env_frames >= 2500 and final.fps > 0 and final.episodes > 0

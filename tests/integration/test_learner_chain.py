@@ -1,12 +1,13 @@
 """A chain of controllers evaluated by the real learner over a real env server: a coded link, then a policy
-link of a tiny real Sample Factory training; and the planner's final evaluation of an all-code chain (the env
-server's plan) and of a chain with that policy, on the same worlds."""
+link of a tiny real Sample Factory training (the session's ``wood_job``, which test_learner checks); and the
+planner's final evaluation of an all-code chain (the env server's plan) and of a chain with that policy, on the
+same worlds."""
 
 from __future__ import annotations
 
 import grpc
 import pytest
-from test_learner import learner_with_skills, watch_until_done, wood_config
+from learner_support import register_skills
 
 from rlgpt import worlds
 from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
@@ -31,17 +32,17 @@ def skill(agent):
 """
 
 
-@pytest.fixture(scope="module")
-def learner(env_server, tmp_path_factory):
-    skills = {"learn_wood": COLLECT_WOOD, "one_wood": ONE_WOOD}
-    with learner_with_skills(env_server, tmp_path_factory.mktemp("learner"), skills) as running:
-        yield running
+@pytest.fixture(scope="module", autouse=True)
+def skills(env_server) -> None:
+    """This file's skills, registered on the session's env server (which the session's learner uses)."""
+    register_skills(env_server, {"learn_wood": COLLECT_WOOD, "one_wood": ONE_WOOD})
 
 
 @pytest.fixture(scope="module")
-def job_id(learner) -> str:
-    job = learner.stub.StartTraining(learner_pb2.StartTrainingRequest(config=wood_config(1200))).job_id
-    final = watch_until_done(learner, job)[-1]
+def job_id(wood_job) -> str:
+    """The session's wood training (test_learner checks the training itself): a policy to chain."""
+    job, progress = wood_job
+    final = progress[-1]
     assert final.state == learner_pb2.JOB_STATE_SUCCEEDED, final.message
     return job
 

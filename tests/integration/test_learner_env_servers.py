@@ -8,7 +8,7 @@ import time
 
 import grpc
 import pytest
-from test_learner import settings_for, start_learner, watch_until_done, wood_config
+from learner_support import settings_for, start_learner, watch_until_done, wood_config
 
 from rlgpt.grpc_server import ServiceBinding, create_server, stop_server
 from rlgpt.v1 import env_pb2, env_pb2_grpc, learner_pb2

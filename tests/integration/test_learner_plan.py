@@ -1,11 +1,12 @@
 """RL around a kept plan (RLConfig.plan): real Sample Factory through a real env server, the plan's skills
-doing the sub-tasks in order while the policy learns when to let them act."""
+doing the sub-tasks in order while the policy learns when to let them act. One training (``plan_job``) serves
+the tests that read a trained plan job; the session's learner is shared with the other test_learner* files."""
 
 from __future__ import annotations
 
 import grpc
 import pytest
-from test_learner import learner_with_skills, watch_until_done
+from learner_support import register_skills, watch_until_done
 
 from rlgpt.v1 import common_pb2, learner_pb2
 from services.env_server.skills.reference import COLLECT_WOOD, PLACE_TABLE
@@ -29,16 +30,21 @@ def table_plan() -> list[learner_pb2.PlanStep]:
             learner_pb2.PlanStep(skill="kept_table", success=[common_pb2.Condition(achievement="place_table")])]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def skills(env_server) -> None:
+    """The plan's skills, registered on the session's env server (which the session's learner uses)."""
+    register_skills(env_server, {"kept_wood": COLLECT_WOOD, "kept_table": PLACE_TABLE})
+
+
 @pytest.fixture(scope="module")
-def learner(env_server, tmp_path_factory):
-    skills = {"kept_wood": COLLECT_WOOD, "kept_table": PLACE_TABLE}
-    with learner_with_skills(env_server, tmp_path_factory.mktemp("learner"), skills) as running:
-        yield running
-
-
-def test_rl_around_a_kept_plan_trains_and_evaluates(learner) -> None:
+def plan_job(learner) -> tuple[str, learner_pb2.JobProgress]:
+    """This file's one real training around the kept plan (1500 frames): its id and its last progress."""
     job_id = learner.stub.StartTraining(learner_pb2.StartTrainingRequest(config=plan_config(1500, table_plan()))).job_id
-    final = watch_until_done(learner, job_id)[-1]
+    return job_id, watch_until_done(learner, job_id)[-1]
+
+
+def test_rl_around_a_kept_plan_trains_and_evaluates(learner, plan_job) -> None:
+    job_id, final = plan_job
     assert final.state == learner_pb2.JOB_STATE_SUCCEEDED, final.message
     assert final.skill_frame_fraction > 0.3  # the plan action is a macro action: its frames are counted so
     assert final.success_rate > 0  # noop and do alone never place a table
@@ -64,9 +70,9 @@ def test_a_bad_plan_is_refused_with_every_problem(learner) -> None:
     assert "plan[1].success: empty" in details
 
 
-def test_evaluating_a_plan_job_reports_how_far_its_episodes_got(learner) -> None:
-    job_id = learner.stub.StartTraining(learner_pb2.StartTrainingRequest(config=plan_config(600, table_plan()))).job_id
-    assert watch_until_done(learner, job_id)[-1].state == learner_pb2.JOB_STATE_SUCCEEDED
+def test_evaluating_a_plan_job_reports_how_far_its_episodes_got(learner, plan_job) -> None:
+    job_id, final = plan_job
+    assert final.state == learner_pb2.JOB_STATE_SUCCEEDED
     evaluation = learner.stub.Evaluate(learner_pb2.EvaluateRequest(job_id=job_id, episodes=4, seed=2), timeout=300)
     wood, table = evaluation.links
     assert (wood.name, table.name) == ("kept_wood", "kept_table") and wood.reached == 4

@@ -14,19 +14,13 @@ import time
 from pathlib import Path
 
 import pytest
+from rlgpt_run_support import WOOD_ANSWERS
+from rlgpt_run_support import options as run_options
 
-from rlgpt.app.runner import RunOptions, run_rlgpt
+from rlgpt.app.runner import run_rlgpt
 from rlgpt.errors import Unavailable
-from services.env_server.skills.reference import COLLECT_WOOD
 
 pytestmark = pytest.mark.timeout(600)
-ANSWERS = {
-    "Plan": {"rationale": "wood by code", "subtasks": [
-        {"name": "get_wood", "description": "collect wood", "success": [{"achievement": "collect_wood"}],
-         "decision": "code", "skills": []}]},
-    "SkillAnswer": {"name": "get_wood", "description": "chop", "code": COLLECT_WOOD},
-    "CriticAnswer": {"success": True, "diagnosis": "it chops", "suggestion": "keep", "target": "keep"},
-}
 
 
 def free_port() -> int:
@@ -59,7 +53,7 @@ class Answerer(threading.Thread):
                 self.seen.append(path.name)
                 name = request["response_format"]["json_schema"]["name"]
                 tmp = answer.with_suffix(".tmp")
-                tmp.write_text(json.dumps(ANSWERS[name]))
+                tmp.write_text(json.dumps(WOOD_ANSWERS[name]))
                 tmp.replace(answer)
 
 
@@ -73,9 +67,7 @@ def test_llm_server_killed_mid_run_pauses_it_and_resume_finishes(tmp_path, monke
     answerer = Answerer(relay_dir)
     answerer.hold = "fast"  # the plan is answered; the skill request waits while the server dies
     answerer.start()
-    options = RunOptions(task="collect_wood", success="", mode="rl-gpt", agents="slow-fast-critic", resume=None,
-                         runs_dir=tmp_path / "runs", outer=1, inner=1, frames_per_training=1000, total_frames=6000,
-                         eval_episodes=2, candidates=1, seed=1)
+    options = run_options(tmp_path / "runs", seed=1)
 
     def kill_when_the_fast_agent_asks() -> None:
         deadline = time.monotonic() + 120

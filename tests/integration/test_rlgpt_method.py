@@ -1,18 +1,18 @@
 """RL-GPT's method end to end (`rlgpt run`, the four real services on loopback, a scripted LLM test double, tiny
 budgets): a plan of one coded and two RL sub-tasks, one of them with its own coded macro action, chained by the
-long-horizon controller after every iteration and at the end; a re-plan that moves a failing coded sub-task to
-RL; the one-agent setup; success per iteration in the run's state and report."""
+long-horizon controller after every iteration and at the end (the session's shared run ``mixed_run``, which
+test_rlgpt_run reads too); a re-plan that moves a failing coded sub-task to RL; the one-agent setup; success per
+iteration in the run's state and report."""
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fakes.fake_openai import FakeOpenAIServer, Reply
-from rlgpt_run_support import options
+from rlgpt_run_support import MACRO, RL, options, prompt_of, schema_of, subtask
 
 from rlgpt.app.runner import run_rlgpt
 from services.env_server.skills.reference import COLLECT_WOOD, PLACE_TABLE
@@ -20,29 +20,6 @@ from services.planner.program_code import program_of
 
 pytestmark = pytest.mark.timeout(900)
 NOOP_SKILL = "def skill(agent):\n    while True:\n        yield 'noop'\n"
-MACRO = "def skill(agent):\n    for _ in range(3):\n        yield 'do'\n"
-RL = {"primitive_actions": ["noop", "do", "move_left", "move_right", "move_up", "move_down", "place_table",
-                            "make_wood_pickaxe"],
-      "skills": [], "skill_max_steps": 8, "reward_terms": [{"kind": "success", "target": "", "weight": 5}],
-      "episode_length": 200}
-
-
-def subtask(name: str, decision: str, **condition: Any) -> dict[str, Any]:
-    return {"name": name, "description": name.replace("_", " "), "success": [condition], "decision": decision,
-            "skills": []}
-
-
-def prompt_of(body: dict) -> str:
-    return body["messages"][-1]["content"]
-
-
-def schema_of(body: dict) -> str:
-    return body["response_format"]["json_schema"]["name"]
-
-
-def asked_subtask(body: dict) -> str:
-    found = re.search(r"Sub-task: ([a-z_0-9]+)", prompt_of(body))
-    return found.group(1) if found else ""
 
 
 def run(tmp_path: Path, monkeypatch, reply, **overrides: Any) -> tuple[Path, dict[str, Any]]:
@@ -57,37 +34,18 @@ def job_config(tmp_path: Path, job_id: str) -> dict[str, Any]:
     return json.loads((tmp_path / "runs" / "learner" / "jobs" / job_id / "config.json").read_text())["config"]
 
 
-def test_a_coded_and_two_rl_subtasks_one_with_its_macro_action_run_as_one_chain(tmp_path, monkeypatch) -> None:
-    plan = {"rationale": "wood by code, table and pickaxe by RL", "subtasks": [
-        subtask("get_wood", "code", item="wood", count=3), subtask("table", "rl", achievement="place_table"),
-        subtask("pickaxe", "rl", achievement="make_wood_pickaxe")]}
-
-    def reply(body: dict) -> Reply:
-        name = schema_of(body)
-        if name == "Plan":
-            return Reply.json(plan)
-        if name == "SkillAnswer":
-            return Reply.json({"name": "get_wood", "description": "chop", "code": COLLECT_WOOD})
-        if name == "RLConfig":
-            macros = [{"name": "hit", "description": "hit what is ahead three times", "code": MACRO}]
-            return Reply.json({**RL, "macro_actions": macros if asked_subtask(body) == "table" else []})
-        judged.append(prompt_of(body))
-        return Reply.json({"success": False, "diagnosis": "scripted critic", "suggestion": "go on",
-                           "target": "fast"})
-
-    judged: list[str] = []
-    report, state = run(tmp_path, monkeypatch, reply, task="make_wood_pickaxe", frames_per_training=1500,
-                        total_frames=9000)
+def test_a_coded_and_two_rl_subtasks_one_with_its_macro_action_run_as_one_chain(mixed_run) -> None:
+    report, state = mixed_run.report, mixed_run.state
     # The critic judging the table's training read its config and its macro action's code.
-    table_verdict = next(p for p in judged if "Sub-task: table" in p)
+    table_verdict = next(p for p in mixed_run.judged if "Sub-task: table" in p)
     assert "Macro action hit:\n  1 | def skill(agent):" in table_verdict and '"skill_max_steps": 8' in table_verdict
     subs = state["subtasks"]
     assert subs["get_wood"]["status"] == "done" and subs["get_wood"]["decision"] == "code"
     table, pickaxe = subs["table"], subs["pickaxe"]
     assert table["job_id"] and pickaxe["job_id"]
     # The table's own macro action was registered for it and joined its action space (and only its).
-    assert "table__hit" in job_config(tmp_path, table["job_id"])["skills"]
-    assert not any(s.endswith("__hit") for s in job_config(tmp_path, pickaxe["job_id"]).get("skills", []))
+    assert "table__hit" in mixed_run.job_config(table["job_id"])["skills"]
+    assert not any(s.endswith("__hit") for s in mixed_run.job_config(pickaxe["job_id"]).get("skills", []))
     expected = (f"chain: get_wood (code) -> table (policy {table['job_id']}) -> "
                 f"pickaxe (policy {pickaxe['job_id']})")
     [iteration] = state["iterations"]

@@ -1,5 +1,6 @@
 """`rlgpt run --replay`: a run recorded against a scripted LLM (test double) is re-run with no LLM at all, its
-calls answered from its own records by the replay server, its skills tested and evaluated live."""
+calls answered from its own records by the replay server, its skills tested and evaluated live. The recorded run
+is the one the session's shared remote planner (``cluster``) ran first, which test_rlgpt_run_remote reads too."""
 
 from __future__ import annotations
 
@@ -8,8 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from fakes.fake_openai import FakeOpenAIServer, Reply
-from rlgpt_run_support import WOOD_ANSWERS, options
+from rlgpt_run_support import options
 
 from rlgpt.app.runner import run_rlgpt
 from rlgpt.errors import FailedPrecondition, InvalidArgument, Unavailable
@@ -17,19 +17,10 @@ from rlgpt.errors import FailedPrecondition, InvalidArgument, Unavailable
 pytestmark = pytest.mark.timeout(600)
 
 
-def scripted(body: dict) -> Reply:
-    return Reply.json(WOOD_ANSWERS[body["response_format"]["json_schema"]["name"]])
-
-
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory) -> Path:
-    """A finished run directory recorded against the scripted LLM."""
-    runs = tmp_path_factory.mktemp("recorded")
-    with FakeOpenAIServer([scripted]) as llm, pytest.MonkeyPatch.context() as mp:
-        mp.setenv("RLGPT_LLM_BASE_URL", llm.base_url)
-        mp.setenv("RLGPT_LLM_MODEL", "scripted")
-        report = run_rlgpt(options(runs))
-    return report.parent
+def recorded(cluster) -> Path:
+    """A finished run directory recorded against the scripted LLM: the shared remote planner's first run."""
+    return cluster.first_run
 
 
 def test_replay_re_runs_the_record_with_no_llm(recorded, tmp_path, monkeypatch) -> None:

@@ -1,6 +1,8 @@
 """`rlgpt run` end to end: the four real services on loopback, a scripted LLM (OpenAI-compatible test double),
-tiny budgets. The loops code one sub-task, train the other with the coded skill in its action space, the
-critic judges, the task-level controller evaluates, and the report has its plots."""
+tiny budgets. The loops code one sub-task, train the others with the coded skill in their action space, the
+critic judges, the task-level controller evaluates, and the report has its plots (the session's shared run
+``mixed_run``, which test_rlgpt_method reads too); bad requests are refused; a run whose learner or env server
+is killed mid-training resumes."""
 
 from __future__ import annotations
 
@@ -42,23 +44,19 @@ def options(tmp_path: Path, **overrides) -> RunOptions:
     return RunOptions(**fields)
 
 
-def test_rlgpt_run_with_all_services(tmp_path, monkeypatch) -> None:
-    with FakeOpenAIServer([scripted]) as llm:
-        monkeypatch.setenv("RLGPT_LLM_BASE_URL", llm.base_url)
-        monkeypatch.setenv("RLGPT_LLM_MODEL", "scripted")
-        monkeypatch.delenv("RLGPT_LEARNER_ENV_SERVERS", raising=False)
-        report = run_rlgpt(options(tmp_path, env_servers=2))
-    run_dir = report.parent
-    state = json.loads((run_dir / "state.json").read_text())
+def test_rlgpt_run_with_all_services(mixed_run) -> None:
+    report, state, run_dir = mixed_run.report, mixed_run.state, mixed_run.report.parent
     assert state["subtasks"]["get_wood"]["status"] == "done"
     table = state["subtasks"]["table"]
     assert table["decision"] == "rl" and table["job_id"] and table["curve"]
-    # The long-horizon controller chains the coded skill and the trained policy.
-    assert state["final"]["controller"] == f"chain: get_wood (code) -> table (policy {table['job_id']})"
-    assert [link["name"] for link in state["final"]["links"]] == ["get_wood", "table"]
+    pickaxe = state["subtasks"]["pickaxe"]["job_id"]
+    # The long-horizon controller chains the coded skill and the trained policies.
+    assert state["final"]["controller"] == (f"chain: get_wood (code) -> table (policy {table['job_id']}) -> "
+                                            f"pickaxe (policy {pickaxe})")
+    assert [link["name"] for link in state["final"]["links"]] == ["get_wood", "table", "pickaxe"]
     assert 0.0 <= state["final"]["success_rate"] <= 1.0
     assert state["frames_used"] >= 1500
-    config = json.loads((tmp_path / "runs" / "learner" / "jobs" / table["job_id"] / "config.json").read_text())
+    config = mixed_run.job_file(table["job_id"])
     assert "get_wood" in config["config"]["skills"]  # the coded skill joined the RL action space
     # The training's rollout workers were given both env servers the run started (one session on each).
     assert len(set(config["env_servers"])) == 2 and config["env_server"] in config["env_servers"]
@@ -76,14 +74,13 @@ def test_rlgpt_run_with_all_services(tmp_path, monkeypatch) -> None:
     assert state["iterations"][0]["tokens"] == sum(int(c["promptTokens"]) + int(c["completionTokens"]) for c in calls)
 
 
-def test_unknown_task_and_zero_budget_are_refused(tmp_path, monkeypatch) -> None:
-    with FakeOpenAIServer([scripted]) as llm:
-        monkeypatch.setenv("RLGPT_LLM_BASE_URL", llm.base_url)
-        monkeypatch.setenv("RLGPT_LLM_MODEL", "scripted")
-        with pytest.raises(InvalidArgument, match="task 'fly_to_the_moon' is not an achievement of crafter"):
-            run_rlgpt(options(tmp_path, task="fly_to_the_moon"))
-        with pytest.raises(InvalidArgument, match="frames"):
-            run_rlgpt(options(tmp_path, mode="pure-rl", frames_per_training=0, total_frames=0))
+def test_unknown_task_and_zero_budget_are_refused(cluster, tmp_path) -> None:
+    # The planner refuses them at StartRun: asked of the session's running planner instead of services started
+    # for each request.
+    with pytest.raises(InvalidArgument, match="task 'fly_to_the_moon' is not an achievement of crafter"):
+        run_rlgpt(options(tmp_path, task="fly_to_the_moon", planner=cluster.target))
+    with pytest.raises(InvalidArgument, match="frames"):
+        run_rlgpt(options(tmp_path, mode="pure-rl", frames_per_training=0, total_frames=0, planner=cluster.target))
 
 
 def test_resume_of_a_missing_run_dir(tmp_path) -> None:

@@ -1,59 +1,27 @@
 """`rlgpt run --planner HOST:PORT`: the four real services on loopback, started apart from the client with their
 runs in a directory the client never reads (as on a cluster); a scripted LLM (test double). The client gets the
-report and its plots over gRPC, and `--resume RUN_ID` continues a paused run through the planner."""
+report and its plots over gRPC, and `--resume RUN_ID` continues a paused run through the planner. The services
+and their first run are the session's ``cluster`` (tests/integration/conftest.py), which test_rlgpt_replay
+replays and test_rlgpt_run asks for refusals."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fakes.fake_openai import FakeOpenAIServer, Reply
-from rlgpt_run_support import WOOD_ANSWERS, options
+from rlgpt_run_support import options
 
-from rlgpt.app.runner import local_services, run_rlgpt
+from rlgpt.app.runner import run_rlgpt
 from rlgpt.errors import InvalidArgument, Unavailable
 
 pytestmark = pytest.mark.timeout(600)
 REPORT_FILES = {"report.md", "curves.png", "iterations.png"}
 
 
-class Script:
-    """Answers by schema like a model would; while ``failing``, every call after the plan fails (HTTP 500)."""
-
-    def __init__(self) -> None:
-        self.failing = False
-        self.plans = 0
-
-    def __call__(self, body: dict) -> Reply:
-        name = body["response_format"]["json_schema"]["name"]
-        if name == "Plan":
-            self.plans += 1
-        elif self.failing:
-            return Reply(status=500)
-        return Reply.json(WOOD_ANSWERS[name])
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> Iterator[tuple[str, Path, Script]]:
-    """A planner (with env, learner, critic) whose runs lie in a folder of its own; yields its address, that
-    folder and the LLM's script."""
-    script = Script()
-    planner_side = tmp_path_factory.mktemp("planner-volume")
-    with FakeOpenAIServer([script]) as llm, pytest.MonkeyPatch.context() as mp:
-        mp.setenv("RLGPT_LLM_BASE_URL", llm.base_url)
-        mp.setenv("RLGPT_LLM_MODEL", "scripted")
-        mp.setenv("RLGPT_LLM_MAX_RETRIES", "1")
-        mp.setenv("RLGPT_LLM_BACKOFF_SECONDS", "0.01")
-        with local_services(options(planner_side / "runs"), planner_side / "logs") as services:
-            yield services["planner"].target, planner_side / "runs", script
-
-
-def test_the_report_comes_over_grpc_into_the_clients_runs_dir(cluster, tmp_path) -> None:
-    target, planner_runs, _ = cluster
-    report = run_rlgpt(options(tmp_path / "client", planner=target))
+def test_the_report_comes_over_grpc_into_the_clients_runs_dir(cluster) -> None:
+    report, planner_runs = cluster.first_report, cluster.planner_runs  # the run the fixture asked of the planner
     run_id = report.parent.name
-    assert report == (tmp_path / "client").resolve() / run_id / "report.md"
+    assert report == cluster.client.resolve() / run_id / "report.md"
     assert {p.name for p in report.parent.iterdir()} == REPORT_FILES  # the report only: state stays on the planner
     assert (planner_runs / run_id / "state.json").exists()
     text = report.read_text()
@@ -63,7 +31,7 @@ def test_the_report_comes_over_grpc_into_the_clients_runs_dir(cluster, tmp_path)
 
 
 def test_resume_by_run_id_through_the_planner(cluster, tmp_path) -> None:
-    target, planner_runs, script = cluster
+    target, planner_runs, script = cluster.target, cluster.planner_runs, cluster.script
     client = tmp_path / "client"
     plans = script.plans
     script.failing = True  # the LLM fails after the plan: the run pauses, resumable
@@ -84,6 +52,6 @@ def test_resume_by_run_id_through_the_planner(cluster, tmp_path) -> None:
 
 
 def test_resume_of_a_run_the_planner_does_not_know(cluster, tmp_path) -> None:
-    target, _, _ = cluster
+    target = cluster.target
     with pytest.raises(InvalidArgument, match=r"NOT_FOUND: no run 'collect_wood__nope' on this planner"):
         run_rlgpt(options(tmp_path, planner=target, resume=Path("collect_wood__nope")))
