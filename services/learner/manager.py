@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shutil
 import threading
@@ -279,8 +280,8 @@ class JobManager:
         with self._lock:
             if record.state in TERMINAL:
                 return
-            record.state = state
-            record.message = message
-            record.save()
+            # The file first: a watcher that sees the final state in memory may read state.json at once.
+            dataclasses.replace(record, state=state, message=message).save()
+            record.state, record.message = state, message
         log.info("job %s %s: %s", record.job_id, learner_pb2.JobState.Name(state), message[:300])
         self._notify()
