@@ -10,6 +10,7 @@ import types
 from typing import Any
 
 import pytest
+from env_server_support import AbortingContext
 from fakes import fake_minedojo
 
 from rlgpt import world_rules
@@ -170,15 +171,10 @@ def test_text_states_the_amounts(rules: common_pb2.WorldRules) -> None:
 
 
 # --- served by the env server --------------------------------------------------------------------------
-class _Context:
-    def abort(self, code: Any, details: str) -> None:
-        raise AssertionError(f"Describe aborted: {code} {details}")
-
-
 def _describe(backend: str) -> env_pb2.DescribeResponse:
     servicer = EnvServicer(EnvServerSettings())
     try:
-        return servicer.Describe(env_pb2.DescribeRequest(backend=backend), _Context())
+        return servicer.Describe(env_pb2.DescribeRequest(backend=backend), AbortingContext())
     finally:
         servicer.close()
 
