@@ -85,6 +85,13 @@ class IterationRecord:
     episodes: int = 0
     failed: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     """The chain's failed episodes (:attr:`FinalResult.failed`): what RL around a kept plan is told."""
+    successes: list[bool] = dataclasses.field(default_factory=list)
+    """Per world of the evaluation, in world order (the same worlds after every iteration): whether it succeeded."""
+    links: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    """Per link of the chain (:attr:`FinalResult.links`)."""
+    verdict: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """The critic's whole-task verdict after the iteration (target, subtask, diagnosis, suggestion,
+    death_causes), or the planner's own where no critic judges; empty: none (the target was reached)."""
 
     def as_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -106,6 +113,12 @@ class FinalResult:
     failed: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     """Per failed episode of an all-code chain: end_reason, death_cause, steps, achievements, inventory (item ->
     count at the end) and, for the first few, the last lines of its trajectory (``tail``)."""
+    successes: list[bool] = dataclasses.field(default_factory=list)
+    """Per world, in world order: whether the episode succeeded (paired comparisons of controllers)."""
+    seed: int = 0
+    """The first world of the evaluation (world i is ``seed + i``)."""
+    animations: dict[str, str] = dataclasses.field(default_factory=dict)
+    """``success`` / ``failure`` -> a GIF of one such episode, relative to the run directory."""
 
     def as_json(self) -> dict[str, Any]:
         return _without_empty(self, ("episodes", "frames_used", "controller", "success_rate"))
