@@ -48,8 +48,12 @@ def run(
         "Env frames per RL training", "env_frames_per_training"), show_default=False)] = None,
     total_frames: Annotated[int | None, typer.Option(help=_budget_help(
         "Env frames the whole run may spend, 0: unbounded", "total_env_frames"), show_default=False)] = None,
-    eval_episodes: Annotated[int | None, typer.Option(help=_budget_help("Final evaluation episodes E",
-                                                                        "eval_episodes"), show_default=False)] = None,
+    eval_episodes: Annotated[int | None, typer.Option(help=_budget_help(
+        "Evaluation episodes E (per whole-task evaluation and trained policy)", "eval_episodes"),
+        show_default=False)] = None,
+    target: Annotated[float | None, typer.Option(help=_budget_help(
+        "The whole task's success rate (0..1) at which the run is done", "target_success"),
+        show_default=False)] = None,
     candidates: Annotated[int | None, typer.Option(help=_budget_help("Skill candidates per fast-agent step",
                                                                      "candidates"), show_default=False)] = None,
     seed: Annotated[int, typer.Option(help="Seed.")] = 0,
@@ -69,7 +73,8 @@ def run(
 
     options = RunOptions(task=task, success=success, mode=mode, agents=agents, resume=resume, runs_dir=runs_dir,
                          outer=outer, inner=inner, frames_per_training=frames_per_training,
-                         total_frames=total_frames, eval_episodes=eval_episodes, candidates=candidates, seed=seed,
+                         total_frames=total_frames, eval_episodes=eval_episodes, target=target, candidates=candidates,
+                         seed=seed,
                          planner=planner, replay=replay, env_servers=env_servers)
     try:
         report = run_rlgpt(options)

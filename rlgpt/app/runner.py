@@ -53,6 +53,8 @@ class RunOptions:
     total_frames: int | None = None
     """0: unbounded."""
     eval_episodes: int | None = None
+    target: float | None = None
+    """The whole task's success rate at which the run is done (Budgets.target_success)."""
     candidates: int | None = None
     seed: int = 0
     planner: str = ""
@@ -67,7 +69,8 @@ def budgets(options: RunOptions) -> planner_pb2.Budgets:
     """The budgets the user gave; the others stay unset, for the planner to default."""
     given = {"max_outer_iterations": options.outer, "max_inner_iterations": options.inner,
              "env_frames_per_training": options.frames_per_training, "total_env_frames": options.total_frames,
-             "eval_episodes": options.eval_episodes, "candidates": options.candidates}
+             "eval_episodes": options.eval_episodes, "candidates": options.candidates,
+             "target_success": options.target}
     return planner_pb2.Budgets(**{name: value for name, value in given.items() if value is not None})
 
 

@@ -12,6 +12,7 @@ import logging
 import threading
 from typing import Any
 
+import grpc
 from google.protobuf import json_format
 
 from rlgpt.errors import FailedPrecondition
@@ -20,6 +21,7 @@ from rlgpt.v1 import common_pb2, critic_pb2, learner_pb2, planner_pb2
 from services.planner.agents.answers import MacroActions, SkillCandidate, WritesAnswers
 from services.planner.answer_forms import rl_config_answer
 from services.planner.context import RunContext
+from services.planner.controller import coded_skills, policy_of, register_chain_skills
 from services.planner.judging import frames_per_episode, increasing, judge, judge_frames
 from services.planner.program_code import program_of
 from services.planner.state import Decision, Status, SubTaskState, TestRecord
@@ -63,6 +65,29 @@ def last_training_curve(state: SubTaskState) -> list[dict[str, Any]]:
     refused config or an unusable answer trained nothing)."""
     job = state.tests[-1].get("job_id", "") if state.tests else ""
     return [p for p in state.curve if p.get("job_id") == job] if job else []
+
+
+def chain_prefix(ctx: RunContext, plan: planner_pb2.Plan, st: planner_pb2.SubTask) -> list[common_pb2.PrefixStep]:
+    """The plan's links before ``st`` as the env server's prefix of its training and evaluation episodes (each its
+    sub-task's code until its conditions hold, for as many frames as its tests had), registered under the chain's
+    names; empty when ``st`` is first or an earlier link has no code (the env server cannot run a policy)."""
+    earlier = []
+    for other in plan.subtasks:
+        if other.name == st.name:
+            break
+        earlier.append(other)
+    codes = dict(coded_skills(plan, ctx.state))
+    if not earlier or any(other.name not in codes for other in earlier):
+        return []
+    try:
+        names = register_chain_skills(ctx, [(other.name, codes[other.name]) for other in earlier])
+    except grpc.RpcError as exc:
+        if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            raise
+        log.warning("%s trains without its chain's prefix: %s", st.name, exc.details())
+        return []
+    return [common_pb2.PrefixStep(skill=names[other.name], success=list(other.success),
+                                  max_frames=ctx.settings.test_steps) for other in earlier]
 
 
 def joined_skills(config: learner_pb2.RLConfig, subtask: planner_pb2.SubTask, plan: planner_pb2.Plan,
@@ -193,8 +218,14 @@ class Attempts:
         macros = fast.register_macro_actions(st, answer.macro_actions)
         self.emit_macros(st, macros)
         joined_skills(config, st, plan, ctx, macros=list(macros.accepted))
-        del config.task.start_inventory[:]
-        config.task.start_inventory.extend(start)
+        del config.task.start_inventory[:], config.prefix[:]
+        if prefix := chain_prefix(ctx, plan, st):  # train where the chain hands over
+            config.prefix.extend(prefix)
+        else:  # an earlier link has no code yet (or is a policy): its items are given instead
+            config.task.start_inventory.extend(start)
+        if state.reopened and state.job_id:  # the whole task sent it back: go on from the policy it has
+            config.init_from_job = policy_of(state)
+        state.reopened = False
         state.macro_actions = dict(macros.accepted)
         state.rl_config = json_format.MessageToDict(config, preserving_proto_field_name=True)
         attempt.config, attempt.refused = config, macros.feedback()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from rlgpt.v1 import planner_pb2
+from rlgpt.v1 import env_pb2, planner_pb2
 from services.planner.settings import PlannerSettings
 
 BUDGET_FIELDS = tuple(f.name for f in planner_pb2.Budgets.DESCRIPTOR.fields)
@@ -31,7 +31,7 @@ def _allowed(name: str, value: int) -> bool:
 
 def budget_problems(budgets: planner_pb2.Budgets, settings: PlannerSettings) -> list[str]:
     """One line per set budget outside its range, naming the field, the range and the default."""
-    return [f"budgets.{name}={getattr(budgets, name)} must be {allowed_range(name)} (unset: the planner's "
+    return [f"budgets.{name}={getattr(budgets, name):.6g} must be {allowed_range(name)} (unset: the planner's "
             f"default, {getattr(settings, name)})"
             for name in BUDGET_FIELDS if budgets.HasField(name) and not _allowed(name, getattr(budgets, name))]
 
@@ -40,3 +40,20 @@ def resolve_budgets(budgets: planner_pb2.Budgets, settings: PlannerSettings) -> 
     """Every field set: the request's value where it has one, the planner's default elsewhere."""
     return planner_pb2.Budgets(**{name: getattr(budgets, name) if budgets.HasField(name) else getattr(settings, name)
                                   for name in BUDGET_FIELDS})
+
+
+def evaluation_problems(budgets: planner_pb2.Budgets, describe: env_pb2.DescribeResponse,
+                        settings: PlannerSettings) -> list[str]:
+    """What the resolved budgets ask that the env server cannot serve or that cannot buy one test: an evaluation
+    larger than one RunSkill call may be (the env server's limit), a frame budget below one skill test."""
+    problems = []
+    limit = describe.limits.max_run_skill_episodes
+    if limit and budgets.eval_episodes > limit:
+        problems.append(f"budgets.eval_episodes={budgets.eval_episodes} is more than the env server evaluates in "
+                        f"one call ({limit}, its max_run_skill_episodes); ask for at most {limit}")
+    one_test = settings.test_episodes * settings.test_steps
+    if 0 < budgets.total_env_frames < one_test:
+        problems.append(f"budgets.total_env_frames={budgets.total_env_frames} is less than one skill test "
+                        f"({settings.test_episodes} episodes x {settings.test_steps} frames = {one_test}); "
+                        f"give at least {one_test}, or 0 for unbounded")
+    return problems

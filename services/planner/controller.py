@@ -31,7 +31,10 @@ FAILED_TAILS, TAIL_LINES = 3, 12
 def policy_of(sub: SubTaskState) -> str:
     """The trained policy a sub-task's link runs: the one whose evaluation measured best (every evaluation of a
     sub-task uses the same worlds), the latest among equals; the latest training when none was evaluated. A
-    revision that trained worse never replaces a better policy in the chain."""
+    revision that trained worse never replaces a better policy in the chain. A policy pinned by the whole task's
+    paired comparison (``policy_job``) comes first."""
+    if sub.policy_job:
+        return sub.policy_job
     evaluated = [(float(t.get("success_rate", 0.0)), i, t["job_id"]) for i, t in enumerate(sub.tests)
                  if t.get("job_id") and not t.get("error")]
     return max(evaluated)[2] if evaluated else sub.job_id
@@ -85,16 +88,17 @@ def register_chain_skills(ctx: RunContext, codes: list[tuple[str, str]]) -> dict
     return names
 
 
-def evaluate_chain(ctx: RunContext, *, episodes: int, seed: int, label: str) -> FinalResult:
-    """Evaluates the plan as it stands as a chain on the whole task (``label`` names the evaluation in logs)."""
+def evaluate_chain(ctx: RunContext, *, episodes: int, seed: int, label: str, animate: int = 0) -> FinalResult:
+    """Evaluates the plan as it stands as a chain on the whole task (``label`` names the evaluation in logs;
+    ``animate``: GIFs of that many successful and failed episodes come back in the episodes)."""
     plan = ctx.state.plan_proto()
     task = ctx.run.request.task
     whole = common_pb2.TaskSpec(name=task.name, description=task.description, success=list(task.success))
-    result = FinalResult(episodes=episodes, frames_used=ctx.state.frames_used, controller=NO_CONTROLLER)
+    result = FinalResult(episodes=episodes, frames_used=ctx.state.frames_used, controller=NO_CONTROLLER, seed=seed)
     jobs, codes = rl_jobs(plan, ctx.state), coded_skills(plan, ctx.state)
     if not jobs:
         if plan is not None and codes and len(codes) == len(plan.subtasks):
-            return _code_chain(ctx, plan, codes, whole, result, seed)
+            return _code_chain(ctx, plan, codes, whole, result, seed, animate)
         if not codes:
             return result
     if ctx.stubs.learner is None:
@@ -111,8 +115,8 @@ def evaluate_chain(ctx: RunContext, *, episodes: int, seed: int, label: str) -> 
     if missing:
         result.controller += f"; without a controller yet: {', '.join(missing)}"
     return learner_evaluation(ctx, learner_pb2.EvaluateRequest(
-        chain=links, task=whole, episodes=episodes, seed=seed, episode_length=ctx.settings.final_episode_frames),
-        result, label)
+        chain=links, task=whole, episodes=episodes, seed=seed, episode_length=ctx.settings.final_episode_frames,
+        animate=animate), result, label)
 
 
 def learner_evaluation(ctx: RunContext, request: learner_pb2.EvaluateRequest, result: FinalResult,
@@ -129,13 +133,16 @@ def learner_evaluation(ctx: RunContext, request: learner_pb2.EvaluateRequest, re
         log.warning("%s evaluation failed: %s", label, result.error)
         return result
     result.success_rate, result.returns = response.success_rate, list(response.returns)
+    result.successes = [e.success for e in response.episodes]
+    result.failed = failed_episodes(list(response.episodes))
+    result.episode_summaries = list(response.episodes)
     result.links = [{"name": s.name, "reached": s.reached, "succeeded": s.succeeded,
                      "mean_frames": round(s.mean_frames, 1)} for s in response.links]
     return result
 
 
 def _code_chain(ctx: RunContext, plan: planner_pb2.Plan, codes: list[tuple[str, str]], whole: common_pb2.TaskSpec,
-                result: FinalResult, seed: int) -> FinalResult:
+                result: FinalResult, seed: int, animate: int = 0) -> FinalResult:
     """An all-code plan: its sub-tasks' skills as the env server's plan (RunSkill with ``plan``, no policy), each
     run until its sub-task's conditions hold, in plan order: the plan action a kept plan's policy steps in
     between, on the worlds every other controller is evaluated on."""
@@ -145,15 +152,33 @@ def _code_chain(ctx: RunContext, plan: planner_pb2.Plan, codes: list[tuple[str, 
         response = ctx.stubs.env.RunSkill(env_pb2.RunSkillRequest(
             plan=[names[name] for name, _ in codes],
             stages=[env_pb2.Stage(success=list(st.success)) for st in plan.subtasks],
-            episodes=min(result.episodes, 64), seed=seed, max_steps=ctx.settings.final_episode_frames, task=whole))
+            episodes=result.episodes, seed=seed, max_steps=ctx.settings.final_episode_frames, task=whole,
+            animate=animate))
     except grpc.RpcError as exc:
         if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
             raise
         result.error = f"{exc.code().name}: {exc.details()}"
         return result
     result.success_rate, result.returns = response.success_rate, [e.episode_return for e in response.episodes]
+    result.successes = [e.success for e in response.episodes]
     result.failed = failed_episodes(list(response.episodes))
+    result.episode_summaries = list(response.episodes)
+    result.links = plan_links(plan, list(response.episodes))
     return result
+
+
+def plan_links(plan: planner_pb2.Plan, episodes: list[common_pb2.EpisodeSummary]) -> list[dict[str, Any]]:
+    """Per link of an all-code chain, how far its episodes got (EpisodeSummary.stages_done): a link is reached
+    when every earlier one was done, and succeeded when its own stage was; empty where the env server did not
+    say (an older server)."""
+    if not episodes or any(len(e.stages_done) != len(plan.subtasks) for e in episodes):
+        return []
+    links = []
+    for i, st in enumerate(plan.subtasks):
+        reached = [e for e in episodes if all(e.stages_done[:i])]
+        links.append({"name": st.name, "reached": len(reached),
+                      "succeeded": sum(1 for e in reached if e.stages_done[i]), "mean_frames": 0.0})
+    return links
 
 
 def failed_episodes(episodes: list[common_pb2.EpisodeSummary], tails: int = FAILED_TAILS,
@@ -173,10 +198,12 @@ def failed_episodes(episodes: list[common_pb2.EpisodeSummary], tails: int = FAIL
     return failed
 
 
-def final_evaluation(ctx: RunContext) -> FinalResult:
+def final_evaluation(ctx: RunContext, animate: int = 0) -> FinalResult:
     """The whole task's final evaluation: the finished plan's chain on the run's final worlds (apart from every
-    test; a policy around the kept plan is evaluated on them too)."""
-    return evaluate_chain(ctx, episodes=ctx.budgets.eval_episodes, seed=worlds.final_worlds(ctx.seed), label="final")
+    test; a policy around the kept plan is evaluated on them too); ``animate``: GIFs of that many successful and
+    failed episodes."""
+    return evaluate_chain(ctx, episodes=ctx.budgets.eval_episodes, seed=worlds.final_worlds(ctx.seed), label="final",
+                          animate=animate)
 
 
 def iteration_evaluation(ctx: RunContext) -> FinalResult:

@@ -27,8 +27,9 @@ import grpc
 
 from rlgpt import metrics, worlds
 from rlgpt.prompts import CompletesJSON
+from rlgpt.stats import rate_text
 from rlgpt.v1 import common_pb2, critic_pb2, env_pb2, learner_pb2, planner_pb2
-from services.planner import kept_plan
+from services.planner import kept_plan, task_review
 from services.planner.action_space import SUCCESS_REWARD
 from services.planner.agents.fast import FastAgent
 from services.planner.agents.one import OneAgent
@@ -159,7 +160,7 @@ class TwoLoops(PlanMaking):
     # --- outer loop ---------------------------------------------------------------------------------
     def _iterate(self) -> None:
         ctx = self.ctx
-        while self.state.outer_iteration < ctx.budgets.max_outer_iterations:
+        while not self.state.stop_reason and self.state.outer_iteration < ctx.budgets.max_outer_iterations:
             ctx.check_stop()
             ctx.run.iteration = self.state.outer_iteration
             started, tokens_before = time.time(), ctx.run.tokens
@@ -178,22 +179,36 @@ class TwoLoops(PlanMaking):
             ctx.check_stop()
             self._train_rl([st for st in plan.subtasks if st.name in rl], plan)
             ctx.check_stop()
-            record = IterationRecord(iteration=self.state.outer_iteration, tokens=ctx.run.tokens - tokens_before,
-                                     seconds=0.0, frames=self.state.frames_used - frames_before)
-            self._evaluate_iteration(record)
-            record.seconds = time.time() - started
+            record = IterationRecord(iteration=self.state.outer_iteration, tokens=0, seconds=0.0,
+                                     frames=self.state.frames_used - frames_before)
+            self._evaluate_iteration(record, plan)
+            record.tokens, record.seconds = ctx.run.tokens - tokens_before, time.time() - started
             self.state.iterations.append(record.as_json())
             ctx.run.emit(iteration_end=planner_pb2.IterationEnd(
                 tokens=record.tokens, seconds=record.seconds, iteration=record.iteration, frames=record.frames,
                 success_rate=record.success_rate, controller=record.controller))
             self.state.outer_iteration += 1
             metrics.PLANNER_ITERATIONS.inc()
-            pending = [s for s in plan.subtasks if self.state.subtasks[s.name].status != Status.DONE]
-            self.state.slow_feedback = "" if not pending else summary(plan, self.state)
+            self.state.stop_reason = self._stop_reason(record)
             ctx.save()
-            if not pending or ctx.frames_left() == 0:
-                break
+        if not self.state.stop_reason:  # a resumed run that had spent its iterations before this field existed
+            self.state.stop_reason = f"its {ctx.budgets.max_outer_iterations} outer iterations are spent"
+            ctx.save()
         self._keep_plan()
+
+    def _stop_reason(self, record: IterationRecord) -> str:
+        """Why the outer loop ends after this iteration ("" while it goes on): the whole task decides, never every
+        sub-task being marked done."""
+        ctx, target = self.ctx, self.ctx.budgets.target_success
+        if record.success_rate is not None and record.success_rate >= target:
+            return (f"the whole task reached its target: {rate_text(sum(record.successes), len(record.successes))}"
+                    f" >= {target:.0%}")
+        if ctx.frames_left() == 0:
+            return f"its frame budget is spent ({ctx.state.frames_used} of {ctx.budgets.total_env_frames} frames)"
+        if self.state.outer_iteration >= ctx.budgets.max_outer_iterations:
+            return (f"its {ctx.budgets.max_outer_iterations} outer iterations are spent, below its target of "
+                    f"{target:.0%}")
+        return ""
 
     def _keep_plan(self) -> None:
         """RL inside the chain, not instead of it, after the last iteration, then the fast agent's revisions of its
@@ -208,16 +223,31 @@ class TwoLoops(PlanMaking):
             chain = (self.state.kept_plan or {}).get("chain_success_rate", 0.0)
             kept_plan.train_kept_plan(self.ctx, self.attempts, plan, chain, last.get("failed", []), revision)
 
-    def _evaluate_iteration(self, record: IterationRecord) -> None:
-        """The whole task's chain as it stands after the iteration (the paper's success per iteration)."""
-        evaluation = iteration_evaluation(self.ctx)
+    def _evaluate_iteration(self, record: IterationRecord, plan: planner_pb2.Plan) -> None:
+        """The whole task's chain as it stands after the iteration (the paper's success per iteration), kept only
+        if better than the best so far on the same worlds; below the target, the whole task's verdict hands out
+        the next iteration's work (:mod:`services.planner.task_review`)."""
+        ctx = self.ctx
+        evaluation = iteration_evaluation(ctx)
         record.controller = evaluation.controller + (f"; error: {evaluation.error}" if evaluation.error else "")
         record.episodes, record.failed = evaluation.episodes, evaluation.failed
+        record.successes, record.links = evaluation.successes, evaluation.links
         if not evaluation.error and evaluation.controller != NO_CONTROLLER:
             record.success_rate = evaluation.success_rate
-        log.info("iteration %d: whole task %s with %s", record.iteration,
+            record.kept = task_review.keep_best(ctx, record)
+        log.info("iteration %d: whole task %s with %s (%s)", record.iteration,
                  "not evaluated" if record.success_rate is None else f"{record.success_rate:.0%}",
-                 record.controller)
+                 record.controller, record.kept)
+        if record.success_rate is not None and record.success_rate >= ctx.budgets.target_success:
+            return
+        pending = [s for s in plan.subtasks if self.state.subtasks[s.name].status != Status.DONE]
+        if pending:  # sub-tasks that failed: the slow agent sees why, as before any whole-task verdict
+            self.state.slow_feedback = summary(plan, self.state)
+            return
+        verdict = task_review.judged(ctx, plan, record, evaluation.episode_summaries, ctx.budgets.target_success)
+        record.verdict = task_review.verdict_json(verdict)
+        reopened = task_review.apply(ctx, plan, verdict)
+        ctx.run.emit(reopened, verdict=verdict)
 
     # --- inner loop ---------------------------------------------------------------------------------
     def _inner_budget(self) -> int:

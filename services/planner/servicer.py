@@ -24,7 +24,7 @@ from rlgpt.grpc_client import create_channel
 from rlgpt.llm.metered import MeteredLLM
 from rlgpt.prompts import CompletesJSON
 from rlgpt.v1 import critic_pb2_grpc, env_pb2, env_pb2_grpc, learner_pb2_grpc, planner_pb2, planner_pb2_grpc
-from services.planner.budgets import budget_problems
+from services.planner.budgets import budget_problems, evaluation_problems, resolve_budgets
 from services.planner.context import AgentSetup, Mode, StopRequested, Stubs
 from services.planner.loops import TwoLoops
 from services.planner.report import outcome, report_chunks, write_run_report
@@ -88,6 +88,8 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
                                      f"{exc.code().name} {exc.details()}") from None
         if not describe.available:
             raise FailedPrecondition(describe.unavailable_reason)
+        if problems := evaluation_problems(resolve_budgets(request.budgets, self.settings), describe, self.settings):
+            raise InvalidArgument("; ".join(problems))
         try:
             resolved = self.env.ResolveTask(env_pb2.ResolveTaskRequest(backend=request.backend, task=request.task),
                                             timeout=30)

@@ -21,14 +21,20 @@ class PlannerSettings(Settings):
     library_path: str = setting("runs/skill_library.json", "The skill library shared by runs.")
     # A run's budgets (rlgpt.v1.Budgets): the planner's defaults for the fields a StartRun leaves unset, and
     # (ge/le) the range StartRun accepts for a set field. The fields are named as in Budgets.
-    max_outer_iterations: int = setting(2, "Budget: max outer (slow agent) iterations O of a run.", ge=1, le=20)
+    max_outer_iterations: int = setting(4, "Budget: max outer (slow agent) iterations O of a run: the run goes on "
+                                           "until the whole task reaches target_success or this or the frames "
+                                           "are spent.", ge=1, le=20)
     max_inner_iterations: int = setting(2, "Budget: max inner (fast agent) iterations I per sub-task.", ge=1,
                                         le=20)
     env_frames_per_training: int = setting(15000, "Budget: env frames of one RL training.", ge=1)
     total_env_frames: int = setting(60000, "Budget: env frames a whole run may spend on skill tests and "
                                            "training (the final evaluation is not counted); 0: unbounded.", ge=0)
-    eval_episodes: int = setting(8, "Budget: evaluation episodes E of a trained policy and of the whole task "
-                                    "at the end.", ge=1, le=64)
+    eval_episodes: int = setting(32, "Budget: evaluation episodes E of a trained policy, of the whole task after "
+                                     "every outer iteration and at the end (every controller of a run on the same "
+                                     "worlds; 32 tell a 75% from a 50% controller, 8 do not).", ge=1, le=256)
+    target_success: float = setting(0.8, "Budget: the whole task's success rate (0..1) at which a run is done; "
+                                         "below it the run goes on while outer iterations and frames last.",
+                                    ge=0.0, le=1.0)
     candidates: int = setting(1, "Budget: skill candidates N drawn per fast-agent step; the best by test "
                                  "success is kept.", ge=1, le=16)
     max_tokens: int = setting(0, "Budget: LLM tokens a whole run may use; 0: unbounded.", ge=0)

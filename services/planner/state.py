@@ -89,6 +89,8 @@ class IterationRecord:
     """Per world of the evaluation, in world order (the same worlds after every iteration): whether it succeeded."""
     links: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     """Per link of the chain (:attr:`FinalResult.links`)."""
+    kept: str = ""
+    """Whether this controller replaced the best so far (the paired comparison on the same worlds, in words)."""
     verdict: dict[str, Any] = dataclasses.field(default_factory=dict)
     """The critic's whole-task verdict after the iteration (target, subtask, diagnosis, suggestion,
     death_causes), or the planner's own where no critic judges; empty: none (the target was reached)."""
@@ -119,9 +121,14 @@ class FinalResult:
     """The first world of the evaluation (world i is ``seed + i``)."""
     animations: dict[str, str] = dataclasses.field(default_factory=dict)
     """``success`` / ``failure`` -> a GIF of one such episode, relative to the run directory."""
+    episode_summaries: list[Any] = dataclasses.field(default_factory=list, repr=False)
+    """The evaluation's ``EpisodeSummary`` protos, in world order (for the critic and the animations; not
+    saved)."""
 
     def as_json(self) -> dict[str, Any]:
-        return _without_empty(self, ("episodes", "frames_used", "controller", "success_rate"))
+        keep = ("episodes", "frames_used", "controller", "success_rate")
+        return {f.name: value for f in dataclasses.fields(self) if f.name != "episode_summaries"
+                and ((value := getattr(self, f.name)) or f.name in keep)}
 
 
 @dataclasses.dataclass
@@ -149,6 +156,13 @@ class SubTaskState:
     macro_actions: dict[str, str] = dataclasses.field(default_factory=dict)
     """The macro actions the fast agent wrote for the last RL config and the env server accepted: registered name
     (``<sub-task>__<name>``, in ``rl_config``'s skills) -> code; registered again on a new env server on resume."""
+
+    policy_job: str = ""
+    """The policy the chain runs, pinned when a later revision was not better on the same worlds (the whole
+    task's paired comparison); empty: the best evaluated training (controller.policy_of)."""
+    reopened: bool = False
+    """Set when the whole task's verdict sent the sub-task back to the fast agent: an RL sub-task then continues
+    from its policy's checkpoint (RLConfig.init_from_job)."""
 
     def __post_init__(self) -> None:
         self.status, self.decision = Status(self.status), Decision(self.decision)  # a loaded state has strings
@@ -178,6 +192,11 @@ class RunState:
     kept_plan: dict[str, Any] | None = None
     """The training around the kept plan (kept_plan.py): chain_success_rate, job_id and success_rate on the
     iteration's worlds, or error; None: none was trained."""
+    best: dict[str, Any] | None = None
+    """The best controller so far (services/planner/task_review.py): the iteration, its per-world successes, its
+    plan and each sub-task's controller; a revision replaces it only when better on the same worlds, paired."""
+    stop_reason: str = ""
+    """Why the outer loop ended: the target reached, the frames or the outer iterations spent."""
     finished: bool = False
 
     def plan_proto(self) -> planner_pb2.Plan | None:

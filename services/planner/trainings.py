@@ -90,6 +90,12 @@ class Training:
                     if self._halted():
                         raise StopRequested() from None
                     continue
+                if exc.code() == grpc.StatusCode.FAILED_PRECONDITION and self.config.init_from_job:
+                    # The revised config changed the spaces: its policy cannot start from the earlier weights.
+                    log.info("%s trains a fresh network: %s", st.name, exc.details())
+                    self.details["init_from_job_refused"] = exc.details()
+                    self.config.init_from_job = ""
+                    continue
                 if exc.code() != grpc.StatusCode.INVALID_ARGUMENT:
                     raise
                 state.feedback = f"the learner refused the config: {exc.details()}"
@@ -97,7 +103,7 @@ class Training:
                                         error=state.feedback, frames=state.frames))
                 ctx.attempt_file(f"{st.name}_rl{state.inner_iterations}", {**self.details, "error": state.feedback})
                 return ""
-        state.job_id = job_id
+        state.job_id, state.policy_job = job_id, ""  # the chain runs the best evaluated policy again
         ctx.save()
         return job_id
 

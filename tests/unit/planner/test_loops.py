@@ -491,7 +491,7 @@ def test_coded_subtasks_go_first_then_the_rl_ones_together(tmp_path: Path) -> No
         return critic_pb2.Verdict(success=True, target=critic_pb2.TARGET_KEEP)
 
     two.attempts.code = code
-    two._evaluate_iteration = lambda record: None  # the chain's evaluation is the controller's (tested apart)
+    two._evaluate_iteration = lambda record, plan: None  # the chain's evaluation is the controller's (tested apart)
     two._iterate()
     assert log.kinds()[:3] == ["code", "config", "config"] and log.names("config") == ["table", "pickaxe"]
     assert two.state.subtasks["wood"].status is Status.DONE

@@ -1,0 +1,174 @@
+"""The whole task decides: after each outer iteration, how the whole task's evaluation goes on to the agents, and
+which controller the run keeps.
+
+The critic judges the evaluation (``JudgeTask``: where episodes end, per link; why, death causes aggregated; the
+trajectories around each kind of failure) and sends the work to the fast agent (one link's sub-task is reopened:
+its skill revised, or its training continued from its checkpoint) or to the slow agent (a re-plan, e.g. a
+survival sub-task; the link it names is reopened too). Without a critic in the setup the measured fallback reopens
+the link that loses the most episodes, as :func:`~services.planner.judging.measured_verdict` does for a sub-task.
+
+Every evaluation of a run plays the same worlds (rlgpt/worlds.py), so the controller after an iteration is
+compared with the best one so far world by world (:func:`rlgpt.stats.paired`, the exact McNemar test): it
+replaces the best only when it solved more worlds that the best did not than the reverse; otherwise the run goes
+back to the best plan and controllers (a skill's code, a pinned policy) and the next revision starts from there.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import grpc
+from google.protobuf import json_format
+
+from rlgpt import stats
+from rlgpt.llm.client import record_from_json
+from rlgpt.v1 import common_pb2, critic_pb2, planner_pb2
+from services.planner.context import RunContext
+from services.planner.controller import policy_of
+from services.planner.judging import JUDGE_ROLLOUTS, critic_judges, critic_terms
+from services.planner.state import Decision, IterationRecord, Status
+
+log = logging.getLogger(__name__)
+TAIL_CHARS = 1500
+"""Most characters of one episode's text trajectory sent to the critic (its end: where the episode failed)."""
+
+
+def task_links(plan: planner_pb2.Plan, ctx: RunContext, links: list[dict[str, Any]]) -> list[critic_pb2.TaskLink]:
+    """The evaluated chain's links with their sub-task's decision, conditions and own measured success."""
+    by_name = {st.name: st for st in plan.subtasks}
+    out = []
+    for link in links:
+        st, sub = by_name.get(link["name"]), ctx.state.subtasks.get(link["name"])
+        if st is None or sub is None:
+            continue
+        out.append(critic_pb2.TaskLink(
+            subtask=st.name, decision=str(sub.decision), success=list(st.success), reached=int(link["reached"]),
+            succeeded=int(link["succeeded"]), mean_frames=float(link.get("mean_frames", 0.0)),
+            own_success_rate=sub.success_rate if sub.tests else -1.0))
+    return out
+
+
+def weakest_link(links: list[dict[str, Any]]) -> str:
+    """The link that loses the most episodes (reached and not succeeded; the earlier among equals); "" if none
+    loses any."""
+    lost = [(int(link["reached"]) - int(link["succeeded"]), -i, link["name"]) for i, link in enumerate(links)]
+    best = max(lost, default=(0, 0, ""))
+    return best[2] if best[0] > 0 else ""
+
+
+def measured_task_verdict(record: IterationRecord, target: float) -> critic_pb2.Verdict:
+    """Without a critic: the link that loses the most episodes goes back to the fast agent; no link: the slow
+    agent re-plans."""
+    rate = record.success_rate or 0.0
+    link = weakest_link(record.links)
+    where = "; ".join(f"{x['name']}: {x['succeeded']}/{x['reached']} episodes met its conditions" for x in record.links)
+    return critic_pb2.Verdict(
+        success=rate >= target, success_rate=rate, subtask=link,
+        target=critic_pb2.TARGET_FAST if link else critic_pb2.TARGET_SLOW,
+        diagnosis=f"The whole task succeeded in {rate:.0%} of its evaluation (target {target:.0%})."
+                  + (f" Per link: {where}." if where else ""),
+        suggestion=f"Make {link} succeed where the chain hands it over." if link else "Revise the plan.")
+
+
+def review(ctx: RunContext, plan: planner_pb2.Plan, record: IterationRecord,
+           episodes: list[common_pb2.EpisodeSummary], target: float) -> critic_pb2.Verdict:
+    """The whole task's verdict on the iteration's evaluation: the critic's JudgeTask where the setup has a critic,
+    the measured one otherwise."""
+    terms = critic_terms(ctx) if critic_judges(ctx) else None
+    if terms is None:
+        return measured_task_verdict(record, target)
+    limit = min(JUDGE_ROLLOUTS, terms.max_rollouts)
+    shown = []
+    for episode in episodes[:limit]:
+        copy = common_pb2.EpisodeSummary()
+        copy.CopyFrom(episode)
+        copy.animation, copy.text = b"", copy.text[-TAIL_CHARS:]  # the critic reads the end: where it failed
+        shown.append(copy)
+    task = ctx.run.request.task
+    response = ctx.stubs.critic.JudgeTask(critic_pb2.JudgeTaskRequest(
+        task=task.name, description=task.description, success=list(task.success),
+        links=task_links(plan, ctx, record.links), episodes=shown, target_success=target,
+        rules=ctx.describe.rules, game=ctx.describe.display_name, iteration=record.iteration), timeout=600)
+    if response.llm_record:
+        try:
+            ctx.run.llm_call(record_from_json(response.llm_record), "whole task")
+        except ValueError as exc:  # a critic of another version: the verdict still counts
+            log.warning("critic's LLM record of the whole task is unreadable: %s", exc)
+    return response.verdict
+
+
+def verdict_json(verdict: critic_pb2.Verdict) -> dict[str, Any]:
+    return json_format.MessageToDict(verdict, preserving_proto_field_name=True)
+
+
+def apply(ctx: RunContext, plan: planner_pb2.Plan, verdict: critic_pb2.Verdict) -> str:
+    """The verdict's work handed out: the named link's sub-task reopened (the fast agent revises it with the
+    verdict as feedback; an RL one continues from its checkpoint), and on target slow the slow agent's feedback.
+    Returns the reopened sub-task ("" if none)."""
+    names = [st.name for st in plan.subtasks]
+    text = f"{verdict.diagnosis} {verdict.suggestion}".strip()
+    reopened = verdict.subtask if verdict.subtask in names else ""
+    if reopened:
+        sub = ctx.state.subtasks[reopened]
+        sub.status, sub.inner_iterations, sub.reopened = Status.PENDING, 0, True
+        sub.feedback = f"In the whole task's chain: {text}"
+    if verdict.target == critic_pb2.TARGET_SLOW:
+        ctx.state.slow_feedback = f"The whole task after iteration {ctx.state.outer_iteration}: {text}"
+    ctx.save()
+    return reopened
+
+
+def snapshot(ctx: RunContext, record: IterationRecord) -> dict[str, Any]:
+    """The controller just evaluated: its plan and each sub-task's controller (code, the policy the chain ran)."""
+    plan = ctx.state.plan_proto()
+    subs = {st.name: ctx.state.subtasks[st.name] for st in (plan.subtasks if plan else [])}
+    return {"iteration": record.iteration, "success_rate": record.success_rate, "successes": list(record.successes),
+            "plan": ctx.state.plan,
+            "controllers": {name: {"decision": str(sub.decision), "skill_code": sub.skill_code,
+                                   "policy": policy_of(sub) if sub.decision == Decision.RL else ""}
+                            for name, sub in subs.items()}}
+
+
+def keep_best(ctx: RunContext, record: IterationRecord) -> str:
+    """The iteration's controller kept when it is better than the best so far on the same worlds, paired; the best
+    restored otherwise. Returns what was decided, in words (with the test)."""
+    best = ctx.state.best
+    if best is None or not best.get("successes"):
+        ctx.state.best = snapshot(ctx, record)
+        return "the first evaluated controller: kept"
+    comparison = stats.paired(record.successes, best["successes"])
+    if comparison.new_is_better:
+        ctx.state.best = snapshot(ctx, record)
+        return f"kept: better than iteration {best['iteration']}'s, {comparison.text()}"
+    restore(ctx, best)
+    return f"not better than iteration {best['iteration']}'s ({comparison.text()}): that controller is restored"
+
+
+def restore(ctx: RunContext, best: dict[str, Any]) -> None:
+    """The best controller back: its plan, each sub-task's decision, code and policy (pinned)."""
+    if best.get("plan"):
+        ctx.state.plan = best["plan"]
+        ctx.run.plan = json_format.ParseDict(best["plan"], planner_pb2.Plan())
+    for name, controller in best.get("controllers", {}).items():
+        sub = ctx.state.subtasks.get(name)
+        if sub is None:
+            continue
+        sub.decision, sub.skill_code = Decision(controller["decision"]), controller["skill_code"]
+        sub.policy_job = controller.get("policy", "")
+        sub.status = Status.DONE
+    ctx.save()
+
+
+def judged(ctx: RunContext, plan: planner_pb2.Plan, record: IterationRecord,
+           episodes: list[common_pb2.EpisodeSummary], target: float) -> critic_pb2.Verdict:
+    """:func:`review`, with a critic that refuses recorded (and the measured verdict used): never the end of the
+    run. A critic that is gone pauses the run (the error propagates)."""
+    try:
+        return review(ctx, plan, record, episodes, target)
+    except grpc.RpcError as exc:
+        if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            raise
+        log.warning("the critic refused the whole task's review (%s: %s); the measured verdict is used",
+                    exc.code().name, exc.details())
+        return measured_task_verdict(record, target)
