@@ -32,7 +32,7 @@ def rate_text(successes: int, n: int) -> str:
     if n <= 0:
         return "not evaluated"
     low, high = wilson_interval(successes, n)
-    return f"{successes / n:.0%} ({successes}/{n}, 95% CI {low:.0%}-{high:.0%})"
+    return f"{successes / n:.0%} ({successes}/{n}, 95% CI {100 * low:.0f}-{high:.0%})"
 
 
 def exact_mcnemar_p(only_new: int, only_old: int) -> float:
