@@ -1,14 +1,15 @@
 """The two loops of RL-GPT (paper, Algorithm 1): loop control, budgets, stop and resume.
 
-Inner loop, per sub-task, at most I iterations: an attempt (:mod:`services.planner.attempts`: the fast agent's
-code tested through RunSkill, or its RL config trained by the learner and evaluated), the verdict, the fast agent
-revises with it. The coded sub-tasks go first, one after another in plan order; then the RL sub-tasks train
-together in rounds (configs and verdicts one after another in plan order, the trainings at once, at most
-``parallel_trainings``). Outer loop, at most O iterations: the critic's summaries go back to the slow agent,
-which may move sub-tasks between code and RL, split or reorder them; a sub-task whose code fails every inner
-iteration moves to RL on its own. Then the task-level controller (:mod:`services.planner.controller`) evaluates
-the whole task. Every decision, record, code version, config, curve and verdict lands in the run directory
-(``state.json``, ``events.jsonl``, ``attempts/``), and a resumed run skips what is done.
+Inner loop, per sub-task, at most I iterations (:mod:`services.planner.inner_loops`): an attempt, the verdict, the
+fast agent revises with it; coded sub-tasks first, then the RL ones together in rounds. Outer loop, at most O
+iterations: the critic's summaries go back to the slow agent, which may move sub-tasks between code and RL, split
+or reorder them; then the task-level controller (:mod:`services.planner.controller`) evaluates the whole task on
+the same worlds after every iteration, and the whole task decides (:mod:`services.planner.task_review`): the run
+ends when the whole task reaches its target (``target_success``) or the frames or outer iterations are spent,
+never because every sub-task is marked done; below the target the whole task's verdict reopens a link or sends the
+slow agent back to the plan, and the best controller on those worlds (paired) is the one kept. Every decision,
+record, code version, config, curve and verdict lands in the run directory (``state.json``, ``events.jsonl``,
+``attempts/``), and a resumed run skips what is done.
 
 Modes (the paper's ablations, :class:`~services.planner.context.Mode`): ``rl-gpt`` (both), ``pure-code`` (every
 sub-task coded), ``pure-rl`` (one RL training on the whole task, primitives only, no LLM). Agent setups
@@ -19,7 +20,6 @@ outer iteration, :mod:`services.planner.agents.one`; no critic), ``slow-fast`` (
 
 from __future__ import annotations
 
-import enum
 import logging
 import time
 
@@ -28,41 +28,27 @@ import grpc
 from rlgpt import metrics, worlds
 from rlgpt.prompts import CompletesJSON
 from rlgpt.stats import rate_text
-from rlgpt.v1 import common_pb2, critic_pb2, env_pb2, learner_pb2, planner_pb2
+from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
 from services.planner import kept_plan, task_review
 from services.planner.action_space import SUCCESS_REWARD
 from services.planner.agents.fast import FastAgent
 from services.planner.agents.one import OneAgent
 from services.planner.agents.one_answers import recorded_answer
 from services.planner.agents.slow import SlowAgent
-from services.planner.attempts import Attempts, training_frames
+from services.planner.attempts import Attempts
 from services.planner.context import AgentSetup, Mode, RunContext, Stubs
 from services.planner.controller import NO_CONTROLLER, final_evaluation, iteration_evaluation
+from services.planner.inner_loops import InnerLoops
 from services.planner.planning import PlanMaking
-from services.planner.plans import start_inventory, summary, task_subtask
+from services.planner.plans import summary, task_subtask
 from services.planner.program_writer import resolve_skill_format
 from services.planner.runs import Run
 from services.planner.settings import PlannerSettings
 from services.planner.skill_library import SkillLibrary
-from services.planner.state import Decision, IterationRecord, RunState, Status, SubTaskState
-from services.planner.trainings import run_trainings
+from services.planner.state import Decision, IterationRecord, RunState, Status
 
 log = logging.getLogger(__name__)
-FRAMES_SPENT = "the run's frame budget is spent"
-"""The feedback of a sub-task left unattempted because the run's frames are spent."""
-
-
-class Step(enum.Enum):
-    """What the inner loop does after a verdict."""
-
-    AGAIN = "again"
-    """Another attempt (the fast agent revises), while the inner budget lasts."""
-    DONE = "done"
-    TO_SLOW = "to slow"
-    """Back to the slow agent: the sub-task fails for this outer iteration."""
-
-
-class TwoLoops(PlanMaking):
+class TwoLoops(PlanMaking, InnerLoops):
     """Runs one RL-GPT run to its end (or until stopped), resumable from its state."""
 
     def __init__(self, run: Run, state: RunState, describe: env_pb2.DescribeResponse, llm: CompletesJSON | None,
@@ -248,101 +234,3 @@ class TwoLoops(PlanMaking):
         record.verdict = task_review.verdict_json(verdict)
         reopened = task_review.apply(ctx, plan, verdict)
         ctx.run.emit(reopened, verdict=verdict)
-
-    # --- inner loop ---------------------------------------------------------------------------------
-    def _inner_budget(self) -> int:
-        """Attempts per sub-task and outer iteration; the one agent revises in its next outer answer: one."""
-        return 1 if self.one is not None else self.ctx.budgets.max_inner_iterations
-
-    def _solve(self, st: planner_pb2.SubTask, plan: planner_pb2.Plan) -> None:
-        """The inner loop of a coded sub-task: attempts until it is done, its budget is spent or the verdict sends
-        it back to the slow agent."""
-        ctx = self.ctx
-        state = self.state.subtasks[st.name]
-        if state.status == Status.DONE:
-            return
-        start = start_inventory(plan, st, ctx.describe.rules, ctx.items)
-        inner_budget = self._inner_budget()
-        while state.inner_iterations < inner_budget:
-            ctx.check_stop()
-            if ctx.frames_left() == 0:
-                state.feedback = FRAMES_SPENT
-                return
-            step = self._apply_verdict(st, state, self.attempts.code(st, state, start))
-            if step is Step.DONE:
-                return
-            if step is Step.TO_SLOW:
-                break
-        self._give_up(state, inner_budget)
-
-    def _train_rl(self, subtasks: list[planner_pb2.SubTask], plan: planner_pb2.Plan) -> None:
-        """The inner loop of the iteration's RL sub-tasks, together, in rounds. Each round: every sub-task still
-        in gets its config from the fast agent, one after another in plan order (a replay answers each agent's
-        calls in recorded order), each offered an equal share of the frames left (:func:`training_frames`: together
-        they never overspend); their trainings run at once (:func:`run_trainings`); the verdicts come and are
-        applied one after another in plan order, as :meth:`_solve` applies them. A sub-task leaves when done, when
-        its inner budget is spent or when the verdict sends it back to the slow agent; the rounds end once the
-        shares of what is left are 0 frames."""
-        ctx = self.ctx
-        inner_budget = self._inner_budget()
-        starts = {st.name: start_inventory(plan, st, ctx.describe.rules, ctx.items) for st in subtasks}
-        active = [st for st in subtasks if self.state.subtasks[st.name].status != Status.DONE]
-        while True:
-            spent = [st.name for st in active if self.state.subtasks[st.name].inner_iterations >= inner_budget]
-            for name in spent:
-                self._give_up(self.state.subtasks[name], inner_budget)
-            active = [st for st in active if st.name not in spent]
-            if not active:
-                return
-            ctx.check_stop()
-            share = training_frames(ctx.budgets.env_frames_per_training, ctx.frames_left(), len(active))
-            if share == 0:  # what is left, shared out, trains nothing
-                for st in active:
-                    self.state.subtasks[st.name].feedback = FRAMES_SPENT
-                return
-            attempts = []
-            for st in active:
-                ctx.check_stop()
-                attempts.append(self.attempts.configure(st, self.state.subtasks[st.name], starts[st.name], plan,
-                                                        env_frames=share))
-            run_trainings(attempts, self.attempts.train_and_evaluate, self.ctx.settings.parallel_trainings)
-            active = []
-            for attempt in attempts:
-                step = self._apply_verdict(attempt.st, attempt.state, self.attempts.verdict(attempt))
-                if step is Step.TO_SLOW:
-                    self._give_up(attempt.state, inner_budget)
-                elif step is Step.AGAIN:
-                    active.append(attempt.st)
-
-    def _apply_verdict(self, st: planner_pb2.SubTask, state: SubTaskState,
-                       verdict: critic_pb2.Verdict | None) -> Step:
-        """An attempt's verdict applied to its sub-task (coded and RL alike): the attempt counts (once it ran: a
-        paused attempt is redone on resume), the verdict becomes the sub-task's feedback, a passed or kept
-        sub-task is done; what the inner loop does next."""
-        ctx = self.ctx
-        state.inner_iterations += 1
-        if verdict is None:
-            return Step.AGAIN
-        state.success_rate = verdict.success_rate
-        state.feedback = f"{verdict.diagnosis} {verdict.suggestion}".strip()
-        ctx.run.emit(st.name, verdict=verdict)
-        ctx.save()
-        if verdict.success or verdict.target == critic_pb2.TARGET_KEEP:
-            state.status = Status.DONE  # a passed sub-task is kept
-            ctx.save()
-            return Step.DONE
-        return Step.TO_SLOW if verdict.target == critic_pb2.TARGET_SLOW else Step.AGAIN
-
-    def _give_up(self, state: SubTaskState, inner_budget: int) -> None:
-        """A sub-task that leaves the inner loop unsolved: failed for this outer iteration (the slow agent sees
-        it), its inner count reset; code that kept failing moves to RL (with the skills that work as macro
-        actions)."""
-        ctx = self.ctx
-        state.status = Status.FAILED
-        if state.decision == Decision.CODE and state.code_failures >= inner_budget \
-                and ctx.mode == Mode.RL_GPT and ctx.stubs.learner is not None:
-            state.decision = Decision.RL
-            state.feedback += " (coding failed repeatedly: moved to RL)"
-        state.inner_iterations = 0
-        ctx.save()
-
