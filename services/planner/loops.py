@@ -214,6 +214,7 @@ class TwoLoops(PlanMaking, InnerLoops):
         if better than the best so far on the same worlds; below the target, the whole task's verdict hands out
         the next iteration's work (:mod:`services.planner.task_review`)."""
         ctx = self.ctx
+        self.state.slow_feedback = ""  # this iteration's plan answered it; the verdict below may set the next
         evaluation = iteration_evaluation(ctx)
         record.controller = evaluation.controller + (f"; error: {evaluation.error}" if evaluation.error else "")
         record.episodes, record.failed = evaluation.episodes, evaluation.failed
@@ -226,6 +227,8 @@ class TwoLoops(PlanMaking, InnerLoops):
                  record.controller, record.kept)
         if record.success_rate is not None and record.success_rate >= ctx.budgets.target_success:
             return
+        if self.state.outer_iteration + 1 >= ctx.budgets.max_outer_iterations or ctx.frames_left() == 0:
+            return  # no iteration follows to act on a verdict
         pending = [s for s in plan.subtasks if self.state.subtasks[s.name].status != Status.DONE]
         if pending:  # sub-tasks that failed: the slow agent sees why, as before any whole-task verdict
             self.state.slow_feedback = summary(plan, self.state)
