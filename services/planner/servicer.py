@@ -88,8 +88,6 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
                                      f"{exc.code().name} {exc.details()}") from None
         if not describe.available:
             raise FailedPrecondition(describe.unavailable_reason)
-        if problems := evaluation_problems(resolve_budgets(request.budgets, self.settings), describe, self.settings):
-            raise InvalidArgument("; ".join(problems))
         try:
             resolved = self.env.ResolveTask(env_pb2.ResolveTaskRequest(backend=request.backend, task=request.task),
                                             timeout=30)
@@ -99,6 +97,8 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
             raise FailedPrecondition(f"env server at {self.settings.env_server} did not check the task: "
                                      f"{exc.code().name} {exc.details()}") from None
         request.task.CopyFrom(resolved.task)
+        if problems := evaluation_problems(resolve_budgets(request.budgets, self.settings), describe, self.settings):
+            raise InvalidArgument("; ".join(problems))
         return describe
 
     @grpc_errors

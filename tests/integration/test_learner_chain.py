@@ -128,7 +128,7 @@ def final_of(tmp_path, env_server, learner, *, policy: str) -> tuple[Recorded, R
     env, learned = Recorded(env_server.stub), Recorded(learner.stub)
     ctx = RunContext.create(run, state, env_server.stub.Describe(env_pb2.DescribeRequest()),
                             Stubs(env=env, learner=learned, critic=None), SkillLibrary(tmp_path / "library.json"),
-                            PlannerSettings(test_steps=100, final_episode_frames=150))
+                            PlannerSettings(test_steps=100, final_episode_frames=150, eval_episodes=8))
     return env, learned, final_evaluation(ctx).as_json()
 
 

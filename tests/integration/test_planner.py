@@ -48,7 +48,7 @@ def planner(env_server, tmp_path):
                         base_url=fake.base_url, record_dir=tmp_path / "llm")
         settings = PlannerSettings(env_server=env_server.target, run_dir=str(tmp_path / "runs"),
                                    library_path=str(tmp_path / "library.json"), test_episodes=2, test_steps=150,
-                                   critic=critic, **extra)
+                                   critic=critic, **{"eval_episodes": 4, **extra})
         servicer = PlannerServicer(settings, llm)
         server, port = create_server("127.0.0.1:0", [
             ServiceBinding(SERVICE_NAME, planner_pb2_grpc.add_PlannerServiceServicer_to_server, servicer)])
@@ -253,6 +253,15 @@ def test_bad_requests(planner) -> None:
         (planner_pb2.StartRunRequest(task=common_pb2.TaskSpec(name="collect_wood"),
                                      budgets=planner_pb2.Budgets(total_env_frames=-1)), "INVALID_ARGUMENT",
          "total_env_frames"),
+        (planner_pb2.StartRunRequest(task=common_pb2.TaskSpec(name="collect_wood"),
+                                     budgets=planner_pb2.Budgets(target_success=1.5)), "INVALID_ARGUMENT",
+         "budgets.target_success=1.5 must be in 0.0..1.0"),
+        (planner_pb2.StartRunRequest(task=common_pb2.TaskSpec(name="collect_wood"),
+                                     budgets=planner_pb2.Budgets(eval_episodes=200)), "INVALID_ARGUMENT",
+         "budgets.eval_episodes=200 is more than the env server evaluates in one call (8"),  # Describe's limit
+        (planner_pb2.StartRunRequest(task=common_pb2.TaskSpec(name="collect_wood"),
+                                     budgets=planner_pb2.Budgets(total_env_frames=100)), "INVALID_ARGUMENT",
+         "budgets.total_env_frames=100 is less than one skill test (2 episodes x 150 frames = 300)"),
     ]:
         with pytest.raises(grpc.RpcError) as info:
             stub.StartRun(request)

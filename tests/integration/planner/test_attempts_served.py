@@ -49,7 +49,7 @@ def test_an_rl_attempts_macro_actions_join_its_skills_and_a_refused_one_comes_ba
     run = Run(tmp_path / "run", planner_pb2.StartRunRequest(task=common_pb2.TaskSpec(name="eat_cow", success=[goal]),
                                                             agents="slow-fast"))
     ctx = RunContext.create(run, state, describe, Stubs(env=env_server.stub, learner=learner, critic=None), library,
-                            PlannerSettings())
+                            PlannerSettings(eval_episodes=8))
     sub = state.subtasks["eat_cow"]
     # A test double of the hosted LLM: the first answer writes two macro actions, the revision none.
     with FakeOpenAIServer([Reply.json(RL_ANSWER), Reply.json({**RL_ANSWER, "macro_actions": []})]) as server:

@@ -73,7 +73,8 @@ def finished_iterations(tmp_path: Path, env_server, llm: ScriptedLLM | None, lea
         sub.status, sub.skill_code = Status.DONE, WALK
     two = TwoLoops(run, state, describe, llm, SkillLibrary(tmp_path / "library.json"),
                    Stubs(env=env_server.stub, learner=learner, critic=None),
-                   PlannerSettings(max_outer_iterations=2, total_env_frames=50_000, kept_plan_revisions=revisions))
+                   PlannerSettings(max_outer_iterations=2, total_env_frames=50_000, kept_plan_revisions=revisions,
+                                   eval_episodes=8))
     two.attempts.fast = FastAgent(llm, env_server.stub, describe, two.ctx.library) if llm is not None else None
     return two
 
