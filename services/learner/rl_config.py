@@ -10,7 +10,7 @@ from rlgpt.errors import FailedPrecondition, InvalidArgument, shown
 from rlgpt.machine import cpu_cores
 from rlgpt.observation_choice import choices, observed
 from rlgpt.reward_kinds import takes_target
-from rlgpt.v1 import env_pb2, learner_pb2
+from rlgpt.v1 import common_pb2, env_pb2, learner_pb2
 from services.learner.settings import LearnerSettings
 
 
@@ -35,6 +35,10 @@ class EnvVocabulary:
     default_skill_steps: int = 0
     """K the env server gives a session that leaves it at 0 (Describe's ``limits.default_skill_steps``): what a
     config with skills or a plan but no K trains with."""
+    max_stages: int = 0
+    """Most stages (and prefix steps) of a session (Describe's ``limits.max_stages``); 0: not told."""
+    max_animations: int = 0
+    """Most animated successful and failed episodes of a session (Describe's ``limits.max_animations``)."""
 
     @classmethod
     def from_env_server(cls, describe: env_pb2.DescribeResponse, skills: env_pb2.ListSkillsResponse
@@ -48,7 +52,8 @@ class EnvVocabulary:
                    max_envs_per_session=describe.limits.max_envs_per_session,
                    vector_labels=next((tuple(f.labels) for f in describe.observation if f.name == "vector"), ()),
                    threats=tuple(describe.threats), max_threat_distance=describe.limits.max_threat_distance,
-                   default_skill_steps=describe.limits.default_skill_steps)
+                   default_skill_steps=describe.limits.default_skill_steps, max_stages=describe.limits.max_stages,
+                   max_animations=describe.limits.max_animations)
 
 
 # The learner's defaults for the RLConfig fields a client leaves at 0 (the learner alone defaults the RL config:
@@ -169,6 +174,42 @@ def update_problems(config: learner_pb2.RLConfig, filled: learner_pb2.RLConfig,
     return problems
 
 
+def step_problems(where: str, step: learner_pb2.PlanStep | common_pb2.PrefixStep, vocabulary: EnvVocabulary
+                  ) -> list[str]:
+    """What is wrong with one step of a kept plan or of a prefix (``where`` names it: ``plan[0]``): a registered
+    skill, and success conditions of known achievements and items."""
+    problems = []
+    if not step.skill:
+        problems.append(f"{where}.skill: empty; name the registered coded skill that does this step")
+    elif step.skill not in vocabulary.skills:
+        problems.append(f"{where}.skill: unknown skill {shown(step.skill)} (register it on the env server first)")
+    if not step.success:
+        kind = where.split("[", 1)[0]
+        problems.append(f"{where}.success: empty; a {kind} step needs the conditions that say it is done")
+    for condition in step.success:
+        if condition.achievement and condition.achievement not in vocabulary.achievements:
+            problems.append(f"{where}.success: unknown achievement {shown(condition.achievement)}")
+        if condition.HasField("inventory") and condition.inventory.item not in vocabulary.items:
+            problems.append(f"{where}.success: unknown item {shown(condition.inventory.item)}")
+    return problems
+
+
+def prefix_problems(config: learner_pb2.RLConfig, vocabulary: EnvVocabulary) -> list[str]:
+    """What is wrong with ``prefix`` (the chain's earlier links the env server runs after every reset): at most the
+    env server's max_stages steps, each a step (:func:`step_problems`) with 1..max_episode_length frames."""
+    problems = []
+    if vocabulary.max_stages and len(config.prefix) > vocabulary.max_stages:
+        problems.append(f"prefix: {len(config.prefix)} steps; the env server runs at most {vocabulary.max_stages} "
+                        "(its max_stages): start the training at a later link")
+    for i, step in enumerate(config.prefix[:vocabulary.max_stages or None]):
+        problems += step_problems(f"prefix[{i}]", step, vocabulary)
+        if not 1 <= step.max_frames <= vocabulary.max_episode_length:
+            problems.append(f"prefix[{i}].max_frames={step.max_frames}: must be in "
+                            f"1..{vocabulary.max_episode_length} (the env server's max_episode_length), the most "
+                            "frames the link may take before the next starts")
+    return problems
+
+
 def validate_rl_config(config: learner_pb2.RLConfig, vocabulary: EnvVocabulary,
                        settings: LearnerSettings) -> learner_pb2.RLConfig:
     """Returns a copy with defaults filled in, or raises InvalidArgument listing every problem."""
@@ -232,16 +273,8 @@ def validate_rl_config(config: learner_pb2.RLConfig, vocabulary: EnvVocabulary,
             known = ", ".join(vocabulary.skills) or "none registered"
             problems.append(f"skills: unknown skill {name!r} (register it on the env server first; known: {known})")
     for i, step in enumerate(config.plan):
-        if step.skill not in vocabulary.skills:
-            problems.append(f"plan[{i}].skill: unknown skill {shown(step.skill)} (register it on the env server "
-                            "first)")
-        if not step.success:
-            problems.append(f"plan[{i}].success: empty; a plan step needs the conditions that say it is done")
-        for condition in step.success:
-            if condition.achievement and condition.achievement not in vocabulary.achievements:
-                problems.append(f"plan[{i}].success: unknown achievement {shown(condition.achievement)}")
-            if condition.HasField("inventory") and condition.inventory.item not in vocabulary.items:
-                problems.append(f"plan[{i}].success: unknown item {shown(condition.inventory.item)}")
+        problems += step_problems(f"plan[{i}]", step, vocabulary)
+    problems += prefix_problems(config, vocabulary)
     for i, term in enumerate(config.reward_terms):
         if term.kind not in vocabulary.reward_kinds:
             problems.append(f"reward_terms[{i}]: unknown kind {term.kind!r}; "

@@ -22,7 +22,7 @@ from google.protobuf import json_format
 from rlgpt.env_client import ManyEnvs, RemoteSession
 from rlgpt.v1 import env_pb2, learner_pb2
 from rlgpt.worlds import training_worlds
-from services.learner.vec_env import SessionVecEnv, SharedSessions
+from services.learner.vec_env import PrefixedSession, SessionVecEnv, SharedSessions
 
 ENV_NAME = "rlgpt"
 
@@ -33,7 +33,9 @@ def load_job_config(job_dir: Path) -> tuple[learner_pb2.RLConfig, dict[str, Any]
 
 
 def session_request(config: learner_pb2.RLConfig, seed: int, *, num_envs: int = 1, client: str = "",
-                    record: bool = False, autoreset: bool = False) -> env_pb2.CreateSessionRequest:
+                    record: bool = False, autoreset: bool = False, animate: int = 0) -> env_pb2.CreateSessionRequest:
+    """A session of a job's config: its training's and its own evaluations' (which start after its chain's prefix
+    too); ``animate``: GIFs of that many successful and failed episodes (needs ``record``)."""
     return env_pb2.CreateSessionRequest(
         backend=config.backend, task=config.task, seed=seed, num_envs=num_envs,
         reward_terms=list(config.reward_terms), episode_length=config.episode_length,
@@ -41,7 +43,7 @@ def session_request(config: learner_pb2.RLConfig, seed: int, *, num_envs: int = 
         skill_max_steps=config.skill_max_steps, autoreset=autoreset, client=client,
         record_trajectories=record, stages=[env_pb2.Stage(success=step.success) for step in config.plan],
         plan=[step.skill for step in config.plan], observe=list(config.observe),
-        plan_interrupt=config.plan_interrupt)
+        plan_interrupt=config.plan_interrupt, prefix=list(config.prefix), animate=animate)
 
 
 def env_server_for(doc: dict[str, Any], worker_index: int) -> str:
@@ -52,7 +54,8 @@ def env_server_for(doc: dict[str, Any], worker_index: int) -> str:
 
 def remote_session(config: learner_pb2.RLConfig, target: str, num_envs: int, seed: int, job_dir: Path
                    ) -> RemoteSession:
-    """A new autoreset session of ``num_envs`` envs on ``target``; a lost server writes ``job_dir/error.json``."""
+    """A new autoreset session of ``num_envs`` envs on ``target`` that tells its prefix's frames; a lost server
+    writes ``job_dir/error.json``."""
 
     def lost(message: str) -> None:
         # Every rollout worker of the job may lose its server at once: each writes its own file and renames it,
@@ -62,9 +65,9 @@ def remote_session(config: learner_pb2.RLConfig, target: str, num_envs: int, see
                                               "kept)"}))
         os.replace(tmp, job_dir / "error.json")
 
-    return RemoteSession.connect(target, session_request(config, seed, num_envs=num_envs, autoreset=True,
-                                                         client=f"learner:{job_dir}"), timeout=120, on_lost=lost,
-                                 streaming=True)
+    return PrefixedSession.connect(target, session_request(config, seed, num_envs=num_envs, autoreset=True,
+                                                           client=f"learner:{job_dir}"), timeout=120, on_lost=lost,
+                                   streaming=True)
 
 
 _WORKER_SESSIONS = SharedSessions()

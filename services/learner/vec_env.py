@@ -6,7 +6,8 @@ vector env: a group of envs of one session, stepped with one ``Step`` naming the
 splits of a worker share one session and each step is one round trip for all of its envs. The server resets
 finished envs itself (autoreset); a failing skill ends its episode here with one ``Reset`` for that env.
 
-Per episode the env reports the frames it consumed (a skill action takes up to K), skill frames, uses, errors,
+Per episode the env reports the frames it consumed (a skill action takes up to K; the frames of its chain prefix,
+``RLConfig.prefix``, which the env server ran before its first observation, count too), skill frames, uses, errors,
 achievements, success and its decisions per action, under ``info["episode_extra_stats"]`` as tensors over the
 group, which Sample Factory turns into per-episode stats for the finished envs.
 """
@@ -22,8 +23,9 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlgpt.env_client import ManyEnvs, Observation
+from rlgpt.env_client import ManyEnvs, Observation, RemoteSession
 from rlgpt.env_contract import is_macro
+from rlgpt.v1 import env_pb2
 from services.learner.spaces import observation_space
 
 EXTRA_STATS = ("success", "frames", "skill_frames", "skill_uses", "skill_errors", "achievements")
@@ -41,6 +43,34 @@ def choice_key(action: str) -> str:
 def choice_action(key: str) -> str:
     """The action a :func:`choice_key` names."""
     return re.sub(r"(?:\.[0-9a-f]{2})+", lambda m: bytes.fromhex(m.group().replace(".", "")).decode(), key)
+
+
+class PrefixedSession(RemoteSession):
+    """A ``RemoteSession`` that keeps what the env server says of its chain prefix (``CreateSessionRequest.prefix``):
+    per row of the observations it last returned (created, reset or stepped), the frames the prefix took before
+    them (``Observations.prefix_frames``; 0 where a row is no episode's first observation), and those of the
+    observations it was created with (``first_prefix_frames``, per env)."""
+
+    prefix_frames: np.ndarray
+    first_prefix_frames: np.ndarray
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.first_prefix_frames = self.prefix_frames
+
+    def _obs(self, obs: env_pb2.Observations) -> Observation:  # type: ignore[override]  # every answer's observations
+        observation = RemoteSession._obs(obs)
+        rows = len(observation["image"])
+        self.prefix_frames = np.asarray(obs.prefix_frames, np.int64) if obs.prefix_frames else np.zeros(rows, np.int64)
+        return observation
+
+
+def prefix_frames(session: ManyEnvs, rows: int, first: bool = False) -> np.ndarray:
+    """The frames the chain prefix took before the observations ``session`` last returned (``rows`` of them; with
+    ``first``, those it was created with, one per env): zeros where the session tells none (no ``PrefixedSession``,
+    e.g. the benchmark's in-process session)."""
+    told = getattr(session, "first_prefix_frames" if first else "prefix_frames", None)
+    return np.zeros(rows, np.int64) if told is None or len(told) != rows else np.asarray(told, np.int64)
 
 
 class SessionVecEnv(gym.Env):
@@ -92,28 +122,35 @@ class SessionVecEnv(gym.Env):
         self._unlocked = [set() for _ in self._indices]
         if self._fresh:
             obs = {k: v[self._indices] for k, v in self._session.first_observations.items()}
+            prefix = prefix_frames(self._session, self._session.num_envs, first=True)[self._indices]
         else:
             obs = self._session.reset(self._indices)
+            prefix = prefix_frames(self._session, self.num_agents)
+        self._sums["frames"] += prefix  # the prefix's frames are the new episodes' first
         self._fresh = False
         return self._observation(obs), [{} for _ in self._indices]
 
     def step(self, actions: Any) -> tuple[Observation, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         acts = np.asarray(actions.cpu() if isinstance(actions, torch.Tensor) else actions, np.int64).reshape(-1)
         batch = self._session.step_envs(acts.tolist(), self._indices)
+        # An env reset by the server ran the next episode's prefix: its frames are in the step's, the next episode's.
+        carried = prefix_frames(self._session, len(acts)).copy()
+        own = batch.frames - carried
         obs = batch.observation
         terminated, truncated = batch.terminated.copy(), batch.truncated.copy()
         skill = np.isin(acts, self._skill_ids)
         sums = self._sums
-        sums["frames"] += batch.frames
+        sums["frames"] += own
         sums["achievements"] += batch.achievements
         sums["skill_uses"] += skill
-        sums["skill_frames"] += np.where(skill, batch.frames, 0)
+        sums["skill_frames"] += np.where(skill, own, 0)
         sums["skill_errors"] += batch.skill_error
         if self._end_on_skill_error:
             failed = np.flatnonzero(batch.skill_error & ~(terminated | truncated))
             if failed.size:
                 truncated[failed] = True
                 fresh = self._session.reset([self._indices[j] for j in failed])
+                carried[failed] = prefix_frames(self._session, failed.size)
                 obs = {k: v.copy() for k, v in obs.items()}
                 for key in obs:
                     obs[key][failed] = fresh[key]
@@ -128,6 +165,7 @@ class SessionVecEnv(gym.Env):
                               for a, name in enumerate(self.action_names)}
         for total in sums.values():
             total[done] = 0
+        sums["frames"] += carried
         self._choices[done] = 0
         return (self._observation(obs), batch.rewards, terminated, truncated,
                 {"episode_extra_stats": extra})

@@ -10,7 +10,7 @@ VOCAB = EnvVocabulary(backend="crafter", actions=("noop", "move_left", "do"), ac
                       items=("wood",), reward_kinds=("success", "step", "inventory_gain"), skills=("chop",),
                       max_skill_steps=100, max_episode_length=10000, max_envs_per_session=16,
                       vector_labels=("status/health", "inventory/wood"), threats=("zombie",), max_threat_distance=8,
-                      default_skill_steps=32)
+                      default_skill_steps=32, max_stages=2)
 PLAN = [learner_pb2.PlanStep(skill="chop", success=[common_pb2.Condition(achievement="collect_wood")])]
 SETTINGS = LearnerSettings(max_workers=2)
 
@@ -100,3 +100,32 @@ def test_a_gpu_job_needs_a_gpu_where_it_runs(fields: dict, device: str, runner: 
             check_device(config(**fields), settings, has_cuda=lambda: cuda)
     else:
         check_device(config(**fields), settings, has_cuda=lambda: cuda)
+
+
+def prefix(skill: str = "chop", success=PLAN[0].success, max_frames: int = 200) -> common_pb2.PrefixStep:
+    """One earlier link of the chain the training starts behind."""
+    return common_pb2.PrefixStep(skill=skill, success=list(success), max_frames=max_frames)
+
+
+def test_a_prefix_of_registered_skills_is_kept() -> None:
+    filled = validate_rl_config(config(prefix=[prefix(), prefix(max_frames=10000)]), VOCAB, SETTINGS)
+    assert [step.max_frames for step in filled.prefix] == [200, 10000]
+
+
+@pytest.mark.parametrize(("steps", "needle"), [
+    ([prefix(skill="")], "prefix[0].skill: empty; name the registered coded skill that does this step"),
+    ([prefix(skill="teleport")], "prefix[0].skill: unknown skill 'teleport' (register it on the env server first)"),
+    ([prefix(success=())], "prefix[0].success: empty; a prefix step needs the conditions that say it is done"),
+    ([prefix(success=[common_pb2.Condition(achievement="fly")])], "prefix[0].success: unknown achievement 'fly'"),
+    ([prefix(success=[common_pb2.Condition(inventory=common_pb2.ItemCount(item="gold", count=1))])],
+     "prefix[0].success: unknown item 'gold'"),
+    ([prefix(), prefix(max_frames=0)], "prefix[1].max_frames=0: must be in 1..10000 (the env server's "
+                                       "max_episode_length)"),
+    ([prefix(max_frames=10001)], "prefix[0].max_frames=10001: must be in 1..10000"),
+    ([prefix()] * 3, "prefix: 3 steps; the env server runs at most 2 (its max_stages): start the training at a "
+                     "later link"),
+])
+def test_a_bad_prefix_says_which_step_and_what_to_do(steps: list, needle: str) -> None:
+    with pytest.raises(InvalidArgument, match="invalid RL config") as info:
+        validate_rl_config(config(prefix=steps), VOCAB, SETTINGS)
+    assert needle in str(info.value)

@@ -33,3 +33,13 @@ def test_a_jobs_sessions_ask_for_its_config_as_the_env_server_reads_it() -> None
     assert (request.seed, request.num_envs, request.skill_max_steps, request.episode_length) == (11, 3, 8, 50)
     assert list(request.observe) == ["status", "inventory/wood"] and list(request.plan) == ["chop"]
     assert list(request.stages[0].success) == [wood] and request.record_trajectories
+
+
+def test_a_jobs_sessions_start_behind_its_prefix_and_animate_when_asked() -> None:
+    from services.learner.sf_env import session_request
+
+    step = common_pb2.PrefixStep(skill="chop", success=[common_pb2.Condition(achievement="collect_wood")],
+                                 max_frames=90)
+    config = learner_pb2.RLConfig(task=common_pb2.TaskSpec(name="place_table"), prefix=[step])
+    assert list(session_request(config, 1).prefix) == [step] and session_request(config, 1).animate == 0
+    assert session_request(config, 1, record=True, animate=2).animate == 2
