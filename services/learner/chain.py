@@ -105,7 +105,8 @@ def _env_call(method: Callable[[Any], Any], request: Any, env_server: str) -> An
 def _chain_session(request: learner_pb2.EvaluateRequest, configs: dict[str, learner_pb2.RLConfig], backend: str,
                    env_server: str) -> tuple[RemoteSession, env_pb2.DescribeResponse]:
     """The chain's session on worlds ``request.seed`` upward (one env per episode, autoreset, trajectories
-    recorded; its stages the links' success conditions), and the backend's Describe."""
+    recorded, ``request.animate`` of them animated; its stages the links' success conditions; no prefix: the chain
+    runs its earlier links itself), and the backend's Describe."""
     links = list(request.chain)
     channel = create_channel(env_server, default_timeout=EVAL_CALL_SECONDS)
     stub = env_pb2_grpc.EnvServiceStub(channel)
@@ -120,7 +121,7 @@ def _chain_session(request: learner_pb2.EvaluateRequest, configs: dict[str, lear
         backend=backend, task=request.task, seed=request.seed, num_envs=request.episodes,
         episode_length=length, skills=chain_skills(links, configs),
         skill_max_steps=skill_steps(links, configs, length, describe.limits.max_skill_steps),
-        autoreset=True, client="evaluate:chain", record_trajectories=True,
+        autoreset=True, client="evaluate:chain", record_trajectories=True, animate=request.animate,
         stages=[env_pb2.Stage(success=link.success) for link in links]), env_server)
     return session, describe
 

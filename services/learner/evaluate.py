@@ -11,7 +11,7 @@ import numpy as np
 
 from rlgpt.env_client import RemoteSession
 from rlgpt.env_contract import PLAN_ACTION
-from rlgpt.errors import FailedPrecondition, NotFound
+from rlgpt.errors import FailedPrecondition, InvalidArgument, NotFound
 from rlgpt.v1 import common_pb2, env_pb2, learner_pb2
 from services.learner.plan_progress import PlanProgress
 from services.learner.policy import FirstEpisodes, Policy, latest_checkpoint
@@ -22,16 +22,26 @@ EVAL_CALL_SECONDS = 300
 """Deadline of each env-server call of an evaluation (a step of skill or plan actions takes up to K frames each)."""
 
 
+def check_animate(animate: int, limit: int) -> None:
+    """``EvaluateRequest.animate`` (GIFs of that many successful and failed episodes each) within 0..``limit``, the
+    env server's max_animations; InvalidArgument says which."""
+    if not 0 <= animate <= limit:
+        raise InvalidArgument(f"animate={animate}: must be in 0..{limit}, the env server's max_animations (GIFs of "
+                              "that many successful and that many failed episodes)")
+
+
 def evaluate(job_dir: Path, env_server: str, episodes: int, seed: int, checkpoint: Path | None = None,
              max_frames: int = 1_000_000, task: common_pb2.TaskSpec | None = None,
              frames_per_episode: int = 0, episode_length: int = 0, greedy: bool = False,
-             plan_alone: bool = False, sampling_seed: int | None = None) -> learner_pb2.EvaluateResponse:
+             plan_alone: bool = False, sampling_seed: int | None = None, animate: int = 0
+             ) -> learner_pb2.EvaluateResponse:
     """Runs ``episodes`` episodes in parallel on worlds ``seed``, ``seed + 1``, ... (the caller names them:
     rlgpt/worlds.py) with the policy sampling its actions (its generator seeded with ``sampling_seed``, by default
     ``seed``: the benchmarks keep the one their recorded results sampled with); with
     ``frames_per_episode``, that many of the observations it acted on are sampled from each episode; ``greedy``:
     the policy takes its most probable action instead; ``plan_alone``: no policy, every action the job's kept
-    plan (the same worlds: what the policy must beat)."""
+    plan (the same worlds: what the policy must beat); ``animate``: GIFs of the first that many successful and
+    failed episodes. The episodes start after the job's chain prefix (RLConfig.prefix), as its training's did."""
     if not (job_dir / "config.json").exists():
         raise NotFound(f"no job directory at {job_dir}")
     config, _doc = load_job_config(job_dir)
@@ -45,7 +55,8 @@ def evaluate(job_dir: Path, env_server: str, episodes: int, seed: int, checkpoin
     return play(config, env_server, episodes, seed,
                 chooser=None if path is None else policy_chooser(
                     job_dir, path, config, greedy, seed if sampling_seed is None else sampling_seed),
-                client=f"evaluate:{job_dir.name}", max_frames=max_frames, frames_per_episode=frames_per_episode)
+                client=f"evaluate:{job_dir.name}", max_frames=max_frames, frames_per_episode=frames_per_episode,
+                animate=animate)
 
 
 Chooser = Callable[[list[int], np.ndarray, np.ndarray, Mapping[int, tuple[env_pb2.StepInfo, int]]], list[int]]
@@ -89,12 +100,14 @@ def step_first_episodes(session: RemoteSession, first: FirstEpisodes, choose: Ch
 
 def play(config: learner_pb2.RLConfig, env_server: str, episodes: int, first_seed: int, *,
          chooser: Callable[[RemoteSession], Chooser] | None = None, client: str = "",
-         max_frames: int = 1_000_000, frames_per_episode: int = 0) -> learner_pb2.EvaluateResponse:
+         max_frames: int = 1_000_000, frames_per_episode: int = 0, animate: int = 0
+         ) -> learner_pb2.EvaluateResponse:
     """The first episode of ``episodes`` worlds from ``first_seed`` (env i plays world ``first_seed + i``) in one
     session built from ``config``: ``chooser`` (made from the session) acting, or with none every action the kept
-    plan (``config.plan``); per plan step, how far the episodes got (``links``)."""
+    plan (``config.plan``); per plan step, how far the episodes got (``links``); ``animate``: GIFs of the first
+    that many successful and failed episodes."""
     session = RemoteSession.connect(env_server, session_request(config, first_seed, num_envs=episodes, client=client,
-                                                                record=True, autoreset=True),
+                                                                record=True, autoreset=True, animate=animate),
                                     timeout=EVAL_CALL_SECONDS)
     first = FirstEpisodes(episodes, frames_per_episode)
     plan = PlanProgress([step.skill for step in config.plan], episodes)
