@@ -81,7 +81,10 @@ class JobManager:
                 pass
 
     # --- commands -----------------------------------------------------------------------------------
-    def start(self, config: learner_pb2.RLConfig, extra: dict[str, Any]) -> JobRecord:
+    def start(self, config: learner_pb2.RLConfig, extra: dict[str, Any],
+              prepare: Callable[[Path], None] | None = None) -> JobRecord:
+        """Creates a job and launches it; ``prepare`` (given its new directory) readies it first (e.g. the
+        checkpoint it starts from)."""
         with self._lock:
             running = sum(1 for j in self._jobs.values() if j.state not in TERMINAL)
             if running >= self.settings.max_concurrent_jobs:
@@ -94,6 +97,8 @@ class JobManager:
             record = JobRecord(job_id=job_id, job_dir=job_dir, config=config)
             self._jobs[job_id] = record
             try:
+                if prepare is not None:
+                    prepare(job_dir)
                 self._launch(record)
             except Exception:  # no job id reached the client: leave no job behind to hold a slot
                 del self._jobs[job_id]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +16,14 @@ from rlgpt.grpc_client import create_channel
 from rlgpt.v1 import env_pb2, env_pb2_grpc, learner_pb2, learner_pb2_grpc
 from services.learner.chain import check_chain, evaluate_chain
 from services.learner.env_servers import prepare_env_servers, training_targets
-from services.learner.evaluate import evaluate
+from services.learner.evaluate import check_animate, evaluate
 from services.learner.jobs import JobRunner
 from services.learner.manager import JobManager
 from services.learner.policy import check_resumable
 from services.learner.rl_config import EnvVocabulary, check_device, validate_rl_config
 from services.learner.settings import LearnerSettings
 from services.learner.sf_env import session_request
+from services.learner.warm_start import start_checkpoint, write_start_checkpoint
 
 log = logging.getLogger(__name__)
 SERVICE_NAME = learner_pb2.DESCRIPTOR.services_by_name["LearnerService"].full_name
@@ -38,6 +40,11 @@ def pure_rl_baseline(config: learner_pb2.RLConfig) -> learner_pb2.RLConfig:
     baseline.skill_max_steps = 1
     baseline.name = f"{config.name}__pure_rl" if config.name else "pure_rl"
     return baseline
+
+
+def vector_length(session: env_pb2.CreateSessionResponse) -> int:
+    """The length of a session's observation vector (what a policy's first layer takes)."""
+    return next((f.shape[0] for f in session.observation if f.name == "vector"), 0)
 
 
 class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
@@ -97,14 +104,20 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
             existing = self.jobs.get(request.resume_job_id)
             targets = self._targets(existing.config)
             session = self._env_accepts(existing.config)  # what the env serves the job now
-            vector = next((f.shape[0] for f in session.observation if f.name == "vector"), 0)
+            vector = vector_length(session)
             record = self.jobs.resume(request.resume_job_id, self._job_extra(targets),
                                       check=lambda job_dir: check_resumable(job_dir, vector, len(session.actions)))
             return learner_pb2.StartTrainingResponse(job_id=record.job_id)
-        config = validate_rl_config(request.config, self._vocabulary(request.config.backend), self.settings)
+        vocabulary = self._vocabulary(request.config.backend)
+        config = validate_rl_config(request.config, vocabulary, self.settings)
         check_device(config, self.settings)
-        self._env_accepts(config)
-        record = self.jobs.start(config, self._job_extra(self._targets(config)))
+        session = self._env_accepts(config)
+        prepare = None
+        if config.init_from_job:  # the weights it starts from: checked now, copied into its directory at the start
+            start = start_checkpoint(self.jobs.get(config.init_from_job), config, vocabulary.actions,
+                                     vocabulary.vector_labels, vector_length(session), len(session.actions))
+            prepare = partial(write_start_checkpoint, start)
+        record = self.jobs.start(config, self._job_extra(self._targets(config)), prepare)
         return learner_pb2.StartTrainingResponse(job_id=record.job_id)
 
     @grpc_errors
@@ -125,6 +138,8 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
         if not 0 <= request.frames_per_episode <= MAX_EVAL_FRAMES_PER_EPISODE:
             raise InvalidArgument(f"frames_per_episode={request.frames_per_episode} must be in "
                                   f"0..{MAX_EVAL_FRAMES_PER_EPISODE}")
+        if request.animate:  # the env server's limit, asked only when GIFs are
+            check_animate(request.animate, self._vocabulary("").max_animations)
         if request.plan_alone and (request.chain or request.greedy):
             raise InvalidArgument("plan_alone evaluates one job's kept plan with no policy acting: set neither "
                                   "chain nor greedy with it")
@@ -146,7 +161,7 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
         task = request.task if request.HasField("task") else None
         return evaluate(job_dir, self.settings.env_server, request.episodes, request.seed, checkpoint, task=task,
                         frames_per_episode=request.frames_per_episode, episode_length=request.episode_length,
-                        greedy=request.greedy, plan_alone=request.plan_alone)
+                        greedy=request.greedy, plan_alone=request.plan_alone, animate=request.animate)
 
     @grpc_errors
     def ListJobs(self, request: learner_pb2.ListJobsRequest,
