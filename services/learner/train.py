@@ -179,9 +179,14 @@ class ProgressObserver(AlgoObserver):
         if self.reason:
             runner._stop_training()  # saves a checkpoint, then stops every component
 
-    def extra_summaries(self, runner: Runner, *args: Any) -> None:
-        """Sample Factory calls this every few seconds on the runner's loop, trained or not: the job's self-watch,
-        and a stop asked by a signal (:meth:`terminate`)."""
+    def extra_summaries(self, runner: Runner, policy_id: int = 0, writer: Any = None, *args: Any) -> None:
+        """Sample Factory calls this every few seconds on the runner's loop, trained or not (with the policy's
+        TensorBoard writer): the job's curves by env frames, the job's self-watch, and a stop asked by a signal
+        (:meth:`terminate`)."""
+        if writer is not None:  # Sample Factory's own scalars are by decisions, a skill action's K frames one
+            frames = self.frames(runner)
+            writer.add_scalar("rlgpt/success_rate", sum(self.successes) / max(1, len(self.successes)), frames)
+            writer.add_scalar("rlgpt/mean_return", sum(self.returns) / max(1, len(self.returns)), frames)
         if self.reason:
             return
         reason = "stopped" if self.terminated else self.watch.check() if self.watch is not None else None

@@ -130,6 +130,20 @@ def test_the_progress_says_what_the_policy_chose_over_the_last_episodes(tmp_path
     assert observer.record(runner)["action_shares"] == {"plan": 0.6, "skill:shelter": 0.4}
 
 
+def test_tensorboard_gets_the_curves_by_env_frames(tmp_path: Path) -> None:
+    class Writer:  # Sample Factory's tensorboardX SummaryWriter of the job (under JOB_DIR/sf)
+        scalars: list[tuple[str, float, int]] = []
+
+        def add_scalar(self, tag: str, value: float, step: int) -> None:
+            self.scalars.append((tag, value, step))
+
+    observer, runner = ProgressObserver(tmp_path, frame_budget=10_000, interval=0.0), Runner()
+    observer.on_episode(runner, episode(1.0, decisions=10, frames=40, success=1.0), 0)
+    observer.on_episode(runner, episode(0.0, decisions=10, frames=20), 0)
+    observer.extra_summaries(runner, 0, Writer(), 20)  # as the runner calls it: policy, writer, its env steps
+    assert Writer.scalars == [("rlgpt/success_rate", 0.5, 60), ("rlgpt/mean_return", 0.5, 60)]
+
+
 def test_fps_is_measured_over_recent_records(tmp_path: Path) -> None:
     observer, runner = ProgressObserver(tmp_path, frame_budget=10_000, interval=0.0), Runner()
     assert observer.record(runner)["fps"] == 0.0
