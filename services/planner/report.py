@@ -1,4 +1,4 @@
-"""A run's report: ``report.md`` and its PNG plots in the run directory.
+"""A run's report: ``report.md``, its PNG plots and the final controller's GIFs in the run directory.
 
 The planner writes them when a run ends, fails or stops, and serves them with ``GetRunReport``: a client never
 reads the run directory (on a cluster it cannot). ``rlgpt report RUN_DIR`` writes them again for a run
@@ -7,25 +7,33 @@ directory on the local disk.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import matplotlib
 from google.protobuf import json_format
-
-matplotlib.use("Agg")  # headless: reports are written on servers and in CI
-import matplotlib.pyplot as plt
 
 from rlgpt.errors import FailedPrecondition
 from rlgpt.v1 import planner_pb2
 from services.planner.agents.texts import choices_text, last_shares
+from services.planner.animations import ANIMATIONS_DIR
 from services.planner.program_code import program_of
 from services.planner.programs import step_text
+from services.planner.report_evaluations import (
+    animations_section,
+    evaluation_text,
+    final_line,
+    links_section,
+    verdicts_section,
+)
+from services.planner.report_plots import plot_iterations, plot_subtask_curves
 from services.planner.state import RunState
 
 REPORT_FILES = ("report.md", "curves.png", "iterations.png")
-"""The report's files, the markdown first: what ``GetRunReport`` sends."""
+"""The report's fixed files, the markdown first; ``GetRunReport`` sends them and the GIFs under animations/."""
+GIF_NAME = re.compile(r"[A-Za-z0-9_-]{1,100}\.gif")
+"""The names of the animations sent (those :func:`~services.planner.animations.write_animations` writes)."""
 CURVES, ITERATIONS = REPORT_FILES[1:]
 CHUNK_BYTES = 1 << 20
 """Content of one ``ReportChunk`` at most."""
@@ -40,71 +48,6 @@ def outcome(state: int, error: str = "") -> str:
     if state == planner_pb2.RUN_STATE_FAILED:
         return f"failed: {error[:500]}" if error else "failed"
     return "running: this report is partial"
-
-
-def plot_subtask_curves(state: RunState, path: Path) -> Path:
-    """Success rate vs env frames: training curves of RL sub-tasks, test results of coded attempts."""
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    for name, sub in state.subtasks.items():
-        trainings: dict[str, list[dict[str, float]]] = {}
-        for point in sub.curve:
-            trainings.setdefault(str(point.get("job_id", "")), []).append(point)
-        for k, points in enumerate(trainings.values(), 1):
-            # Numbered per sub-task: two inner attempts of one outer iteration are two trainings.
-            label = f"{name} (RL training {k}, outer iteration {points[0].get('iteration', 0)})"
-            frames = [p["env_frames"] for p in points]
-            [line] = ax.plot(frames, [p["success_rate"] for p in points], label=label)
-            if any("skill_frame_fraction" in p for p in points):  # how much of the training the skills played
-                ax.plot(frames, [p.get("skill_frame_fraction", 0.0) for p in points], linestyle=":",
-                        color=line.get_color(), label=f"{name}: training {k}'s share of frames inside coded skills")
-        if sub.tests:
-            coded = sub.decision == "code"
-            ax.scatter([t.get("frames", 0) for t in sub.tests], [t.get("success_rate", 0.0) for t in sub.tests],
-                       marker="o" if coded else "s", label=f"{name} ({'code tests' if coded else 'evaluations'})")
-    ax.set_xlabel("env frames spent on the sub-task")
-    ax.set_ylabel("success rate (dotted: share of frames in skills)")
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_title("Sub-tasks: success rate vs env frames")
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
-
-
-def plot_iterations(state: RunState, path: Path) -> Path:
-    """Tokens per outer iteration, and the whole task's success after each iteration and at the end."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
-    iterations = [int(i["iteration"]) for i in state.iterations]
-    left.bar(iterations, [i["tokens"] for i in state.iterations], color="tab:blue")
-    left.set_xticks(iterations)  # whole iterations only
-    left.set_xlabel("outer iteration")
-    left.set_ylabel("LLM tokens")
-    left.set_title("Tokens per iteration")
-    final = state.final or {}
-    labels = [f"iter {i}" for i in iterations] + ["final"]
-    rates = [it.get("success_rate") for it in state.iterations] + [float(final.get("success_rate", 0.0))
-                                                                   if state.final else None]
-    colors = ["tab:olive"] * len(iterations) + ["tab:green"]
-    positions = list(range(len(labels)))
-    right.bar(positions, [r or 0.0 for r in rates], color=colors)
-    for x, rate in zip(positions, rates, strict=True):
-        # Written on its bar with a marker, so a 0% result shows as such, not as an empty slot.
-        if rate is None:  # not evaluated: no marker, a grey note
-            right.annotate("n/a", (x, 0.0), xytext=(0, 6), textcoords="offset points", ha="center", color="grey")
-            continue
-        right.plot([x], [rate], marker="_" if rate else "o", color="black", markersize=10)
-        right.annotate(f"{rate:.0%}", (x, rate), xytext=(0, 6), textcoords="offset points", ha="center",
-                       fontsize=11, fontweight="bold")
-    right.set_xticks(positions, labels)
-    right.set_ylim(0, 1.15)
-    right.set_ylabel("whole-task success rate")
-    right.set_title(f"Whole-task success per iteration ({final.get('episodes', 0)} episodes)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
 
 
 def _request(run_dir: Path) -> planner_pb2.StartRunRequest:
@@ -202,16 +145,17 @@ def write_run_report(run_dir: Path, state: RunState | None = None, ended: str = 
     state = state if state is not None else RunState.load(run_dir)
     task = request.task
     final = state.final or {}
+    target = request.budgets.target_success if request.budgets.HasField("target_success") else None
     curves = plot_subtask_curves(state, run_dir / CURVES)
-    iterations_png = plot_iterations(state, run_dir / ITERATIONS)
+    iterations_png = plot_iterations(state, run_dir / ITERATIONS, target)
     lines = [f"# RL-GPT run: {task.name or task.description or 'task'}", "",
              f"- mode: {request.mode or 'rl-gpt'}, agents: {request.agents or 'slow-fast-critic'}, "
              f"seed: {request.seed}"]
     if ended:
         lines.append(f"- outcome: {ended}")
-    lines += [f"- final task success: **{final.get('success_rate', 0.0):.0%}** over {final.get('episodes', 0)} "
-              f"episodes ({final.get('controller', 'not evaluated')})",
-              f"- env frames spent (skill tests + training): {state.frames_used}", "",
+    if state.stop_reason:
+        lines.append(f"- stopped because: {state.stop_reason}")
+    lines += [final_line(final), f"- env frames spent (skill tests + training): {state.frames_used}", "",
               "## Sub-tasks", "", "| sub-task | decision | status | success rate | frames | attempts |",
               "|---|---|---|---:|---:|---:|"]
     for name, sub in state.subtasks.items():
@@ -219,20 +163,14 @@ def write_run_report(run_dir: Path, state: RunState | None = None, ended: str = 
                      f"{len(sub.tests)} |")
     lines += ["", f"![success vs frames]({curves.name})", "", "## Iterations", "",
               "| iteration | LLM tokens | seconds | env frames | whole-task success | chain evaluated |",
-              "|---:|---:|---:|---:|---:|---|"]
+              "|---:|---:|---:|---:|---|---|"]
     for it in state.iterations:
-        rate = it.get("success_rate")
         chain = str(it.get("controller", "")).replace("|", "/")
         lines.append(f"| {int(it['iteration'])} | {int(it['tokens'])} | {it['seconds']:.0f} | {int(it['frames'])} | "
-                     f"{'n/a' if rate is None else f'{rate:.0%}'} | {chain} |")
+                     f"{evaluation_text(it)} | {chain} |")
     lines += ["", f"![tokens and success per iteration]({iterations_png.name})", ""]
+    lines += animations_section(final) + links_section(state) + verdicts_section(state)
     lines += kept_plan_section(state.kept_plan)
-    if final.get("links"):
-        lines += ["## The final chain, link by link", "", "| link | episodes reaching it | met its conditions | "
-                  "mean frames in it |", "|---|---:|---:|---:|"]
-        lines += [f"| {link['name']} | {link['reached']} | {link['succeeded']} | {link['mean_frames']:.0f} |"
-                  for link in final["links"]]
-        lines.append("")
     lines += skills_section(state)
     lines += ["## The plan as it evolved", ""]
     for number, plan in enumerate(state.plans):
@@ -247,13 +185,22 @@ def write_run_report(run_dir: Path, state: RunState | None = None, ended: str = 
     return path
 
 
+def report_files(run_dir: Path) -> list[str]:
+    """The report's files that were written, relative to ``run_dir``, report.md first: the fixed files, then the
+    GIFs under animations/ (plain files of plain names only; a link is not followed out of the run directory)."""
+    run_dir = Path(run_dir)
+    folder = run_dir / ANIMATIONS_DIR
+    gifs = [] if folder.is_symlink() else sorted(f"{ANIMATIONS_DIR}/{p.name}" for p in folder.glob("*.gif")
+                                                 if GIF_NAME.fullmatch(p.name))
+    return [name for name in (*REPORT_FILES, *gifs)
+            if (run_dir / name).is_file() and not (run_dir / name).is_symlink()]
+
+
 def report_chunks(run_dir: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[planner_pb2.ReportChunk]:
-    """The report's files as ``ReportChunk`` messages, report.md first; files that were not written are left out."""
-    for name in REPORT_FILES:
-        path = run_dir / name
-        if not path.is_file():
-            continue
-        data = path.read_bytes()
+    """The report's files (:func:`report_files`) as ``ReportChunk`` messages named by their path relative to the
+    run directory, report.md first."""
+    for name in report_files(run_dir):
+        data = (run_dir / name).read_bytes()
         for offset in range(0, max(len(data), 1), chunk_bytes):
             yield planner_pb2.ReportChunk(name=name, offset=offset, content=data[offset:offset + chunk_bytes],
                                           size=len(data))
