@@ -19,6 +19,7 @@ from rich.live import Live
 from rich.table import Table
 
 from rlgpt.app.launcher import ServiceProcess, start_service
+from rlgpt.app.report_fetch import fetch_report
 from rlgpt.config import LLMSettings
 from rlgpt.errors import FailedPrecondition, InvalidArgument, Unavailable
 from rlgpt.grpc_client import create_channel
@@ -217,37 +218,6 @@ def follow(stub: planner_pb2_grpc.PlannerServiceStub, run_id: str, console: Cons
     finally:
         signal.signal(signal.SIGINT, previous)
     return last
-
-
-def fetch_report(stub: planner_pb2_grpc.PlannerServiceStub, run_id: str, local_dir: Path) -> Path | None:
-    """Saves a run's report (``GetRunReport``: report.md and its plots) into ``local_dir``; returns the local
-    report.md, or None when the planner has no report for the run (FAILED_PRECONDITION)."""
-    files: dict[str, bytearray] = {}
-    sizes: dict[str, int] = {}
-    try:
-        for chunk in stub.GetRunReport(planner_pb2.GetRunReportRequest(run_id=run_id), timeout=300):
-            if chunk.name != Path(chunk.name).name or chunk.name.startswith("."):
-                raise Unavailable(f"the planner sent a report file named {chunk.name[:80]!r}, not a plain file name")
-            data = files.setdefault(chunk.name, bytearray())
-            if chunk.offset != len(data):
-                raise Unavailable(f"the planner sent {chunk.name} out of order (offset {chunk.offset}, "
-                                  f"{len(data)} bytes so far)")
-            data += chunk.content
-            sizes[chunk.name] = chunk.size
-    except grpc.RpcError as exc:
-        if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:
-            log.warning("no report for run %s: %s", run_id, exc.details())
-            return None
-        raise Unavailable(f"the report of run {run_id} could not be fetched: {exc.code().name}: "
-                          f"{exc.details()}") from None
-    short = [name for name, data in files.items() if len(data) != sizes[name]]
-    if short or "report.md" not in files:
-        raise Unavailable(f"the report of run {run_id} came incomplete: "
-                          f"{', '.join(short) if short else 'report.md'} missing bytes")
-    local_dir.mkdir(parents=True, exist_ok=True)
-    for name, data in files.items():
-        (local_dir / name).write_bytes(bytes(data))
-    return local_dir / "report.md"
 
 
 def _resume_request(options: RunOptions, resume: Path) -> planner_pb2.StartRunRequest:
