@@ -16,7 +16,7 @@ from services.planner.state import RunState
 
 def plot_subtask_curves(state: RunState, path: Path) -> Path:
     """Success rate vs env frames: training curves of RL sub-tasks, test results of coded attempts."""
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, ax = plt.subplots(figsize=(11, 4.5))
     for name, sub in state.subtasks.items():
         trainings: dict[str, list[dict[str, float]]] = {}
         for point in sub.curve:
@@ -37,8 +37,8 @@ def plot_subtask_curves(state: RunState, path: Path) -> Path:
     ax.set_ylabel("success rate (dotted: share of frames in skills)")
     ax.set_ylim(-0.02, 1.02)
     ax.set_title("Sub-tasks: success rate vs env frames")
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7)
+    if ax.get_legend_handles_labels()[0]:  # beside the axes: inside, it hid the last evaluations
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
