@@ -249,10 +249,10 @@ def final_controller(ctx: RunContext) -> str | None:
     return None
 
 
-def evaluate_kept_plan(ctx: RunContext, job_id: str, *, episodes: int, seed: int) -> FinalResult:
+def evaluate_kept_plan(ctx: RunContext, job_id: str, *, episodes: int, seed: int, animate: int = 0) -> FinalResult:
     """The policy around the kept plan on the whole task (its links: how far episodes got through the plan)."""
-    result = FinalResult(episodes=episodes, frames_used=ctx.state.frames_used,
+    result = FinalResult(episodes=episodes, frames_used=ctx.state.frames_used, seed=seed,
                          controller=f"kept plan: the chain of coded skills with policy {job_id} stepping in")
     return learner_evaluation(ctx, learner_pb2.EvaluateRequest(
-        job_id=job_id, episodes=episodes, seed=seed, episode_length=ctx.settings.final_episode_frames),
-        result, "final (kept plan)")
+        job_id=job_id, episodes=episodes, seed=seed, episode_length=ctx.settings.final_episode_frames,
+        animate=animate), result, "final (kept plan)")

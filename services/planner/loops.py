@@ -35,6 +35,7 @@ from services.planner.agents.fast import FastAgent
 from services.planner.agents.one import OneAgent
 from services.planner.agents.one_answers import recorded_answer
 from services.planner.agents.slow import SlowAgent
+from services.planner.animations import write_animations
 from services.planner.attempts import Attempts
 from services.planner.context import AgentSetup, Mode, RunContext, Stubs
 from services.planner.controller import NO_CONTROLLER, final_evaluation, iteration_evaluation
@@ -48,6 +49,10 @@ from services.planner.skill_library import SkillLibrary
 from services.planner.state import Decision, IterationRecord, RunState, Status
 
 log = logging.getLogger(__name__)
+ANIMATIONS = 1
+"""Successful and failed episodes of the final evaluation the report animates (one of each)."""
+
+
 class TwoLoops(PlanMaking, InnerLoops):
     """Runs one RL-GPT run to its end (or until stopped), resumable from its state."""
 
@@ -89,8 +94,9 @@ class TwoLoops(PlanMaking, InnerLoops):
             self.ctx.check_stop()
             kept = kept_plan.final_controller(self.ctx)
             final = (kept_plan.evaluate_kept_plan(self.ctx, kept, episodes=self.ctx.budgets.eval_episodes,
-                                                  seed=worlds.final_worlds(self.ctx.seed))
-                     if kept else final_evaluation(self.ctx))
+                                                  seed=worlds.final_worlds(self.ctx.seed), animate=ANIMATIONS)
+                     if kept else final_evaluation(self.ctx, animate=ANIMATIONS))
+            final.animations = write_animations(self.ctx.run.dir, final.episode_summaries)
             self.state.final = final.as_json()
             self.ctx.run.success_rate = final.success_rate
             self.ctx.save()
