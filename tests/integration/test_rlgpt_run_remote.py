@@ -22,11 +22,14 @@ def test_the_report_comes_over_grpc_into_the_clients_runs_dir(cluster) -> None:
     report, planner_runs = cluster.first_report, cluster.planner_runs  # the run the fixture asked of the planner
     run_id = report.parent.name
     assert report == cluster.client.resolve() / run_id / "report.md"
-    assert {p.name for p in report.parent.iterdir()} == REPORT_FILES  # the report only: state stays on the planner
+    # The report only (its plots and the final controller's animations): the state stays on the planner.
+    files = {str(p.relative_to(report.parent)) for p in report.parent.rglob("*") if p.is_file()}
+    assert REPORT_FILES <= files and all(name.startswith("animations/") and name.endswith(".gif")
+                                         for name in files - REPORT_FILES)
     assert (planner_runs / run_id / "state.json").exists()
     text = report.read_text()
     assert "- outcome: finished" in text and "| get_wood | code | done | 100% |" in text
-    for name in REPORT_FILES:
+    for name in files:
         assert (report.parent / name).read_bytes() == (planner_runs / run_id / name).read_bytes()
 
 
