@@ -14,8 +14,8 @@ from rlgpt.prompts import shorten
 from rlgpt.v1 import common_pb2, critic_pb2
 from services.critic.prerequisites import missing_items
 from services.critic.settings import CriticSettings
+from services.critic.texts import join_texts
 
-MAX_TEXT = 600  # diagnosis and suggestion, chars
 MAX_ERROR_FINDINGS = 6
 TIMEOUT_TYPES = ("Timeout", "StepBudgetExceeded")
 # A run line of the trajectory text: "<action> x30", "<action>/<action> x40 at (0, 33), map edge" (a stuck run).
@@ -291,14 +291,4 @@ def deterministic_checks(request: critic_pb2.JudgeRequest, settings: CriticSetti
     suggestion = [rule.first, *(text for check in (missing, *checks) for text in check.suggestion), rule.last]
     return Findings(success_rate=rate, findings=[f for check in (*checks, missing) for f in check.findings],
                     target=rule.target, decisive=rule.decisive, success=success, episodes=len(rollouts),
-                    diagnosis=_join(diagnosis), suggestion=_join([text for text in suggestion if text]))
-
-
-def _join(parts: list[str]) -> str:
-    """Whole sentences within MAX_TEXT characters."""
-    text = ""
-    for part in parts:
-        if len(text) + len(part) + 1 > MAX_TEXT:
-            break
-        text = f"{text} {part}".strip()
-    return text or "(none)"
+                    diagnosis=join_texts(diagnosis), suggestion=join_texts([text for text in suggestion if text]))

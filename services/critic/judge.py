@@ -9,7 +9,8 @@ prompt is built in ``prompt.py``.
 from __future__ import annotations
 
 import logging
-from typing import Annotated, Any, Literal
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, Field
 
@@ -18,8 +19,9 @@ from rlgpt.llm.client import CallRecord
 from rlgpt.prompts import CompletesJSON, copies_template, shorten
 from rlgpt.v1 import critic_pb2
 from services.critic import prompt
-from services.critic.checks import MAX_TEXT, Findings, deterministic_checks
+from services.critic.checks import Findings, deterministic_checks
 from services.critic.settings import CriticSettings
+from services.critic.texts import MAX_TEXT
 
 __all__ = ["DECISIONS", "TARGET_NAMES", "CriticAnswer", "Findings", "Judge", "deterministic_checks"]
 
@@ -28,6 +30,7 @@ log = logging.getLogger(__name__)
 DECISIONS = ("code", "rl", "")
 TARGET_NAMES = {critic_pb2.TARGET_UNSPECIFIED: "none", critic_pb2.TARGET_FAST: "fast",
                 critic_pb2.TARGET_SLOW: "slow", critic_pb2.TARGET_KEEP: "keep"}
+T = TypeVar("T", bound=BaseModel)
 _TARGETS = {"fast": critic_pb2.TARGET_FAST, "slow": critic_pb2.TARGET_SLOW, "keep": critic_pb2.TARGET_KEEP}
 
 
@@ -46,6 +49,24 @@ class CriticAnswer(BaseModel):
                                                              description="the one change to make next")]
     target: Literal["keep", "fast", "slow"] = Field(
         description="keep: the sub-task passed, keep it; fast: revise code/config; slow: revise the plan")
+
+
+def ask(llm: CompletesJSON, agent: str, messages: list[dict[str, Any]], schema: type[T], template: Path, about: str,
+        notes: list[str], copied: str = "the prompt's example") -> tuple[T | None, CallRecord | None]:
+    """The LLM's answer and the record of its call. None, with a finding in ``notes``, when the call failed
+    (``llm_unavailable``; the failed call's record is still returned: a replay must meet it) or when the answer's
+    diagnosis or suggestion is a text of the prompt's ``template`` word for word (``llm_copied_example``)."""
+    try:
+        answer, record = llm.complete(agent, messages, schema)
+    except RlgptError as exc:  # LLMError, StructuredOutputError, Unavailable, an exhausted replay
+        log.warning("critic LLM failed, deterministic verdict for %s: %s", about, exc)
+        notes.append(f"llm_unavailable: {type(exc).__name__}: {shorten(str(exc), 300)}")
+        return None, getattr(exc, "record", None)
+    if copies_template(answer.model_dump(include={"diagnosis", "suggestion"}), template):
+        notes.append(f"llm_copied_example: the LLM's diagnosis or suggestion is {copied}, word for word; the "
+                     "checks' diagnosis and suggestion are used")
+        return None, record
+    return answer, record
 
 
 class Judge:
@@ -76,21 +97,12 @@ class Judge:
                                      target=findings.target)
         notes: list[str] = []
         if self.llm is not None and self.settings.use_llm:
-            try:
-                answer, record = self.llm.complete("critic", self.messages(request, findings), CriticAnswer)
-            except RlgptError as exc:  # LLMError, StructuredOutputError, Unavailable, an exhausted replay
-                log.warning("critic LLM failed, deterministic verdict for %s: %s", request.subtask, exc)
-                record = getattr(exc, "record", None)  # a failed answer is still a call a replay must meet
-                notes.append(f"llm_unavailable: {type(exc).__name__}: {shorten(str(exc), 300)}")
-            else:
-                if copies_template(answer.model_dump(include={"diagnosis", "suggestion"}),
-                                   prompt.PROMPT_DIR / "critic.txt"):
-                    # A small model's copy of the example speaks of another sub-task (sand): the fast agent
-                    # would revise toward it. The checks' own diagnosis stands.
-                    notes.append("llm_copied_example: the LLM's diagnosis or suggestion is the prompt's example, "
-                                 "word for word; the checks' diagnosis and suggestion are used")
-                else:
-                    self._merge(verdict, findings, answer, notes)
+            # A small model's copy of the example speaks of another sub-task (sand): the fast agent would revise
+            # toward it, so the checks' own diagnosis stands.
+            answer, record = ask(self.llm, "critic", self.messages(request, findings), CriticAnswer,
+                                 prompt.PROMPT_DIR / "critic.txt", request.subtask, notes)
+            if answer is not None:
+                self._merge(verdict, findings, answer, notes)
         verdict.findings.extend(findings.findings + notes)
         return verdict, record
 

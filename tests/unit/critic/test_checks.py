@@ -9,6 +9,7 @@ from rlgpt.v1 import common_pb2, critic_pb2
 from services.critic import checks
 from services.critic.checks import deterministic_checks
 from services.critic.settings import CriticSettings
+from services.critic.texts import MAX_TEXT
 
 SETTINGS = CriticSettings()
 
@@ -148,7 +149,7 @@ def test_composed_texts_put_the_deciding_check_first() -> None:
 def test_composed_texts_stay_within_the_limit() -> None:
     many = [episode(text=f"noop x{30 + i}", death_cause="zombie", end_reason="skill_finished") for i in range(5)]
     found = deterministic_checks(request(rollouts=many, errors=[error("ValueError", 1, "x" * 500)]))
-    assert len(found.diagnosis) <= checks.MAX_TEXT and len(found.suggestion) <= checks.MAX_TEXT
+    assert len(found.diagnosis) <= MAX_TEXT and len(found.suggestion) <= MAX_TEXT
     assert found.diagnosis.endswith(".")  # whole sentences only
 
 
