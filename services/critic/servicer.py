@@ -1,4 +1,10 @@
-"""``rlgpt.v1.CriticService``: validates a JudgeRequest at the edge, then asks the Judge for a verdict."""
+"""``rlgpt.v1.CriticService``: validates a JudgeRequest or a JudgeTaskRequest at the edge, then asks the Judge or
+the TaskJudge for a verdict.
+
+A JudgeTaskRequest is sized by the critic's own limits (DescribeCritic): at most ``max_rollouts`` episodes, each
+text trajectory and the description at most ``max_code_bytes``, each animation at most ``max_frame_bytes``; at most
+:data:`~services.critic.task_checks.MAX_LINKS` links.
+"""
 
 from __future__ import annotations
 
@@ -13,10 +19,12 @@ from rlgpt import metrics
 from rlgpt.errors import InvalidArgument, grpc_errors
 from rlgpt.llm.client import record_json
 from rlgpt.prompts import CompletesJSON
-from rlgpt.v1 import critic_pb2, critic_pb2_grpc
+from rlgpt.v1 import common_pb2, critic_pb2, critic_pb2_grpc
 from services.critic import judge
 from services.critic.judge import DECISIONS, TARGET_NAMES
 from services.critic.settings import CriticSettings
+from services.critic.task_checks import MAX_LINKS
+from services.critic.task_judge import TaskJudge
 
 log = logging.getLogger(__name__)
 SERVICE_NAME = critic_pb2.DESCRIPTOR.services_by_name["CriticService"].full_name
@@ -37,12 +45,42 @@ def rl_config_problems(text: str, max_bytes: int) -> list[str]:
     return [] if isinstance(parsed, dict) else [f"rl_config: a JSON object is needed, not {type(parsed).__name__}"]
 
 
+def episode_problems(field: str, episodes: list[common_pb2.EpisodeSummary]) -> list[str]:
+    """Episodes with negative steps or a return that is not finite (the first five named)."""
+    bad = [i for i, r in enumerate(episodes) if r.steps < 0 or not math.isfinite(r.episode_return)]
+    return [f"{field}{bad[:5]}: steps must be >= 0 and episode_return finite"] if bad else []
+
+
+def link_problems(links: list[critic_pb2.TaskLink]) -> list[str]:
+    """What is wrong with a JudgeTaskRequest's links (names, decisions, counts, rates)."""
+    problems, seen = [], set()
+    for i, link in enumerate(links):
+        name = link.subtask.strip()
+        if not name:
+            problems.append(f"links[{i}].subtask: must name the link's sub-task")
+        elif name in seen:
+            problems.append(f"links[{i}].subtask={name[:40]!r}: an earlier link has the same name")
+        seen.add(name)
+        if link.decision not in DECISIONS:
+            problems.append(f"links[{i}].decision={link.decision[:40]!r}: must be 'code', 'rl' or empty")
+        if not 0 <= link.succeeded <= link.reached:
+            problems.append(f"links[{i}]: reached={link.reached} succeeded={link.succeeded}: must be "
+                            "0 <= succeeded <= reached")
+        if not (math.isfinite(link.mean_frames) and link.mean_frames >= 0):
+            problems.append(f"links[{i}].mean_frames={link.mean_frames:.6g}: must be >= 0")
+        own = link.own_success_rate
+        if own != -1 and not 0 <= own <= 1:  # NaN fails both
+            problems.append(f"links[{i}].own_success_rate={own:.6g}: must be in 0..1, or -1 (not measured)")
+    return problems
+
+
 class CriticServicer(critic_pb2_grpc.CriticServiceServicer):
     """Stateless: every Judge is independent, so calls may run concurrently."""
 
     def __init__(self, settings: CriticSettings, llm: CompletesJSON | None = None):
         self.settings = settings
         self.critic = judge.Judge(settings, llm)
+        self.task_critic = TaskJudge(settings, llm)
         for outcome in ("success", "failure"):
             for target in TARGET_NAMES.values():
                 # Every series exists at 0 from the start, so rate() and increase() see the first verdict too.
@@ -60,9 +98,7 @@ class CriticServicer(critic_pb2_grpc.CriticServiceServicer):
             problems.append(f"rollouts: {len(request.rollouts)} given, at most {s.max_rollouts}")
         if len(request.errors) > s.max_rollouts:
             problems.append(f"errors: {len(request.errors)} given, at most {s.max_rollouts}")
-        bad_steps = [i for i, r in enumerate(request.rollouts) if r.steps < 0 or not math.isfinite(r.episode_return)]
-        if bad_steps:
-            problems.append(f"rollouts{bad_steps[:5]}: steps must be >= 0 and episode_return finite")
+        problems.extend(episode_problems("rollouts", list(request.rollouts)))
         code_bytes = len(request.code.encode())
         if code_bytes > s.max_code_bytes:
             problems.append(f"code: {code_bytes} bytes, at most {s.max_code_bytes}")
@@ -103,6 +139,46 @@ class CriticServicer(critic_pb2_grpc.CriticServiceServicer):
                                        TARGET_NAMES[verdict.target]).inc()
         log.info("judged %s: success=%s rate=%.2f target=%s findings=%d", request.subtask, verdict.success,
                  verdict.success_rate, TARGET_NAMES[verdict.target], len(verdict.findings))
+        return critic_pb2.JudgeResponse(verdict=verdict, llm_record=record_json(record) if record else "")
+
+    def _validate_task(self, request: critic_pb2.JudgeTaskRequest) -> None:
+        """Raises InvalidArgument listing every problem of a whole-task request."""
+        s = self.settings
+        problems = []
+        if not request.task.strip():
+            problems.append("task: must name the task being judged")
+        if len(request.description.encode()) > s.max_code_bytes:
+            problems.append(f"description: {len(request.description.encode())} bytes, at most {s.max_code_bytes}")
+        target = request.target_success
+        if not 0 <= target <= 1:  # NaN fails too
+            problems.append(f"target_success={target:.6g}: must be in 0..1")
+        if request.iteration < 0:
+            problems.append(f"iteration={request.iteration}: must be >= 0")
+        if len(request.links) > MAX_LINKS:
+            problems.append(f"links: {len(request.links)} given, at most {MAX_LINKS}")
+        else:
+            problems.extend(link_problems(list(request.links)))
+        episodes = list(request.episodes)
+        if len(episodes) > s.max_rollouts:
+            problems.append(f"episodes: {len(episodes)} given, at most {s.max_rollouts}")
+        problems.extend(episode_problems("episodes", episodes))
+        long = [i for i, e in enumerate(episodes) if len(e.text.encode()) > s.max_code_bytes]
+        if long:
+            problems.append(f"episodes{long[:5]}: text above {s.max_code_bytes} bytes")
+        large = [i for i, e in enumerate(episodes) if len(e.animation) > s.max_frame_bytes]
+        if large:
+            problems.append(f"episodes{large[:5]}: animation above {s.max_frame_bytes} bytes")
+        if problems:
+            raise InvalidArgument("; ".join(problems))
+
+    @grpc_errors
+    def JudgeTask(self, request: critic_pb2.JudgeTaskRequest, context: grpc.ServicerContext
+                  ) -> critic_pb2.JudgeResponse:
+        self._validate_task(request)
+        verdict, record = self.task_critic.judge_with_record(request)
+        log.info("judged the task %s: success=%s rate=%.2f target=%s subtask=%s findings=%d", request.task,
+                 verdict.success, verdict.success_rate, TARGET_NAMES[verdict.target], verdict.subtask or "-",
+                 len(verdict.findings))
         return critic_pb2.JudgeResponse(verdict=verdict, llm_record=record_json(record) if record else "")
 
     @grpc_errors
