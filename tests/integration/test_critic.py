@@ -9,16 +9,15 @@ import sys
 
 import grpc
 import pytest
+from critic_samples import served_critic
 from fakes.fake_openai import FakeOpenAIServer, Reply
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client import REGISTRY
 
 from rlgpt.config import LLMSettings
-from rlgpt.grpc_client import create_channel
-from rlgpt.grpc_server import ServiceBinding, create_server, stop_server
 from rlgpt.llm import LLMClient
 from rlgpt.v1 import common_pb2, critic_pb2, critic_pb2_grpc
-from services.critic.servicer import SERVICE_NAME, CriticServicer
+from services.critic.servicer import SERVICE_NAME
 from services.critic.settings import CriticSettings
 
 SETTINGS = CriticSettings(max_rollouts=4, max_code_bytes=256, max_frames=1, max_frame_bytes=2048,
@@ -41,15 +40,10 @@ def critic(tmp_path_factory):
     fake = FakeOpenAIServer([Reply.json(ANSWER)]).__enter__()
     llm = LLMClient(LLMSettings(max_retries=0, timeout_seconds=5, model="scripted"), base_url=fake.base_url,
                     record_dir=tmp_path_factory.mktemp("llm"))
-    server, port = create_server("127.0.0.1:0", [
-        ServiceBinding(SERVICE_NAME, critic_pb2_grpc.add_CriticServiceServicer_to_server,
-                       CriticServicer(SETTINGS, llm))], metrics_label="critic")
-    channel = create_channel(f"127.0.0.1:{port}", default_timeout=30, wait_ready_seconds=10)
     try:
-        yield critic_pb2_grpc.CriticServiceStub(channel), fake
+        with served_critic(SETTINGS, llm) as stub:
+            yield stub, fake
     finally:
-        channel.close()
-        stop_server(server, 1)
         fake.__exit__(None)
 
 
