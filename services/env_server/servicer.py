@@ -1,6 +1,6 @@
 """``rlgpt.v1.EnvService``, the RPC edge: every request checked for sizes and ranges before any work,
 then handed to what does the work (describe.py, session_builder.py and session_manager.py, skill_catalog.py,
-skill_trials.py), and the answers built as messages; errors become gRPC statuses (rlgpt.errors)."""
+skill_trials.py), and the answers built as messages (messages.py); errors become gRPC statuses (rlgpt.errors)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import functools
 import logging
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import grpc
 
@@ -19,6 +18,7 @@ from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc
 from rlgpt.validation import Problems
 from services.env_server.backends.base import backend_spec
 from services.env_server.describe import describe, observation_fields
+from services.env_server.messages import episode_summary_proto, skill_error_proto, skill_info
 from services.env_server.sessions.outcome import StepOutcome
 from services.env_server.sessions.session import Session
 from services.env_server.sessions.session_builder import build_session
@@ -26,7 +26,7 @@ from services.env_server.sessions.session_manager import SessionManager
 from services.env_server.sessions.skill_trials import SkillTrials
 from services.env_server.settings import EnvServerSettings
 from services.env_server.skill_catalog import SkillCatalog
-from services.env_server.skills.executor import SkillRecord, SkillRegistry
+from services.env_server.skills.executor import SkillRegistry
 from services.env_server.tasks import resolve_task
 
 log = logging.getLogger(__name__)
@@ -37,25 +37,6 @@ LIST_PAGE_MAX = 200
 """Largest ListSkills page; larger page_size values are treated as this."""
 PAGE_TOKEN_MAX_CHARS = 1024
 """Tokens this server issues are far shorter; a longer one is refused before decoding."""
-
-
-def skill_error_proto(error: dict[str, Any] | None) -> common_pb2.SkillError | None:
-    if not error:
-        return None
-    return common_pb2.SkillError(type=str(error.get("type", "")), message=str(error.get("message", "")),
-                                 line=int(error.get("line", 0) or 0), code_line=str(error.get("code_line", "")))
-
-
-def episode_summary_proto(e: dict[str, Any]) -> common_pb2.EpisodeSummary:
-    return common_pb2.EpisodeSummary(
-        success=e["success"], steps=e["steps"], episode_return=e["episode_return"], error=skill_error_proto(e["error"]),
-        achievements=e["achievements"], death_cause=e["death_cause"], text=e["text"], end_reason=e["end_reason"],
-        final_inventory=[common_pb2.ItemCount(item=k, count=v) for k, v in e["final_inventory"].items()])
-
-
-def skill_info(record: SkillRecord, include_code: bool = True) -> env_pb2.SkillInfo:
-    return env_pb2.SkillInfo(name=record.name, description=record.description, backend=record.backend,
-                             code=record.code if include_code else "", version=record.version)
 
 
 class EnvServicer(env_pb2_grpc.EnvServiceServicer):
@@ -106,6 +87,14 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
         p.names("primitive_actions", list(request.primitive_actions), s.max_list_entries, s.max_name_chars)
         p.names("skills", list(request.skills), s.max_list_entries, s.max_name_chars)
         self._check_plan(p, request)
+        if p.entries("prefix", request.prefix, s.max_list_entries):
+            for j, step in enumerate(request.prefix):
+                p.chars(f"prefix[{j}].skill", step.skill, s.max_name_chars)
+                self._check_conditions(p, f"prefix[{j}].success", step.success)
+        p.in_range("animate", request.animate, 0, s.max_animations)
+        if request.animate and not request.record_trajectories:
+            p.add(f"animate={request.animate} needs record_trajectories: animations come with the episode summaries "
+                  "a recording session returns")
         p.raise_if_any()
 
     def _check_plan(self, p: Problems, request: env_pb2.CreateSessionRequest | env_pb2.RunSkillRequest) -> None:
@@ -144,7 +133,8 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
     @staticmethod
     def _observations(session: Session, indices: list[int]) -> env_pb2.Observations:
         images, vectors = session.observations(indices)
-        return env_pb2.Observations(image=to_tensor(images), vector=to_tensor(vectors), env_indices=indices)
+        return env_pb2.Observations(image=to_tensor(images), vector=to_tensor(vectors), env_indices=indices,
+                                    prefix_frames=session.prefix_frames(indices))
 
     @grpc_errors
     def CreateSession(self, request: env_pb2.CreateSessionRequest,
@@ -307,6 +297,7 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
         if request.max_steps:
             p.in_range("max_steps", request.max_steps, 1, s.max_episode_length)
         p.in_range("frames_per_episode", request.frames_per_episode, 0, s.max_frames_per_episode)
+        p.in_range("animate", request.animate, 0, s.max_animations)
         p.raise_if_any()
         trials = self.trials.run(request, should_stop=lambda: not context.is_active())
         summaries = [t.summary for t in trials]
