@@ -3,6 +3,7 @@ scene, play actions, read the text."""
 
 from services.env_server.backends.crafter import CrafterBackend
 from services.env_server.sessions.actions import Action
+from services.env_server.sessions.recording import recorder_for
 from services.env_server.sessions.session import Session
 from services.env_server.settings import EnvServerSettings
 from services.env_server.skills.executor import SkillRecord
@@ -40,7 +41,7 @@ def record_from_here(session: Session) -> None:
     env, episode = session.slots[0].env, session.slots[0].episode
     session.slots[0].changed()  # the test moved things behind the session's back
     episode.inventory, episode.health = env.inventory(), env.health()
-    episode.trajectory = session._recorder()
+    episode.trajectory = recorder_for(session.backend, session.task)
     episode.trajectory.start(env.perception(), env.nearby_text())
 
 

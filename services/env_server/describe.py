@@ -35,7 +35,8 @@ def server_limits(s: EnvServerSettings) -> env_pb2.ServerLimits:
         max_run_skill_episodes=s.max_run_skill_episodes, max_episode_length=s.max_episode_length,
         session_idle_seconds=s.session_idle_seconds, max_skills=s.max_skills,
         max_frames_per_episode=s.max_frames_per_episode, max_stages=s.max_list_entries,
-        max_threat_distance=s.max_threat_distance, default_skill_steps=s.default_skill_steps)
+        max_threat_distance=s.max_threat_distance, default_skill_steps=s.default_skill_steps,
+        max_animation_frames=s.max_animation_frames, max_animations=s.max_animations)
 
 
 def describe(backend: str, settings: EnvServerSettings) -> env_pb2.DescribeResponse:

@@ -37,6 +37,12 @@ class EnvServerSettings(Settings):
                                            ge=1)
     max_frames_per_episode: int = setting(8, "Max PNG frames per episode a RunSkill call may ask for "
                                           "(frames_per_episode).", ge=0)
+    max_animation_frames: int = setting(200, "Max frames of one episode's animated GIF (EpisodeSummary.animation): "
+                                        "longer episodes are subsampled evenly, the first and last frame kept; an "
+                                        "env holds at most 4x this many frames while its episode may be animated.",
+                                        ge=2)
+    max_animations: int = setting(2, "Max `animate` of a session or RunSkill call: GIFs of that many successful and "
+                                  "that many failed episodes.", ge=0)
     skill_tick_budget: int = setting(200000, "Loop iterations a skill may run between two yields.", ge=100)
     skill_call_seconds: float = setting(2.0, "Wall-clock limit of a skill between two yields; the worker "
                                         "process is killed and replaced past it.", gt=0)

@@ -96,13 +96,15 @@ def parse_task(spec: common_pb2.TaskSpec, backend: BackendSpec) -> Task:
                 start_inventory=tuple(start), terminate_on_success=spec.terminate_on_success)
 
 
-def parse_stages(stages: Sequence[env_pb2.Stage], backend: BackendSpec) -> tuple[Task, ...]:
-    """A session's stages as Tasks with no start inventory, so that ``Task.holds`` judges them as it judges the
-    task (a stage without conditions is open-ended: never done); every problem is reported in one error."""
+def parse_stages(stages: Sequence[env_pb2.Stage | common_pb2.PrefixStep], backend: BackendSpec,
+                 field: str = "stages") -> tuple[Task, ...]:
+    """A session's stages (or its prefix steps' conditions, ``field`` "prefix") as Tasks with no start inventory,
+    so that ``Task.holds`` judges them as it judges the task (a stage without conditions is open-ended: never
+    done); every problem is reported in one error."""
     problems: list[str] = []
     parsed: list[Task] = []
     for j, stage in enumerate(stages):
-        achievements, inventory = _parse_conditions(stage.success, backend, f"stages[{j}].success", problems)
+        achievements, inventory = _parse_conditions(stage.success, backend, f"{field}[{j}].success", problems)
         parsed.append(Task(name=f"stage {j}", achievements=tuple(achievements), inventory=tuple(inventory),
                            start_inventory=(), terminate_on_success=False))
     if problems:

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from rlgpt.frames import FrameSampler
 from services.env_server.backends.base import BackendEnv
 from services.env_server.sessions.trajectory import TrajectoryRecorder
 
@@ -28,6 +29,13 @@ class Episode:
     error: dict[str, Any] | None = None
     trajectory: TrajectoryRecorder | None = None
     """Compact event log, kept only by recording sessions (RunSkill, evaluation)."""
+    in_prefix: bool = False
+    """The session's prefix is running (no reward, no task or stage judged, no time limit, nothing recorded)."""
+    prefix_steps: int = 0
+    """Env frames the prefix took before the client's first observation (counted in ``steps``, not toward the
+    episode length)."""
+    animation: bytes = b""
+    """The episode's GIF, once it ended among those its session animates (EpisodeSummary.animation)."""
 
 
 class EnvSlot:
@@ -39,6 +47,10 @@ class EnvSlot:
         self.vector: np.ndarray | None = None
         self.episode = Episode()
         self.episodes_started = 0
+        self.seed = 0
+        """The seed of the current episode's world."""
+        self.animation: FrameSampler | None = None
+        """The frames the client's episode showed, kept while the session may animate it."""
         self.needs_reset = False
         self._perception: dict[str, Any] | None = None
 

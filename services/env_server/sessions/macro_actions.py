@@ -2,7 +2,8 @@
 to ``skill_max_steps`` frames, or until it returns, fails or the caller stops it.
 
 The session hands itself in as a :class:`MacroSession` (what the macro actions read of it, and its one-frame
-step), so this module needs nothing of session.py and session.py alone imports this one."""
+step), so this module needs nothing of session.py; session.py and prefix.py (which runs a session's prefix
+through :func:`run_skills`) import this one."""
 
 from __future__ import annotations
 

@@ -49,5 +49,5 @@ def episode_summary(slot: EnvSlot) -> dict[str, Any]:
         "success": episode.success, "steps": episode.steps, "episode_return": episode.episode_return,
         "error": episode.error, "achievements": list(episode.unlocked), "death_cause": episode.death_cause,
         "text": text[:SUMMARY_TEXT_CHARS], "end_reason": reason,
-        "final_inventory": {k: v for k, v in episode.inventory.items() if v},
+        "final_inventory": {k: v for k, v in episode.inventory.items() if v}, "animation": episode.animation,
     }

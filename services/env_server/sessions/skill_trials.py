@@ -49,7 +49,8 @@ class SkillTrials:
         session_request = env_pb2.CreateSessionRequest(
             backend=request.backend or record.backend, task=request.task, seed=request.seed,
             num_envs=request.episodes, reward_terms=request.reward_terms, episode_length=max_steps,
-            skills=[] if plan else [record.name], plan=plan, stages=request.stages, autoreset=False)
+            skills=[] if plan else [record.name], plan=plan, stages=request.stages, autoreset=False,
+            animate=request.animate)
         if not self._slots.acquire(timeout=SLOT_WAIT_SECONDS):
             raise FailedPrecondition("too many RunSkill calls in progress; retry shortly")
         try:
@@ -70,6 +71,8 @@ class SkillTrials:
                     run_plan(session, macro, should_stop)
                 else:
                     session.step([macro] * session.num_envs, should_stop=should_stop)
+                for i in range(session.num_envs):  # episodes still going (their skill returned) end here
+                    session.finish_animation(i)
                 return [TrialEpisode(session.summary(i), *samplers[i].sample()) for i in range(session.num_envs)]
             finally:
                 session.close()

@@ -79,7 +79,8 @@ class TrajectoryRecorder:
         self._next_position = position_every
 
     # --- input ------------------------------------------------------------------------------------
-    def start(self, perception: dict[str, Any], nearby: str) -> None:
+    def start(self, perception: dict[str, Any], nearby: str, after: str = "") -> None:
+        """The episode's first observation; ``after`` says what came before it (the session's prefix)."""
         self._previous = perception
         position = position_of(perception)
         self._reported = position
@@ -87,7 +88,8 @@ class TrajectoryRecorder:
             self._map = CrafterAgent(["noop", *MOVE_STEPS])
             self._map._update(perception, 0)
         where = f"at {cell_text(position)}, " if position is not None else ""
-        self._emit(f"start: {where}" + "; ".join([f"near {nearby}", *self._sightings(perception, position)]))
+        self._emit(f"start{f' {after}' if after else ''}: {where}"
+                   + "; ".join([f"near {nearby}", *self._sightings(perception, position)]))
 
     def frame(self, step: int, action: str, perception: dict[str, Any], gained: dict[str, int],
               lost: dict[str, int], new: list[str]) -> None:
