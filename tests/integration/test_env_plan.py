@@ -144,6 +144,9 @@ def test_run_skill_plays_an_all_code_chain_as_the_plan(env_server, plan_skills) 
     idle = stub.RunSkill(env_pb2.RunSkillRequest(plan=["plan_idle"], stages=[TABLE], episodes=1, max_steps=20,
                                                  task=common_pb2.TaskSpec(name="place_table")))
     assert idle.episodes[0].steps == 20 and idle.episodes[0].end_reason == "time_limit"
+    # How far each episode got through the chain: per stage, whether it was done (the planner's links).
+    assert [list(e.stages_done) for e in r.episodes] == [[True, True]] * 2
+    assert list(idle.episodes[0].stages_done) == [False]
 
 
 def test_run_skill_refuses_a_skill_and_a_plan_together_and_a_plan_without_its_stages(env_server, plan_skills) -> None:
