@@ -14,7 +14,7 @@ TEST_TIMEOUT ?= 600
 TEST_ALL_TIMEOUT ?= 3000
 PYTEST := $(PY) -m pytest -q -p no:cacheprovider
 
-.PHONY: setup setup-system proto run test test-all test-e2e vllm-setup llm-vllm lint bench-env bench-learner bench-crafter bench-diamond bench-diamond-rules bench-llm bench-rlgpt bench-skills bench-replay clean help \
+.PHONY: setup setup-system proto run test test-all test-e2e vllm-setup llm-vllm lint bench-env bench-learner bench-crafter bench-diamond bench-diamond-rules bench-llm bench-rlgpt bench-skills bench-replay bench-run clean help \
 	images images-local smoke-images play-kube check-deploy kind-up deploy kind-down
 
 help:
@@ -33,6 +33,7 @@ help:
 	@echo "make bench-rlgpt - pure RL vs pure code vs RL-GPT, its agent ablation and success per iteration, one frame budget -> docs/BENCHMARKS.md"
 	@echo "make bench-skills - a capable model's recorded skills for 14 sub-tasks, re-tested -> docs/BENCHMARKS.md"
 	@echo "make bench-replay - a capable model's RL-GPT runs (docs/runs, recorded through the relay) replayed -> docs/BENCHMARKS.md"
+	@echo "make bench-run - make run once per seed (0,1,2), each from an empty runs directory: iterations, frames, final success, time -> docs/BENCHMARKS.md"
 	@echo "make images  - build every service image with docker or podman"
 	@echo "make images-local - build the CPU images with podman on a debootstrap base (no registry)"
 	@echo "make smoke-images - run the service + LLM containers and a short rlgpt run against them"
@@ -166,6 +167,12 @@ bench-skills: setup
 bench-replay: setup
 	$(PY) -m benchmarks.bench_replay run
 	$(PY) -m benchmarks.bench_replay report
+
+# `make run` once per seed, one after another (about 15 min each on 2 cores), each from an empty runs directory;
+# raw results in docs/results/make-run.json (tracked), e.g. make bench-run BENCH_RUN_ARGS="--seeds 0 --extra '--target 0.9'"
+BENCH_RUN_ARGS ?=
+bench-run: setup
+	$(PY) -m benchmarks.bench_run --output docs/BENCHMARKS.md $(BENCH_RUN_ARGS)
 
 clean:
 	rm -rf $(VENV) $(STAMPS) rlgpt/v1/*_pb2*.py rlgpt/v1/*_pb2.pyi
