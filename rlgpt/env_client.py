@@ -135,7 +135,12 @@ class RemoteSession:
         self.image_shape = tuple(self.fields["image"].shape)
         self.vector_shape = tuple(self.fields["vector"].shape)
         self.vector_scale = self.fields["vector"].scale
+        self.prefix_frames = np.zeros(0, np.int64)
+        """Per row of the observations last returned (created, reset or stepped): the env frames the session's
+        chain prefix (CreateSessionRequest.prefix) took before it; 0 where a row is no episode's first."""
         self.first_observations = self._obs(response.observations)
+        self.first_prefix_frames = self.prefix_frames
+        """The prefix frames before the observations the session was created with, one per env."""
 
     @classmethod
     def connect(cls, target: str, request: env_pb2.CreateSessionRequest, *, timeout: float = 60.0,
@@ -158,9 +163,11 @@ class RemoteSession:
             self._on_lost(message)
             raise EnvServerLost(message) from None
 
-    @staticmethod
-    def _obs(obs: env_pb2.Observations) -> Observation:
-        return {"image": from_tensor(obs.image), "vector": from_tensor(obs.vector)}
+    def _obs(self, obs: env_pb2.Observations) -> Observation:
+        observation = {"image": from_tensor(obs.image), "vector": from_tensor(obs.vector)}
+        rows = len(observation["image"])
+        self.prefix_frames = np.asarray(obs.prefix_frames, np.int64) if obs.prefix_frames else np.zeros(rows, np.int64)
+        return observation
 
     def reset(self, env_indices: Sequence[int] = (), seed: int = 0) -> Observation:
         response = self._call(self._stub.Reset, env_pb2.ResetRequest(session_id=self.id, env_indices=list(env_indices),

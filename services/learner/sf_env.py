@@ -22,7 +22,7 @@ from google.protobuf import json_format
 from rlgpt.env_client import ManyEnvs, RemoteSession
 from rlgpt.v1 import env_pb2, learner_pb2
 from rlgpt.worlds import training_worlds
-from services.learner.vec_env import PrefixedSession, SessionVecEnv, SharedSessions
+from services.learner.vec_env import SessionVecEnv, SharedSessions
 
 ENV_NAME = "rlgpt"
 
@@ -65,7 +65,7 @@ def remote_session(config: learner_pb2.RLConfig, target: str, num_envs: int, see
                                               "kept)"}))
         os.replace(tmp, job_dir / "error.json")
 
-    return PrefixedSession.connect(target, session_request(config, seed, num_envs=num_envs, autoreset=True,
+    return RemoteSession.connect(target, session_request(config, seed, num_envs=num_envs, autoreset=True,
                                                            client=f"learner:{job_dir}"), timeout=120, on_lost=lost,
                                    streaming=True)
 

@@ -23,9 +23,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlgpt.env_client import ManyEnvs, Observation, RemoteSession
+from rlgpt.env_client import ManyEnvs, Observation
 from rlgpt.env_contract import is_macro
-from rlgpt.v1 import env_pb2
 from services.learner.spaces import observation_space
 
 EXTRA_STATS = ("success", "frames", "skill_frames", "skill_uses", "skill_errors", "achievements")
@@ -45,29 +44,9 @@ def choice_action(key: str) -> str:
     return re.sub(r"(?:\.[0-9a-f]{2})+", lambda m: bytes.fromhex(m.group().replace(".", "")).decode(), key)
 
 
-class PrefixedSession(RemoteSession):
-    """A ``RemoteSession`` that keeps what the env server says of its chain prefix (``CreateSessionRequest.prefix``):
-    per row of the observations it last returned (created, reset or stepped), the frames the prefix took before
-    them (``Observations.prefix_frames``; 0 where a row is no episode's first observation), and those of the
-    observations it was created with (``first_prefix_frames``, per env)."""
-
-    prefix_frames: np.ndarray
-    first_prefix_frames: np.ndarray
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.first_prefix_frames = self.prefix_frames
-
-    def _obs(self, obs: env_pb2.Observations) -> Observation:  # type: ignore[override]  # every answer's observations
-        observation = RemoteSession._obs(obs)
-        rows = len(observation["image"])
-        self.prefix_frames = np.asarray(obs.prefix_frames, np.int64) if obs.prefix_frames else np.zeros(rows, np.int64)
-        return observation
-
-
 def prefix_frames(session: ManyEnvs, rows: int, first: bool = False) -> np.ndarray:
     """The frames the chain prefix took before the observations ``session`` last returned (``rows`` of them; with
-    ``first``, those it was created with, one per env): zeros where the session tells none (no ``PrefixedSession``,
+    ``first``, those it was created with, one per env): zeros where the session tells none (not a ``RemoteSession``,
     e.g. the benchmark's in-process session)."""
     told = getattr(session, "first_prefix_frames" if first else "prefix_frames", None)
     return np.zeros(rows, np.int64) if told is None or len(told) != rows else np.asarray(told, np.int64)

@@ -7,9 +7,10 @@ from typing import Any
 
 import numpy as np
 
+from rlgpt.env_client import RemoteSession
 from rlgpt.tensors import to_tensor
 from rlgpt.v1 import common_pb2, env_pb2
-from services.learner.vec_env import PrefixedSession, SessionVecEnv, prefix_frames
+from services.learner.vec_env import SessionVecEnv, prefix_frames
 
 
 def observations(rows: int, prefix: list[int] | None = None) -> env_pb2.Observations:
@@ -51,7 +52,7 @@ def test_an_episodes_frames_hold_the_prefix_that_ran_before_it() -> None:
     stub = Stub([step([1, 1], []),
                  step([1 + 6, 2], [6, 0], terminated=(True, False)),  # env 0's autoreset ran 6 prefix frames
                  step([1, 1], [], skill_error=(False, True))])  # env 1's skill fails: a Reset, 3 prefix frames
-    session = PrefixedSession(stub, env_pb2.CreateSessionRequest())
+    session = RemoteSession(stub, env_pb2.CreateSessionRequest())
     assert session.first_prefix_frames.tolist() == [5, 7]
     episodes: list[dict] = []
     env = SessionVecEnv(session, range(2), on_episode=episodes.append)
@@ -70,6 +71,6 @@ def test_a_session_that_tells_no_prefix_counts_none() -> None:
         pass
 
     assert prefix_frames(InProcess(), 3).tolist() == [0, 0, 0]
-    session = PrefixedSession(Stub([step([1, 1], [])]), env_pb2.CreateSessionRequest())
+    session = RemoteSession(Stub([step([1, 1], [])]), env_pb2.CreateSessionRequest())
     session.step_envs([0, 0])
     assert prefix_frames(session, 2).tolist() == [0, 0] and prefix_frames(session, 2, first=True).tolist() == [5, 7]
