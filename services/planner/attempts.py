@@ -125,6 +125,8 @@ class RLAttempt:
     """Why macro actions of the answer were refused (with their lines), for the verdict's diagnosis."""
     verdict: critic_pb2.Verdict | None = None
     """A verdict known without training (no learner: back to the slow agent)."""
+    after: list[str] = dataclasses.field(default_factory=list)
+    """The earlier sub-tasks whose skills run first in every episode (the chain's prefix); empty: none."""
     trained: Trained | None = None
 
 
@@ -199,10 +201,13 @@ class Attempts:
         frames = env_frames if env_frames is not None else \
             training_frames(ctx.budgets.env_frames_per_training, ctx.frames_left())
         previous = json_format.ParseDict(state.rl_config, learner_pb2.RLConfig()) if state.rl_config else None
+        prefix = chain_prefix(ctx, plan, st)  # train where the chain hands over (empty: from the start items)
+        attempt.after = [other.name for other in plan.subtasks[:len(prefix)]]
         try:
             answer = fast.write_rl(st, env_frames=frames, iteration=ctx.state.outer_iteration, previous=previous,
                                    feedback=state.feedback, start_inventory=start,
-                                   previous_macros=state.macro_actions, curve=last_training_curve(state))
+                                   previous_macros=state.macro_actions, curve=last_training_curve(state),
+                                   after=attempt.after)
         except StructuredOutputError as exc:
             # An unusable answer is a failed attempt with feedback, not the end of the run.
             state.feedback = str(exc)
@@ -219,7 +224,7 @@ class Attempts:
         self.emit_macros(st, macros)
         joined_skills(config, st, plan, ctx, macros=list(macros.accepted))
         del config.task.start_inventory[:], config.prefix[:]
-        if prefix := chain_prefix(ctx, plan, st):  # train where the chain hands over
+        if prefix:
             config.prefix.extend(prefix)
         else:  # an earlier link has no code yet (or is a policy): its items are given instead
             config.task.start_inventory.extend(start)
@@ -274,6 +279,7 @@ class Attempts:
                                             mean_return=p["mean_return"]) for p in trained.curve]
             episodes = list(trained.evaluation.episodes)
             verdict = judge(self.ctx, attempt.st, Decision.RL, episodes, curve=increasing(points), start=attempt.start,
+                            after=attempt.after,
                                  env_frames=config.env_frames if config else None,
                                  frames=judge_frames(episodes, list(trained.evaluation.frames)),
                                  rl_config=json.dumps(rl_config_answer(config, attempt.state.macro_actions))

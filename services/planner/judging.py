@@ -101,11 +101,12 @@ def frames_per_episode(ctx: RunContext) -> int:
 def judge(ctx: RunContext, st: planner_pb2.SubTask, decision: Decision, rollouts: list[common_pb2.EpisodeSummary],
           *, code: str = "", errors: list[common_pb2.SkillError] | None = None,
           curve: list[critic_pb2.CurvePoint] | None = None, start: list[common_pb2.ItemCount] | None = None,
-          env_frames: int | None = None, frames: list[list[bytes]] | None = None, rl_config: str = ""
-          ) -> critic_pb2.Verdict:
+          env_frames: int | None = None, frames: list[list[bytes]] | None = None, rl_config: str = "",
+          after: list[str] | None = None) -> critic_pb2.Verdict:
     """The critic's verdict; without a critic (or in a setup without one), :func:`measured_verdict`. ``frames``:
     :func:`judge_frames`, sent within the critic's limit; ``rl_config``: an RL attempt's config in the fast agent's
-    answer form, its macro actions' code included. Every size is cut to the critic's own limit (DescribeCritic)."""
+    answer form, its macro actions' code included; ``after``: the chain's earlier sub-tasks an RL attempt's episodes
+    start behind. Every size is cut to the critic's own limit (DescribeCritic)."""
     terms = critic_terms(ctx)
     if terms is None or not critic_judges(ctx):
         return measured_verdict(rollouts, errors or [],
@@ -116,7 +117,7 @@ def judge(ctx: RunContext, st: planner_pb2.SubTask, decision: Decision, rollouts
         code=shortened_code(code, terms.max_code_bytes), errors=(errors or [])[:episodes],
         curve=(curve or [])[-min(JUDGE_CURVE_POINTS, terms.max_curve_points):], decision=str(decision),
         rules=ctx.describe.rules, start_inventory=start or [], frames=whole_episodes(frames or [], terms.max_frames),
-        test_protocol=ctx.protocol.judge_text(str(decision), list(start or []), env_frames),
+        test_protocol=ctx.protocol.judge_text(str(decision), list(start or []), env_frames, after or ()),
         rl_config=rl_config, game=ctx.describe.display_name), timeout=600)
     if response.llm_record:
         try:

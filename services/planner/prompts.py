@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from rlgpt import prompts
@@ -75,16 +76,25 @@ class EvalProtocol:
             "and every frame counts toward the run's frame budget. At the end of the run the skills of the plan "
             "also run one after another in one world (each continuing where the previous one stopped).")
 
-    def rl_test(self, start: list[common_pb2.ItemCount], env_frames: int | None = None) -> str:
+    def rl_test(self, start: list[common_pb2.ItemCount], env_frames: int | None = None,
+                after: Sequence[str] = ()) -> str:
+        """``after``: the earlier sub-tasks whose coded skills run first in every episode (the chain's prefix)."""
         frames = env_frames or self.env_frames
+        if after:
+            begins = (f"Every episode is a fresh, newly generated world with its own seed, where the coded skills of "
+                      f"the sub-tasks before this one ({', '.join(after)}) run first, each until its success "
+                      "condition holds (their frames count too, and earn no reward); the policy acts from where they "
+                      "hand over, with what they collected and placed, as it will in the whole task's chain. ")
+        else:
+            begins = (f"Every episode is a fresh, newly generated world with its own seed, so {self._placed()} is in "
+                      f"it; the player starts holding: {inventory_text(start)} (status values at their start values, "
+                      "see the rules). ")
         return (
             f"The policy trains for {frames} frames in total (a frame is one game step; every frame of every "
             "episode counts, a macro action counts each frame it runs), in episodes of `episode_length` frames "
-            f"(your choice). Every episode is a fresh, newly generated world with its own seed, so {self._placed()} "
-            f"is in it; the player starts holding: {inventory_text(start)} (status values at their start values, "
-            "see the rules). An episode ends when the player dies or after `episode_length` frames; reaching the "
-            "success condition ends it only where `end_on_success` is true (the \"success\" reward is paid "
-            "once). Then the policy is "
+            f"(your choice). {begins}An episode ends when the player dies or after `episode_length` frames; "
+            "reaching the success condition ends it only where `end_on_success` is true (the \"success\" reward is "
+            "paid once). Then the policy is "
             f"evaluated on {self.eval_episodes} episodes in other new worlds (seeds never used in training), with "
             "the same start and length; an episode is a success when the success condition holds at any frame of "
             "it. The sub-task is judged by that success rate.")
@@ -118,6 +128,7 @@ class EvalProtocol:
             "otherwise the policy of the last RL sub-task runs (for its own episode length), with the earlier "
             "sub-tasks' coded skills as actions.")
 
-    def judge_text(self, decision: str, start: list[common_pb2.ItemCount], env_frames: int | None = None) -> str:
+    def judge_text(self, decision: str, start: list[common_pb2.ItemCount], env_frames: int | None = None,
+                   after: Sequence[str] = ()) -> str:
         """What the critic reads: the same words the agent that wrote the attempt read."""
-        return self.rl_test(start, env_frames) if decision == "rl" else self.code_test(start)
+        return self.rl_test(start, env_frames, after) if decision == "rl" else self.code_test(start)

@@ -6,6 +6,7 @@ is :class:`~services.planner.agents.answers.AnswerHandler`'s."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -76,7 +77,7 @@ class FastAgent:
                   previous: learner_pb2.RLConfig | None = None, feedback: str = "",
                   start_inventory: list[common_pb2.ItemCount] | None = None,
                   previous_macros: dict[str, str] | None = None,
-                  curve: list[dict[str, Any]] | None = None) -> tuple[str, type[BaseModel]]:
+                  curve: list[dict[str, Any]] | None = None, after: Sequence[str] = ()) -> tuple[str, type[BaseModel]]:
         """The prompt and the answer schema; both offer the same library skills.
 
         A revision shows ``previous`` (the config the last attempt trained) with its macro actions' code
@@ -91,7 +92,7 @@ class FastAgent:
                         reward_kinds=reward_kinds_text(self.describe), observable=observable_text(self.describe),
                         subtask=f"{subtask.name}: {subtask.description}",
                         success=conditions_text(list(subtask.success)),
-                        protocol=self.protocol.rl_test(list(start_inventory or []), env_frames),
+                        protocol=self.protocol.rl_test(list(start_inventory or []), env_frames, after),
                         frames_choice=frames_choice_text(env_frames),
                         skill_api=skill_api_text(self.describe),
                         previous_config=json.dumps(rl_config_answer(previous, shown_macros(previous_macros or {})))
@@ -145,13 +146,14 @@ class FastAgent:
                  previous: learner_pb2.RLConfig | None = None, feedback: str = "",
                  start_inventory: list[common_pb2.ItemCount] | None = None,
                  previous_macros: dict[str, str] | None = None,
-                 curve: list[dict[str, Any]] | None = None) -> RLAnswer:
+                 curve: list[dict[str, Any]] | None = None, after: Sequence[str] = ()) -> RLAnswer:
         """The fast agent's RL answer: its config (``env_frames`` is the offer: the most it trains for) and its
         macro actions, not registered yet (:meth:`register_macro_actions`). ``previous``, ``previous_macros``,
-        ``curve``, ``feedback``: what the last attempt trained and how it went (see :meth:`rl_prompt`)."""
+        ``curve``, ``feedback``: what the last attempt trained and how it went (see :meth:`rl_prompt`); ``after``: the
+        earlier sub-tasks whose skills run first in every episode (the chain's prefix)."""
         prompt, schema = self.rl_prompt(subtask, env_frames=env_frames, previous=previous, feedback=feedback,
                                         start_inventory=start_inventory, previous_macros=previous_macros,
-                                        curve=curve)
+                                        curve=curve, after=after)
         answer, record = self.llm.complete(AGENT, [{"role": "user", "content": prompt}], schema,
                                            iteration=iteration)
         return self.answers.rl_answer(subtask, answer, record, env_frames=env_frames,

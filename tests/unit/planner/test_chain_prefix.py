@@ -1,0 +1,76 @@
+"""An RL sub-task trains where its chain hands over: the plan's earlier coded links become the env server's prefix
+of its episodes, and the fast agent and the critic read that its episodes start there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rlgpt.v1 import common_pb2, env_pb2, planner_pb2
+from services.planner.attempts import chain_prefix
+from services.planner.context import Stubs
+from services.planner.loops import TwoLoops
+from services.planner.prompts import EvalProtocol
+from services.planner.runs import Run
+from services.planner.settings import PlannerSettings
+from services.planner.skill_library import SkillLibrary
+from services.planner.state import RunState, Status
+
+WOOD = common_pb2.Condition(inventory=common_pb2.ItemCount(item="wood", count=3))
+TABLE = common_pb2.Condition(achievement="place_table")
+PICKAXE = common_pb2.Condition(achievement="make_wood_pickaxe")
+PLAN = planner_pb2.Plan(subtasks=[
+    planner_pb2.SubTask(name="wood", decision=planner_pb2.DECISION_CODE, success=[WOOD]),
+    planner_pb2.SubTask(name="table", decision=planner_pb2.DECISION_CODE, success=[TABLE]),
+    planner_pb2.SubTask(name="pickaxe", decision=planner_pb2.DECISION_RL, success=[PICKAXE])])
+
+
+class RecordingEnv:
+    """Test double of the env server's RegisterSkill: keeps what was registered."""
+
+    def __init__(self) -> None:
+        self.registered: dict[str, str] = {}
+
+    def RegisterSkill(self, request: env_pb2.RegisterSkillRequest, **_: Any) -> env_pb2.RegisterSkillResponse:
+        self.registered[request.name] = request.code
+        return env_pb2.RegisterSkillResponse()
+
+
+def plan_loops(tmp_path: Path) -> TwoLoops:
+    request = planner_pb2.StartRunRequest(task=common_pb2.TaskSpec(name="make_wood_pickaxe", success=[PICKAXE]))
+    two = TwoLoops(Run(tmp_path / "run", request), RunState(), env_pb2.DescribeResponse(backend="crafter"), None,
+                   SkillLibrary(tmp_path / "library.json"), Stubs(env=RecordingEnv(), learner=None, critic=None),
+                   PlannerSettings(test_steps=250))
+    two._adopt_plan(PLAN)
+    for name in ("wood", "table"):
+        sub = two.state.subtasks[name]
+        sub.status, sub.skill_code = Status.DONE, f"def {name}(agent):\n    yield 'noop'\n"
+    return two
+
+
+def test_the_earlier_coded_links_are_the_rl_subtasks_prefix(tmp_path: Path) -> None:
+    two = plan_loops(tmp_path)
+    prefix = chain_prefix(two.ctx, PLAN, PLAN.subtasks[2])
+    assert [(list(step.success), step.max_frames) for step in prefix] == [([WOOD], 250), ([TABLE], 250)]
+    registered = two.ctx.stubs.env.registered
+    assert [registered[step.skill] for step in prefix] == [two.state.subtasks[n].skill_code for n in ("wood", "table")]
+    assert chain_prefix(two.ctx, PLAN, PLAN.subtasks[0]) == []  # the first link starts at the reset
+
+
+def test_no_prefix_when_an_earlier_link_is_a_policy_or_has_no_code(tmp_path: Path) -> None:
+    two = plan_loops(tmp_path)
+    two.state.subtasks["table"].decision, two.state.subtasks["table"].job_id = "rl", "job-1"
+    assert chain_prefix(two.ctx, PLAN, PLAN.subtasks[2]) == []  # the env server cannot run a policy
+    two.state.subtasks["table"].decision, two.state.subtasks["table"].job_id = "code", ""
+    two.state.subtasks["table"].skill_code = ""
+    assert chain_prefix(two.ctx, PLAN, PLAN.subtasks[2]) == []
+
+
+def test_the_agents_read_that_episodes_start_where_the_chain_hands_over() -> None:
+    protocol = EvalProtocol()
+    behind = protocol.rl_test([common_pb2.ItemCount(item="wood", count=3)], 9000, after=["wood", "table"])
+    assert "the coded skills of the sub-tasks before this one (wood, table) run first" in behind
+    assert "starts holding" not in behind and "9000 frames" in behind
+    assert protocol.judge_text("rl", [], 9000, ["wood", "table"]) == behind
+    alone = protocol.rl_test([common_pb2.ItemCount(item="wood", count=3)], 9000)
+    assert "the player starts holding: 3 wood" in alone
