@@ -228,7 +228,7 @@ class Attempts:
             config.prefix.extend(prefix)
         else:  # an earlier link has no code yet (or is a policy): its items are given instead
             config.task.start_inventory.extend(start)
-        if state.reopened and state.job_id:  # the whole task sent it back: go on from the policy it has
+        if state.job_id:  # a revision goes on from the best policy it has (a fresh network if the spaces changed)
             config.init_from_job = policy_of(state)
         state.reopened = False
         state.macro_actions = dict(macros.accepted)

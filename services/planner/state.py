@@ -161,8 +161,9 @@ class SubTaskState:
     """The policy the chain runs, pinned when a later revision was not better on the same worlds (the whole
     task's paired comparison); empty: the best evaluated training (controller.policy_of)."""
     reopened: bool = False
-    """Set when the whole task's verdict sent the sub-task back to the fast agent: an RL sub-task then continues
-    from its policy's checkpoint (RLConfig.init_from_job)."""
+    """Set when the whole task's verdict sent the sub-task back to the fast agent, until its next attempt is
+    configured (like every later attempt of an RL sub-task, it continues from its best policy's checkpoint,
+    RLConfig.init_from_job)."""
 
     def __post_init__(self) -> None:
         self.status, self.decision = Status(self.status), Decision(self.decision)  # a loaded state has strings
