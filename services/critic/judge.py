@@ -96,7 +96,9 @@ class Judge:
                                      diagnosis=findings.diagnosis, suggestion=findings.suggestion,
                                      target=findings.target)
         notes: list[str] = []
-        if self.llm is not None and self.settings.use_llm:
+        if findings.success and not self.settings.llm_on_pass:
+            notes.append("llm_not_asked: the attempt passed (RLGPT_CRITIC_LLM_ON_PASS is off)")
+        elif self.llm is not None and self.settings.use_llm:
             # A small model's copy of the example speaks of another sub-task (sand): the fast agent would revise
             # toward it, so the checks' own diagnosis stands.
             answer, record = ask(self.llm, "critic", self.messages(request, findings), CriticAnswer,

@@ -17,6 +17,9 @@ class CriticSettings(Settings):
     success_threshold: float = setting(0.8, "Success rate at which a sub-task counts as solved (the one owner: the "
                                             "planner reads it through DescribeCritic).", ge=0, le=1)
     use_llm: bool = setting(True, "Ask the LLM for the diagnosis and suggestion; off: deterministic verdicts only.")
+    llm_on_pass: bool = setting(False, "Ask the LLM also about an attempt whose measured rate passed (the sub-task "
+                                       "is kept either way; the LLM could only reword the diagnosis); off saves one "
+                                       "LLM call per passed attempt.")
     attach_frames: bool = setting(False, "Send the PNG frames of failed episodes to a vision model; turn on only "
                                          "when the configured model accepts images.")
     max_rollouts: int = setting(256, "Max rollouts (episode summaries) in one Judge request.", ge=1)

@@ -289,7 +289,7 @@ def test_the_critic_gets_the_rules_the_test_protocol_and_frames_and_keeps_a_pass
                            base_url=fake_critic_llm.base_url, record_dir=tmp_path / "critic-llm")
     server, port = create_server("127.0.0.1:0", [ServiceBinding(
         CRITIC_SERVICE, critic_pb2_grpc.add_CriticServiceServicer_to_server,
-        CriticServicer(CriticSettings(success_threshold=0.5, attach_frames=True), critic_llm))])
+        CriticServicer(CriticSettings(success_threshold=0.5, attach_frames=True, llm_on_pass=True), critic_llm))])
     try:
         stub = planner([reply], critic=f"127.0.0.1:{port}")
         run = stub.StartRun(planner_pb2.StartRunRequest(task=common_pb2.TaskSpec(name="collect_wood"), seed=2))
@@ -332,7 +332,8 @@ def test_the_report_is_served_once_the_run_ended(planner, tmp_path) -> None:
     events = list(stub.WatchRun(planner_pb2.WatchRunRequest(run_id=run.run_id), timeout=300))
     assert events[-1].run_end.report == run.run_dir + "/report.md"
     files = _report(stub, run.run_id)  # as soon as the stream ended
-    assert list(files) == ["report.md", "curves.png", "iterations.png"]
+    # The report first, then its plots, then the final controller's animation (this chain succeeds: no failure).
+    assert list(files) == ["report.md", "curves.png", "iterations.png", "animations/final_success.gif"]
     run_dir = tmp_path / "runs" / run.run_id
     assert all(files[name] == (run_dir / name).read_bytes() for name in files)
     text = files["report.md"].decode()

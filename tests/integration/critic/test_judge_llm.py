@@ -115,7 +115,7 @@ def test_keep_is_an_answer_only_where_the_attempt_passed(tmp_path) -> None:
     with FakeOpenAIServer([Reply.json({**ANSWER, "success": True, "target": "keep"}),
                            Reply.json({**ANSWER, "success": True, "target": "keep"}),
                            Reply.json({**ANSWER, "target": "fast"})]) as server:
-        judge = Judge(SETTINGS, llm(server, tmp_path))
+        judge = Judge(CriticSettings(llm_on_pass=True), llm(server, tmp_path))
         kept = judge.judge(passed)
         assert kept.success and kept.target == critic_pb2.TARGET_KEEP and not any(
             f.startswith("llm_target_overruled") for f in kept.findings)
@@ -125,5 +125,15 @@ def test_keep_is_an_answer_only_where_the_attempt_passed(tmp_path) -> None:
         revise = judge.judge(passed)  # a passed attempt is kept whatever the LLM says
         assert revise.target == critic_pb2.TARGET_KEEP and has(list(revise.findings), "llm_target_overruled")
     assert '"keep"' in json.dumps(CriticAnswer.model_json_schema())
+
+
+def test_a_passed_attempt_costs_no_llm_call_by_default(tmp_path) -> None:
+    passed = request(rollouts=[episode(True, achievements=["collect_wood"])] * 4)
+    with FakeOpenAIServer([Reply.json({**ANSWER, "target": "fast"})]) as server:
+        verdict, record = Judge(SETTINGS, llm(server, tmp_path)).judge_with_record(passed)
+        failed = Judge(SETTINGS, llm(server, tmp_path)).judge(request(rollouts=[episode(True), episode()]))
+    assert verdict.target == critic_pb2.TARGET_KEEP and record is None
+    assert has(list(verdict.findings), "llm_not_asked: the attempt passed")
+    assert not any(f.startswith("llm_not_asked") for f in failed.findings)  # a failed one is still asked
 
 
