@@ -20,16 +20,19 @@ Target rule (first match wins):
 1. success: ``TARGET_KEEP``, decisive.
 2. no links (no chain ran): ``TARGET_SLOW``, decisive: there is no link to revise; the plan must give its
    sub-tasks controllers.
-3. most failed episodes died (more than half): ``TARGET_SLOW``, not decisive: the plan needs a survival sub-task
+3. the weakest link fails its own tests too (its own success rate, when measured, is below the critic's success
+   threshold): ``TARGET_FAST`` on it, not decisive: the link itself is what fails, whatever ends the episodes.
+4. most failed episodes died (more than half): ``TARGET_SLOW``, not decisive: the plan needs a survival sub-task
    or macro action against the main causes (the suggestion says so).
-4. a link loses episodes: ``TARGET_FAST`` on the weakest link (``Verdict.subtask``), not decisive: revise its
+5. a link loses episodes: ``TARGET_FAST`` on the weakest link (``Verdict.subtask``), not decisive: revise its
    skill, or continue or reconfigure its training. When its own success (its test) is at or above the critic's
    success threshold while its success in the chain is below it, the finding ``handover_gap`` and the suggestion
    say its tests do not start where the chain hands over.
-5. otherwise (no link loses an episode, yet the task failed): ``TARGET_SLOW``, not decisive: the links do not add
+6. otherwise (no link loses an episode, yet the task failed): ``TARGET_SLOW``, not decisive: the links do not add
    up to the task; the plan misses a step.
 
-``Verdict.subtask`` is set only with ``TARGET_FAST``. Where a rule is not decisive an LLM may choose the other
+``Verdict.subtask`` is the weakest link whatever the target but keep (with ``TARGET_SLOW`` the fast agent revises
+it beside the slow agent's re-plan). Where a rule is not decisive an LLM may choose the other
 loop, and the link (see :mod:`services.critic.task_judge`).
 """
 
@@ -187,10 +190,11 @@ def task_checks(request: critic_pb2.JudgeTaskRequest, settings: CriticSettings |
 
     gap = (weak is not None and weak.own_success_rate >= settings.success_threshold
            and link_rate(weak) < settings.success_threshold)
-    rule = _rule(request, success=success, died=died_count, failed=failed, weak=weak, gap=gap, deaths=deaths)
+    rule = _rule(request, success=success, died=died_count, failed=failed, weak=weak, gap=gap, deaths=deaths,
+                 settings_threshold=settings.success_threshold)
     findings += rule.findings
     return TaskFindings(success_rate=rate, success=success, target=rule.target, decisive=rule.decisive,
-                        subtask=weak.subtask if weak is not None and rule.target == critic_pb2.TARGET_FAST else "",
+                        subtask=weak.subtask if weak is not None and rule.target != critic_pb2.TARGET_KEEP else "",
                         weakest=weak.subtask if weak is not None else "", death_causes=dict(deaths), kinds=kinds,
                         findings=findings, diagnosis=join_texts(diagnosis, MAX_TASK_TEXT),
                         suggestion=join_texts(rule.suggestion, MAX_TEXT))
@@ -205,7 +209,7 @@ class _Rule:
 
 
 def _rule(request: critic_pb2.JudgeTaskRequest, *, success: bool, died: int, failed: int,
-          weak: critic_pb2.TaskLink | None, gap: bool, deaths: Counter[str]) -> _Rule:
+          weak: critic_pb2.TaskLink | None, gap: bool, deaths: Counter[str], settings_threshold: float) -> _Rule:
     """The target rule of the module docstring (first match wins)."""
     if success:
         return _Rule(critic_pb2.TARGET_KEEP, True, [], ["No change needed: the whole task reached its target."])
@@ -213,6 +217,12 @@ def _rule(request: critic_pb2.JudgeTaskRequest, *, success: bool, died: int, fai
         return _Rule(critic_pb2.TARGET_SLOW, True, ["no_links: no chain ran"],
                      ["No chain ran: revise the plan so that every sub-task gets a controller (a coded skill or a "
                       "trained policy)."])
+    if weak is not None and 0 <= weak.own_success_rate < settings_threshold:
+        how = "continue or reconfigure its training" if weak.decision == "rl" else "revise its skill"
+        return _Rule(critic_pb2.TARGET_FAST, False,
+                     [f"own_tests_fail {weak.subtask}: own success {weak.own_success_rate:.0%} < threshold "
+                      f"{settings_threshold:.0%}"],
+                     [f"{weak.subtask} fails its own tests too ({weak.own_success_rate:.0%}): {how} first."])
     if failed and died * 2 > failed:
         causes = ", ".join(cause for cause, _ in deaths.most_common(3))
         return _Rule(critic_pb2.TARGET_SLOW, False, [f"mostly_deaths: {died} of {failed} failed episodes died"],

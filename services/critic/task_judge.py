@@ -6,7 +6,7 @@ the LLM (agent ``critic_task``) writes the diagnosis and suggestion and may choo
 checks' rule is not decisive:
 
 - "keep" is taken only where the task reached its target (then the rule is decisive anyway);
-- "slow" clears the link (``Verdict.subtask`` is set only with target fast);
+- "slow" keeps the link it named, else the weakest (its skill or training is revised beside the re-plan);
 - "fast" takes the LLM's link where it names one of the chain's links, else the weakest link; with neither the
   rule's target stands.
 
@@ -105,7 +105,7 @@ def merge(verdict: critic_pb2.Verdict, findings: TaskFindings, answer: TaskVerdi
                          f"{TARGET_NAMES[findings.target]}")
         return
     if wanted == critic_pb2.TARGET_SLOW:
-        verdict.target, verdict.subtask = critic_pb2.TARGET_SLOW, ""
+        verdict.target, verdict.subtask = critic_pb2.TARGET_SLOW, named or findings.weakest
         return
     link = named or findings.weakest
     if not link:

@@ -104,7 +104,8 @@ def verdict_json(verdict: critic_pb2.Verdict) -> dict[str, Any]:
 
 def apply(ctx: RunContext, plan: planner_pb2.Plan, verdict: critic_pb2.Verdict) -> str:
     """The verdict's work handed out: the named link's sub-task reopened (the fast agent revises it with the
-    verdict as feedback; an RL one continues from its checkpoint), and on target slow the slow agent's feedback.
+    verdict as feedback; an RL one continues from its checkpoint), whatever the target (a slow agent that keeps the
+    plan would otherwise change nothing), and on target slow the slow agent's feedback too.
     Returns the reopened sub-task ("" if none)."""
     names = [st.name for st in plan.subtasks]
     text = f"{verdict.diagnosis} {verdict.suggestion}".strip()

@@ -47,7 +47,7 @@ def test_a_whole_task_is_judged_with_the_llms_record(served) -> None:
     verdict = response.verdict
     assert verdict.success_rate == 0.25 and not verdict.success
     assert dict(verdict.death_causes) == {"zombie": 2}
-    assert verdict.target == critic_pb2.TARGET_SLOW and verdict.subtask == ""  # the LLM's: the rule left it open
+    assert verdict.target == critic_pb2.TARGET_SLOW and verdict.subtask == "make_b"  # slow: the weakest is revised too
     assert (verdict.diagnosis, verdict.suggestion) == (ANSWER["diagnosis"], ANSWER["suggestion"])
     assert "deaths: zombie 2 of 3 failed episodes" in verdict.findings
     asked = fake.requests[-1]

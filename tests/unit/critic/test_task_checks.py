@@ -115,12 +115,23 @@ def test_a_link_that_passes_its_own_tests_but_not_the_chain_is_a_handover_gap() 
 def test_slow_when_most_failures_are_deaths_and_the_suggestion_says_survival() -> None:
     episodes = [died([True, False], "zombie")] * 3 + [ended([True, False])] * 2
     found = task_checks(task_request(episodes=episodes), SETTINGS)
-    assert (found.target, found.decisive, found.subtask) == (critic_pb2.TARGET_SLOW, False, "")
+    assert (found.target, found.decisive, found.subtask) == (critic_pb2.TARGET_SLOW, False, "make_b")  # revised too
     assert found.weakest == "make_b" and "Link make_b loses the most" in found.diagnosis
     assert has(found.findings, "mostly_deaths: 3 of 5 failed episodes died")
     assert "survival sub-task or a macro action" in found.suggestion and "zombie" in found.suggestion
     half = [died([True, False], "zombie")] * 2 + [ended([True, False])] * 2  # half is not most
     assert task_checks(task_request(episodes=half), SETTINGS).target == critic_pb2.TARGET_FAST
+
+
+def test_a_weakest_link_that_fails_its_own_tests_goes_to_the_fast_agent_whatever_ends_the_episodes() -> None:
+    episodes = [died([True, False], "zombie")] * 3 + [ended([True, False])] * 2
+    links = [link("get_a", 5, 5, own=1.0), link("make_b", 5, 0, own=0.5, decision="rl")]
+    found = task_checks(task_request(links=links, episodes=episodes), SETTINGS)
+    assert (found.target, found.subtask) == (critic_pb2.TARGET_FAST, "make_b")
+    assert has(found.findings, "own_tests_fail make_b: own success 50% < threshold 80%")
+    assert "continue or reconfigure its training first" in found.suggestion
+    unmeasured = [link("get_a", 5, 5), link("make_b", 5, 0)]  # own -1: the deaths rule decides
+    assert task_checks(task_request(links=unmeasured, episodes=episodes), SETTINGS).target == critic_pb2.TARGET_SLOW
 
 
 def test_slow_and_decisive_without_links() -> None:

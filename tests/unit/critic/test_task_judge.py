@@ -48,7 +48,7 @@ def test_the_llm_may_send_a_death_verdict_to_the_fast_agent_or_a_link_to_the_slo
     assert fast.target == critic_pb2.TARGET_FAST and fast.subtask == "make_b"
     assert dict(fast.death_causes) == {"zombie": 3}
     slow, _ = judged({**ANSWER, "target": "slow"}, episodes=FAILING)
-    assert slow.target == critic_pb2.TARGET_SLOW and slow.subtask == ""
+    assert slow.target == critic_pb2.TARGET_SLOW and slow.subtask == "get_a"  # the link it named, revised too
 
 
 def test_decisive_rules_and_keep_stand() -> None:
