@@ -106,6 +106,7 @@ def run_mixed(runs_dir: Path) -> MixedRun:
     with FakeOpenAIServer([reply]) as llm, pytest.MonkeyPatch.context() as mp:
         mp.setenv("RLGPT_LLM_BASE_URL", llm.base_url)
         mp.setenv("RLGPT_LLM_MODEL", "scripted")
+        mp.setenv("RLGPT_CRITIC_LLM_ON_PASS", "true")  # every verdict's LLM call, passed ones too, is recorded
         mp.delenv("RLGPT_LEARNER_ENV_SERVERS", raising=False)
         report = run_rlgpt(options(runs_dir, task="make_wood_pickaxe", frames_per_training=1500, total_frames=9000,
                                    env_servers=2))
@@ -152,7 +153,8 @@ def serve_cluster(planner_side: Path, client: Path) -> Iterator[Cluster]:
     script = Script()
     with FakeOpenAIServer([script]) as llm:
         service_env = {"RLGPT_LLM_BASE_URL": llm.base_url, "RLGPT_LLM_MODEL": "scripted",
-                       "RLGPT_LLM_MAX_RETRIES": "1", "RLGPT_LLM_BACKOFF_SECONDS": "0.01"}
+                       "RLGPT_LLM_MAX_RETRIES": "1", "RLGPT_LLM_BACKOFF_SECONDS": "0.01",
+                       "RLGPT_CRITIC_LLM_ON_PASS": "true"}  # the critic's calls on passed attempts are recorded too
         with local_services(options(planner_side / "runs"), planner_side / "logs", service_env) as services:
             target = services["planner"].target
             first = run_rlgpt(options(client, planner=target))

@@ -61,6 +61,7 @@ def test_llm_server_killed_mid_run_pauses_it_and_resume_finishes(tmp_path, monke
     relay_dir, port = tmp_path / "relay", free_port()
     monkeypatch.setenv("RLGPT_LLM_BASE_URL", f"http://127.0.0.1:{port}/v1")
     monkeypatch.setenv("RLGPT_LLM_MODEL", "relay")
+    monkeypatch.setenv("RLGPT_CRITIC_LLM_ON_PASS", "true")  # the critic's call on a passed attempt goes through too
     monkeypatch.setenv("RLGPT_LLM_MAX_RETRIES", "1")
     monkeypatch.setenv("RLGPT_LLM_BACKOFF_SECONDS", "0.2")
     relay = start_relay(relay_dir, port)

@@ -57,7 +57,7 @@ def test_a_coded_and_two_rl_subtasks_one_with_its_macro_action_run_as_one_chain(
     assert first["reached"] == 2 and first["succeeded"] == 2  # the reference wood skill gets its wood
     assert final["links"][1]["reached"] == 2  # so every episode went on to the table's policy
     text = report.read_text()
-    assert "| 0 |" in text and expected in text and "| get_wood | 2 | 2 |" in text
+    assert "| 0 |" in text and expected in text and "| get_wood | 100% | 2 | 100% (2/2, 95% CI 34-100%) |" in text
 
 
 def test_a_failing_coded_subtask_is_moved_to_rl_by_the_re_plan(tmp_path, monkeypatch) -> None:
@@ -86,7 +86,8 @@ def test_a_failing_coded_subtask_is_moved_to_rl_by_the_re_plan(tmp_path, monkeyp
     assert second["controller"] == f"chain: get_wood (policy {wood['job_id']})"
     assert 0.0 <= second["success_rate"] <= 1.0
     text = report.read_text()
-    assert "| 0 |" in text and "| 0% | chain of coded skills |" in text and "| 1 |" in text
+    assert "| 0 |" in text and "| 1 |" in text
+    assert f"| 0% (0/{first['episodes']}, 95% CI 0-" in text and "| chain of coded skills |" in text
 
 
 def test_the_one_agent_plans_codes_and_configures_in_one_answer(tmp_path, monkeypatch) -> None:

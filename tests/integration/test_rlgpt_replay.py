@@ -26,6 +26,7 @@ def recorded(cluster) -> Path:
 def test_replay_re_runs_the_record_with_no_llm(recorded, tmp_path, monkeypatch) -> None:
     # No LLM anywhere: a call that escaped the replay would fail to connect.
     monkeypatch.setenv("RLGPT_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("RLGPT_CRITIC_LLM_ON_PASS", "true")  # as the recorded run's critic was configured
     report = run_rlgpt(options(tmp_path / "runs", task="ignored_by_a_replay", replay=recorded))
     run_dir = report.parent
     assert run_dir.name.startswith("collect_wood__")  # the recorded request, not the options
@@ -48,6 +49,7 @@ def test_replay_re_runs_the_record_with_no_llm(recorded, tmp_path, monkeypatch) 
 
 def test_a_call_the_record_lacks_stops_the_run_with_its_name(recorded, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("RLGPT_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("RLGPT_CRITIC_LLM_ON_PASS", "true")  # as the recorded run's critic was configured
     short = tmp_path / "short"
     shutil.copytree(recorded, short)
     for path in (short / "llm").glob("*-fast.json"):
