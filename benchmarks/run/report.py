@@ -85,9 +85,9 @@ def summary_lines(results: dict[str, Any]) -> list[str]:
     for run in runs:
         target = (run.get("budgets") or {}).get("target_success")
         if run.get("final") and target is not None and final_rate(run) < target:
-            lines.append(f"Seed {run['seed']} stopped below its {target:.0%} target after "
-                         f"{run['outer_iterations']} outer iteration{'s' * (run['outer_iterations'] != 1)}: "
-                         f"{why_stopped(run)}.")
+            lines.append(f"Seed {run['seed']}'s final evaluation ({final_rate(run):.0%}, on worlds no decision of the "
+                         f"run saw) is below its {target:.0%} target; it stopped after {run['outer_iterations']} outer "
+                         f"iteration{'s' * (run['outer_iterations'] != 1)} because {why_stopped(run)}.")
     tokens = [f"seed {r['seed']} {r.get('tokens', 0):,} ({r.get('llm_calls', 0)} calls)" for r in runs]
     lines.append(f"LLM tokens per run: {joined(tokens)}.")
     return lines
