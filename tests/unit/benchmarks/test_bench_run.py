@@ -112,7 +112,7 @@ def test_the_section_says_the_median_the_intervals_and_why_each_run_stopped(tmp_
     # The median of 88%, 62% and 0% (no final evaluation) against the bar.
     assert "**Median final success across the 3 seeds: 62%** (the bar: 75%, not met)" in text
     assert "1 of 3 runs took at most 15 minutes" in text and "Seed 2 ended without a final evaluation" in text
-    assert "Seed 1's final evaluation (" in text and "because its frame budget is spent." in text
+    assert "Seed 1's final evaluation (" in text and "because its frame budget is spent" in text
     assert "Seed 0 stopped below" not in text
     assert "budgets (the planner's defaults but total_env_frames, set by the command line): target 80% whole-task " \
            "success, 40,000 env frames, 4 outer iterations, 32 episodes" in text
