@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
 from google.protobuf import json_format
 
 from benchmarks.bench_run import CRITERIA, checked_work, main
@@ -149,5 +150,5 @@ def test_report_only_without_raw_results_and_bad_options_are_usage_errors(tmp_pa
 def test_a_seed_directory_with_an_unfinished_run_is_refused(tmp_path: Path) -> None:
     fake_runs_dir(tmp_path / "seed1", [4], None, "")
     checked_work(tmp_path, [0])  # seed 0 has no directory yet: fine
-    with pytest.raises(Exception, match="unfinished run"):
+    with pytest.raises(typer.BadParameter, match="unfinished run"):
         checked_work(tmp_path, [0, 1])
