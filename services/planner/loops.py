@@ -21,7 +21,6 @@ outer iteration, :mod:`services.planner.agents.one`; no critic), ``slow-fast`` (
 from __future__ import annotations
 
 import logging
-import time
 
 import grpc
 
@@ -40,6 +39,7 @@ from services.planner.attempts import Attempts
 from services.planner.context import AgentSetup, Mode, RunContext, Stubs
 from services.planner.controller import NO_CONTROLLER, final_evaluation, iteration_evaluation
 from services.planner.inner_loops import InnerLoops
+from services.planner.iteration_costs import begin_iteration, iteration_frames, iteration_seconds, iteration_tokens
 from services.planner.planning import PlanMaking
 from services.planner.plans import summary, task_subtask
 from services.planner.program_writer import resolve_skill_format
@@ -77,6 +77,8 @@ class TwoLoops(PlanMaking, InnerLoops):
                           skill_format=skill_format)
                 if llm is not None else None)
         self.attempts = Attempts(ctx, fast)
+        # When an earlier process's part of the run ended (its last event); None for a run started here.
+        self._previous_end = run.events[-1].time if run.events else None
 
     @property
     def state(self) -> RunState:
@@ -155,8 +157,8 @@ class TwoLoops(PlanMaking, InnerLoops):
         while not self.state.stop_reason and self.state.outer_iteration < ctx.budgets.max_outer_iterations:
             ctx.check_stop()
             ctx.run.iteration = self.state.outer_iteration
-            started, tokens_before = time.time(), ctx.run.tokens
-            frames_before = self.state.frames_used
+            start = begin_iteration(self.state, self.state.outer_iteration, self._previous_end)
+            ctx.save()  # a resume of this iteration counts from here
             plan = self.state.plan_proto()
             if plan is None or self.state.slow_feedback:
                 plan = self._new_plan(plan)
@@ -172,10 +174,11 @@ class TwoLoops(PlanMaking, InnerLoops):
             self._train_rl([st for st in plan.subtasks if st.name in rl], plan)
             ctx.check_stop()
             record = IterationRecord(iteration=self.state.outer_iteration, tokens=0, seconds=0.0,
-                                     frames=self.state.frames_used - frames_before)
+                                     frames=iteration_frames(self.state, start))
             self._evaluate_iteration(record, plan)
-            record.tokens, record.seconds = ctx.run.tokens - tokens_before, time.time() - started
+            record.tokens, record.seconds = iteration_tokens(ctx.run, record.iteration), iteration_seconds(start)
             self.state.iterations.append(record.as_json())
+            self.state.iteration_start = None
             ctx.run.emit(iteration_end=planner_pb2.IterationEnd(
                 tokens=record.tokens, seconds=record.seconds, iteration=record.iteration, frames=record.frames,
                 success_rate=record.success_rate, controller=record.controller))

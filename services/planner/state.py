@@ -188,6 +188,9 @@ class RunState:
     slow_feedback: str = ""
     iterations: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     """Per outer iteration, an :class:`IterationRecord` as JSON."""
+    iteration_start: dict[str, Any] | None = None
+    """The outer iteration under way: its number, the frames used as it began, its seconds in earlier processes
+    and when this process's part began (:mod:`services.planner.iteration_costs`); None between iterations."""
     final: dict[str, Any] | None = None
     """The :class:`FinalResult` as JSON, once the whole task was evaluated."""
     kept_plan: dict[str, Any] | None = None
