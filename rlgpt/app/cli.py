@@ -34,8 +34,11 @@ def run(
                                               "item:count.")] = "",
     mode: Annotated[str, typer.Option(help="rl-gpt | pure-rl | pure-code")] = "rl-gpt",
     agents: Annotated[str, typer.Option(help="slow-fast-critic | slow-fast | one")] = "slow-fast-critic",
-    resume: Annotated[Path | None, typer.Option(help="Continue a run: its id (the planner finds its directory; "
-                                                     "with --planner the one way), or a local run directory.")]
+    resume: Annotated[Path | None, typer.Option(help="Continue a run: its id, which the planner finds among its "
+                                                     "own runs (with --planner the one way: a planner resumes no "
+                                                     "run outside its runs directory), or a local run directory "
+                                                     "when the services start here (they are given its folder as "
+                                                     "their runs directory).")]
     = None,
     runs_dir: Annotated[Path, typer.Option(help="Where run directories are created (services started here) and "
                                                 "where each run's report is saved, in RUNS_DIR/<run id>.")]

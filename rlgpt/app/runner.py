@@ -42,8 +42,9 @@ class RunOptions:
     mode: str
     agents: str
     resume: Path | None
-    """A run to continue: a local run directory (with request.json; services started here), or a run id the
-    planner knows (``--planner``: the last part of a path is taken as the id, so ``runs/<run_id>`` works too)."""
+    """A run to continue: a run id the planner knows (``--planner``: the last part of a path is taken as the id, so
+    ``runs/<run_id>`` works too), or a local run directory (with request.json; services started here, the planner
+    with that directory's folder as its runs directory: it is asked for the run by id)."""
     runs_dir: Path
     """Where run directories are created (services started here) and where each run's report is saved."""
     # The budgets the user typed, sent as they are; None: the planner's default. The planner alone defaults and
@@ -221,10 +222,13 @@ def follow(stub: planner_pb2_grpc.PlannerServiceStub, run_id: str, console: Cons
 
 
 def _resume_request(options: RunOptions, resume: Path) -> planner_pb2.StartRunRequest:
-    """The StartRunRequest of ``--resume``: a local run directory (services started here) or a run id."""
+    """The StartRunRequest of ``--resume``: always a run id (a planner resumes only runs of its own runs directory,
+    by id). A local run directory (services started here) gives its name as the id and its folder as the runs
+    directory of the planner started here."""
     if not options.planner and (resume / "request.json").exists():
-        options.runs_dir = resume.resolve().parent  # the planner started here works in the run's own folder
-        return planner_pb2.StartRunRequest(resume_run_dir=str(resume.resolve()))
+        local = resume.resolve()
+        options.runs_dir = local.parent  # the planner started here works in the run's own folder
+        return planner_pb2.StartRunRequest(resume_run_id=local.name)
     if not options.planner and len(resume.parts) != 1:
         raise FailedPrecondition(f"{resume} is not a run directory (no request.json); --resume takes a run "
                                  "directory or a run id")

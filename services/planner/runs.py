@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -13,12 +14,35 @@ from typing import Any
 from google.protobuf import json_format
 
 from rlgpt import metrics
-from rlgpt.errors import FailedPrecondition, InvalidArgument, shown
+from rlgpt.errors import FailedPrecondition, InvalidArgument, NotFound, shown
 from rlgpt.llm.client import CallRecord, record_json
 from rlgpt.v1 import planner_pb2
 
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,199}")
 """A run id: the name of its directory under the planner's runs directory, so never a path."""
+
+
+def own_run_dir(runs_dir: Path, run_id: str) -> Path | None:
+    """``runs_dir/<run_id>`` (``run_id`` checked by :func:`check_run_id`) when it holds a run and lies inside
+    ``runs_dir`` (a link there does not lead out of it); None otherwise."""
+    run_dir = runs_dir / run_id
+    try:
+        inside = run_dir.resolve().parent == runs_dir.resolve()
+        return run_dir if inside and (run_dir / "request.json").is_file() else None
+    except OSError:
+        return None
+
+
+def run_id_of_dir(path: str, runs_dir: Path) -> str:
+    """The id of the run a client named by its directory, which must be one of ``runs_dir``'s in the form StartRun
+    answered (``runs_dir/<id>``, as configured or absolute), compared as text: a client's path is never looked up on
+    the planner's disk. Anything else is NotFound, quoting a short prefix of ``path`` and no path of the planner's."""
+    name = os.path.basename(os.path.normpath(path))
+    forms = {os.path.normpath(runs_dir / name), os.path.normpath(os.path.abspath(runs_dir / name))}
+    if not RUN_ID.fullmatch(name) or os.path.normpath(path) not in forms:
+        raise NotFound(f"resume_run_dir={shown(path)} is no run of this planner: resume one of its runs by its id "
+                       "(resume_run_id, the run_id StartRun answered)")
+    return name
 
 
 def check_run_id(run_id: str, field: str = "run_id") -> None:
@@ -56,27 +80,30 @@ class Run:
 
     @classmethod
     def create(cls, root: Path, request: planner_pb2.StartRunRequest) -> Run:
-        name = re.sub(r"[^A-Za-z0-9_-]", "_", request.task.name)[:48] or "task"  # a directory name, never a path
+        # A directory name, never a path, and a run id (check_run_id): the run is resumed by it.
+        name = re.sub(r"[^A-Za-z0-9_-]", "_", request.task.name).lstrip("_-")[:48] or "task"
         return cls(root / f"{name}__{time.strftime('%Y%m%d-%H%M%S')}__{uuid.uuid4().hex[:6]}", request)
 
     @classmethod
     def resume(cls, run_dir: Path) -> Run:
-        """Reopens a run directory; a missing or corrupt file is named in a FailedPrecondition."""
+        """Reopens a run directory; a missing or corrupt file is named in a FailedPrecondition (by the run's and
+        the file's names: a client learns no path of the planner's disk)."""
         request_path, events_path = run_dir / "request.json", run_dir / "events.jsonl"
         if not request_path.exists():
-            raise FailedPrecondition(f"{run_dir} is not a run directory: {request_path} is missing")
+            raise FailedPrecondition(f"{run_dir.name} is not a run directory: request.json is missing")
         try:
             request = json_format.Parse(request_path.read_text(), planner_pb2.StartRunRequest())
         except (json_format.ParseError, ValueError) as exc:
-            raise FailedPrecondition(f"run directory is corrupt: {request_path} cannot be read ({exc})") from exc
+            raise FailedPrecondition(f"run {run_dir.name} is corrupt: request.json cannot be read "
+                                     f"({str(exc)[:200]})") from exc
         events: list[planner_pb2.RunEvent] = []
         if events_path.exists():
             for number, line in enumerate(events_path.read_text().splitlines(), start=1):
                 try:
                     events.append(json_format.Parse(line, planner_pb2.RunEvent()))
                 except (json_format.ParseError, ValueError) as exc:
-                    raise FailedPrecondition(f"run directory is corrupt: {events_path} line {number} cannot be "
-                                             f"read ({exc})") from exc
+                    raise FailedPrecondition(f"run {run_dir.name} is corrupt: events.jsonl line {number} cannot "
+                                             f"be read ({str(exc)[:200]})") from exc
         return cls(run_dir, request, events)
 
     def emit(self, subtask: str = "", **payload: Any) -> planner_pb2.RunEvent:

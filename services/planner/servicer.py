@@ -28,7 +28,7 @@ from services.planner.budgets import budget_problems, evaluation_problems, resol
 from services.planner.context import AgentSetup, Mode, StopRequested, Stubs
 from services.planner.loops import TwoLoops
 from services.planner.report import outcome, report_chunks, write_run_report
-from services.planner.runs import Run, check_run_id
+from services.planner.runs import Run, check_run_id, own_run_dir, run_id_of_dir
 from services.planner.settings import PlannerSettings
 from services.planner.skill_library import SkillLibrary
 from services.planner.state import RunState
@@ -108,10 +108,9 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         if request.resume_run_dir and request.resume_run_id:
             raise InvalidArgument("set resume_run_id or resume_run_dir, not both (prefer resume_run_id)")
         if request.resume_run_id or request.resume_run_dir:
-            if request.resume_run_id:
-                run_dir, _ = self._find(request.resume_run_id, "resume_run_id")
-            else:
-                run_dir = Path(request.resume_run_dir)
+            # Only this planner's own runs, by id: a client's path is never opened, nor said to exist or not.
+            run_id = request.resume_run_id or run_id_of_dir(request.resume_run_dir, Path(self.settings.run_dir))
+            run_dir, _ = self._find(run_id, "resume_run_id")
             resumed = Run.resume(run_dir)
             RunState.load(resumed.dir)  # a corrupt state file is reported now, not in the run's thread
             request = resumed.request
@@ -179,10 +178,9 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         run = self.runs.get(run_id)
         if run is not None:
             return run.dir, run
-        run_dir = Path(self.settings.run_dir) / run_id
-        if not (run_dir / "request.json").is_file():
-            raise NotFound(f"no run {shown(run_id)} on this planner: it is not running here and its runs "
-                           f"directory {self.settings.run_dir} holds no such run")
+        run_dir = own_run_dir(Path(self.settings.run_dir), run_id)
+        if run_dir is None:
+            raise NotFound(f"no run {shown(run_id)} on this planner: it is not running here nor among its runs")
         return run_dir, None
 
     def _run(self, run_id: str) -> Run:

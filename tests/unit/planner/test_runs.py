@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from rlgpt.errors import FailedPrecondition
+from rlgpt.errors import FailedPrecondition, NotFound
 from rlgpt.llm.client import CallRecord, record_from_json
 from rlgpt.v1 import common_pb2, planner_pb2
-from services.planner.runs import Run
+from services.planner.runs import Run, check_run_id, own_run_dir, run_id_of_dir
 
 REQUEST = planner_pb2.StartRunRequest(task=common_pb2.TaskSpec(name="collect_wood"), mode="rl-gpt",
                                       budgets=planner_pb2.Budgets(max_outer_iterations=2))
@@ -160,3 +160,22 @@ def test_finish_saves_the_status(tmp_path: Path) -> None:
     assert status["state"] == "RUN_STATE_STOPPED" and status["error"] == "stopped on request"
     assert status["tokens"] == "1234" and status["iteration"] == 2 and status["runDir"] == str(run.dir)
     assert run.status().success_rate == 0.75
+
+
+def test_a_run_directory_names_a_run_only_in_the_form_start_run_answered(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    run = Run.create(runs, REQUEST)
+    assert run_id_of_dir(str(run.dir), runs) == run.id  # StartRunResponse.run_dir
+    assert run_id_of_dir(f"runs/./{run.id}", Path("runs")) == run.id  # as configured, relative: compared as text
+    for path in (str(tmp_path / "copy" / run.id), "/etc", "/", "", f"{runs}/../{run.id}", f"{runs}/{run.id}/x",
+                 "x" * 5_000_000):
+        with pytest.raises(NotFound) as info:
+            run_id_of_dir(path, runs)
+        assert len(str(info.value)) < 300 and "request.json" not in str(info.value)
+    assert own_run_dir(runs, run.id) == run.dir and own_run_dir(runs, "nope") is None
+
+
+def test_a_created_run_s_directory_name_is_a_run_id(tmp_path: Path) -> None:
+    for name in ("_leading", "-dash", "..", "a b/c", ""):
+        run = Run.create(tmp_path, planner_pb2.StartRunRequest(task=common_pb2.TaskSpec(name=name)))
+        check_run_id(run.id)  # resumable by its id
