@@ -28,11 +28,11 @@ from pydantic import BaseModel, ValidationError
 from rlgpt.config import LLMSettings
 from rlgpt.errors import FailedPrecondition, RlgptError, Unavailable
 from rlgpt.llm.chat_server import AGENT_HEADER, ATTEMPT_HEADER, CALL_HEADER
+from rlgpt.llm.retries import ANSWER_ATTEMPTS, retry_delays
 
 log = logging.getLogger(__name__)
 T = TypeVar("T", bound=BaseModel)
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
-_MAX_BACKOFF = 30.0
 
 
 class LLMError(RlgptError):
@@ -168,8 +168,8 @@ class LLMClient:
 
     def _create(self, messages: list[dict[str, str]], schema: type[BaseModel], headers: dict[str, str],
                 seed: int | None = None) -> Any:
-        delay = self.settings.backoff_seconds
-        attempts = self.settings.max_retries + 1
+        delays = retry_delays(self.settings)
+        attempts = len(delays) + 1
         for attempt in range(1, attempts + 1):
             try:
                 return self._client.chat.completions.create(
@@ -193,10 +193,10 @@ class LLMClient:
                     kind = type(exc).__name__
                     raise Unavailable(f"the LLM server at {self._where()} failed {attempts} times ({kind}: "
                                       f"{_short(exc)}); check that it runs and is reachable") from None
+                delay = delays[attempt - 1]
                 log.warning("LLM call failed (%s: %s); retry %d/%d in %.1f s", type(exc).__name__, _short(exc),
                             attempt, attempts - 1, delay)
                 time.sleep(delay)
-                delay = min(_MAX_BACKOFF, max(delay * 2, 0.05))
         raise AssertionError("unreachable")
 
     def _where(self) -> str:
@@ -211,7 +211,7 @@ class LLMClient:
         prompt_tokens = completion_tokens = 0
         text, error = "", ""
         call_id = uuid.uuid4().hex
-        for attempt in (1, 2):
+        for attempt in range(1, ANSWER_ATTEMPTS + 1):
             # Who asks, and which call a retry belongs to: a relay or a replay server answers by these.
             headers = {AGENT_HEADER: agent, CALL_HEADER: call_id, ATTEMPT_HEADER: str(attempt)}
             response = self._create(conversation, schema, headers, seed)
@@ -234,7 +234,7 @@ class LLMClient:
                                   completion_tokens, time.perf_counter() - start, attempt)
             return answer, record
         record = self._record(agent, iteration, conversation, text, None, prompt_tokens, completion_tokens,
-                              time.perf_counter() - start, 2, error)
+                              time.perf_counter() - start, ANSWER_ATTEMPTS, error)
         raise StructuredOutputError(f"{agent} agent: the model's answer did not match {schema.__name__} after one "
                                     f"repair attempt: {error[:500]}", record)
 
