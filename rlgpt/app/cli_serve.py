@@ -129,7 +129,7 @@ def serve_planner(
     run_dir_path = Path(planner_settings.run_dir)
     with _llm_client(llm_settings, record_dir=run_dir_path / "llm-calls", log_dir=run_dir_path) as llm:
         _serve("planner", server_settings, SERVICE_NAME, planner_pb2_grpc.add_PlannerServiceServicer_to_server,
-               PlannerServicer(planner_settings, llm))
+               PlannerServicer(planner_settings, llm, llm_settings))
 
 
 @_serve_command("critic")

@@ -12,6 +12,7 @@ from pathlib import Path, PurePosixPath
 
 import grpc
 
+from rlgpt import deadlines
 from rlgpt.errors import Unavailable
 from rlgpt.v1 import planner_pb2, planner_pb2_grpc
 
@@ -44,7 +45,8 @@ def fetch_report(stub: planner_pb2_grpc.PlannerServiceStub, run_id: str, local_d
     sizes: dict[str, int] = {}
     total = 0
     try:
-        for chunk in stub.GetRunReport(planner_pb2.GetRunReportRequest(run_id=run_id), timeout=300):
+        asked = planner_pb2.GetRunReportRequest(run_id=run_id)
+        for chunk in stub.GetRunReport(asked, timeout=deadlines.REPORT_SECONDS):
             local_path(local_dir, chunk.name)  # refused before a byte is kept
             data = files.setdefault(chunk.name, bytearray())
             if chunk.offset != len(data):

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from rlgpt import deadlines
 from rlgpt.app.launcher import ServiceProcess, start_service
 from rlgpt.app.report_fetch import fetch_report
 from rlgpt.config import LLMSettings
@@ -184,12 +185,13 @@ def follow(stub: planner_pb2_grpc.PlannerServiceStub, run_id: str, console: Cons
         if not stopping.is_set():
             stopping.set()
             console.print("[yellow]stopping: training jobs are stopped, state is saved; --resume continues[/]")
-            stub.StopRun(planner_pb2.StopRunRequest(run_id=run_id), timeout=30)
+            stub.StopRun(planner_pb2.StopRunRequest(run_id=run_id), timeout=deadlines.QUICK_SECONDS)
 
     previous = signal.signal(signal.SIGINT, on_interrupt)
     try:
         with Live(_progress_table(status), console=console, refresh_per_second=4) as live:
-            for event in stub.WatchRun(planner_pb2.WatchRunRequest(run_id=run_id), timeout=7 * 24 * 3600):
+            for event in stub.WatchRun(planner_pb2.WatchRunRequest(run_id=run_id),
+                                       timeout=deadlines.FOLLOW_RUN_SECONDS):
                 last = event
                 kind = event.WhichOneof("payload")
                 status["iteration"] = str(event.iteration)
@@ -262,7 +264,7 @@ def run_rlgpt(options: RunOptions) -> Path:
             console.print(f"replaying the LLM calls of {options.replay} (skills and trainings run live)")
         services = None if options.planner else stack.enter_context(local_services(options, log_dir, llm_env))
         planner_target = options.planner or services["planner"].target
-        channel = create_channel(planner_target, default_timeout=120, wait_ready_seconds=60)
+        channel = create_channel(planner_target, default_timeout=deadlines.START_RUN_SECONDS, wait_ready_seconds=60)
         stub = planner_pb2_grpc.PlannerServiceStub(channel)
         try:
             started = stub.StartRun(request)

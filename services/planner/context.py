@@ -9,6 +9,8 @@ import json
 import threading
 from typing import Any
 
+from rlgpt import deadlines
+from rlgpt.config import LLMSettings
 from rlgpt.errors import FailedPrecondition
 from rlgpt.v1 import critic_pb2_grpc, env_pb2, env_pb2_grpc, learner_pb2_grpc, planner_pb2
 from services.planner.budgets import resolve_budgets
@@ -48,6 +50,9 @@ class Stubs:
     env: env_pb2_grpc.EnvServiceStub
     learner: learner_pb2_grpc.LearnerServiceStub | None
     critic: critic_pb2_grpc.CriticServiceStub | None
+    judge_seconds: float = deadlines.judge_seconds(LLMSettings())
+    """The deadline of the critic's Judge and JudgeTask (:func:`rlgpt.deadlines.judge_seconds` of the planner's
+    LLM settings, which the critic shares)."""
 
 
 class StopRequested(Exception):

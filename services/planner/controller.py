@@ -16,7 +16,7 @@ from typing import Any
 
 import grpc
 
-from rlgpt import worlds
+from rlgpt import deadlines, worlds
 from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
 from services.planner.context import RunContext
 from services.planner.state import Decision, FinalResult, RunState, SubTaskState
@@ -119,13 +119,20 @@ def evaluate_chain(ctx: RunContext, *, episodes: int, seed: int, label: str, ani
         animate=animate), result, label)
 
 
+def evaluation_seconds(ctx: RunContext, request: learner_pb2.EvaluateRequest, config_length: int = 0) -> float:
+    """Evaluate's deadline: its episodes at their length (the request's, else ``config_length``, the job's config's,
+    else the planner's final_episode_frames)."""
+    length = request.episode_length or config_length or ctx.settings.final_episode_frames
+    return deadlines.frames_seconds(request.episodes * length)
+
+
 def learner_evaluation(ctx: RunContext, request: learner_pb2.EvaluateRequest, result: FinalResult,
                        label: str) -> FinalResult:
     """``result`` filled from the learner's Evaluate (success, returns, per link or plan step how far episodes
     got); a refusal is the result's error, a learner that is gone pauses the run (the error propagates)."""
     assert ctx.stubs.learner is not None
     try:
-        response = ctx.stubs.learner.Evaluate(request, timeout=3600)
+        response = ctx.stubs.learner.Evaluate(request, timeout=evaluation_seconds(ctx, request))
     except grpc.RpcError as exc:
         if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
             raise  # the learner is gone: the run pauses, resumable
@@ -153,7 +160,7 @@ def _code_chain(ctx: RunContext, plan: planner_pb2.Plan, codes: list[tuple[str, 
             plan=[names[name] for name, _ in codes],
             stages=[env_pb2.Stage(success=list(st.success)) for st in plan.subtasks],
             episodes=result.episodes, seed=seed, max_steps=ctx.settings.final_episode_frames, task=whole,
-            animate=animate))
+            animate=animate), timeout=deadlines.frames_seconds(result.episodes * ctx.settings.final_episode_frames))
     except grpc.RpcError as exc:
         if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
             raise

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 
+from rlgpt import deadlines
 from rlgpt.llm.client import record_from_json
 from rlgpt.v1 import common_pb2, critic_pb2, env_pb2, planner_pb2
 from services.planner.context import AgentSetup, RunContext
@@ -31,7 +32,7 @@ def critic_terms(ctx: RunContext) -> critic_pb2.DescribeCriticResponse | None:
     """The critic's threshold and limits (its DescribeCritic); None for a planner without a critic."""
     if ctx.stubs.critic is None:
         return None
-    return ctx.stubs.critic.DescribeCritic(critic_pb2.DescribeCriticRequest(), timeout=60)
+    return ctx.stubs.critic.DescribeCritic(critic_pb2.DescribeCriticRequest(), timeout=deadlines.QUICK_SECONDS)
 
 
 def success_threshold(ctx: RunContext) -> float:
@@ -118,7 +119,7 @@ def judge(ctx: RunContext, st: planner_pb2.SubTask, decision: Decision, rollouts
         curve=(curve or [])[-min(JUDGE_CURVE_POINTS, terms.max_curve_points):], decision=str(decision),
         rules=ctx.describe.rules, start_inventory=start or [], frames=whole_episodes(frames or [], terms.max_frames),
         test_protocol=ctx.protocol.judge_text(str(decision), list(start or []), env_frames, after or ()),
-        rl_config=rl_config, game=ctx.describe.display_name), timeout=600)
+        rl_config=rl_config, game=ctx.describe.display_name), timeout=ctx.stubs.judge_seconds)
     if response.llm_record:
         try:
             ctx.run.llm_call(record_from_json(response.llm_record), st.name)

@@ -31,7 +31,7 @@ from services.planner.agents.texts import choices_text, curve_text, last_shares
 from services.planner.answer_forms import macro_short_name
 from services.planner.attempts import Attempts, RLAttempt
 from services.planner.context import AgentSetup, Mode, RunContext
-from services.planner.controller import learner_evaluation
+from services.planner.controller import evaluation_seconds, learner_evaluation
 from services.planner.state import Decision, FinalResult, Status, SubTaskState
 
 log = logging.getLogger(__name__)
@@ -162,9 +162,11 @@ def train_kept_plan(ctx: RunContext, attempts: Attempts, plan: planner_pb2.Plan,
         else:
             # The plan alone on the worlds the policy was just evaluated on (the attempt's own request).
             job_id, policy = attempt.trained.job_id, attempt.trained.evaluation
-            alone = ctx.stubs.learner.Evaluate(learner_pb2.EvaluateRequest(
+            alone_asked = learner_pb2.EvaluateRequest(
                 job_id=job_id, episodes=attempt.trained.asked.episodes, seed=attempt.trained.asked.seed,
-                episode_length=attempt.trained.asked.episode_length, plan_alone=True), timeout=3600)
+                episode_length=attempt.trained.asked.episode_length, plan_alone=True)
+            alone = ctx.stubs.learner.Evaluate(alone_asked, timeout=evaluation_seconds(
+                ctx, alone_asked, attempt.config.episode_length))
             record.update(job_id=job_id, success_rate=policy.success_rate,
                           plan_alone_success_rate=alone.success_rate, episodes=attempt.trained.asked.episodes,
                           curve=[{k: p[k] for k in ("env_frames", "success_rate", "mean_return", "action_shares")
@@ -211,7 +213,7 @@ def brief(ctx: RunContext, kept: dict[str, Any]) -> dict[str, Any]:
     try:
         for key, plan_alone in (("success_rate", False), ("plan_alone_success_rate", True)):
             asked.plan_alone = plan_alone
-            scores[key] = ctx.stubs.learner.Evaluate(asked, timeout=3600).success_rate
+            scores[key] = ctx.stubs.learner.Evaluate(asked, timeout=evaluation_seconds(ctx, asked)).success_rate
     except grpc.RpcError as exc:
         if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
             raise  # the learner or env server is gone: the run pauses, resumable

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import grpc
 
-from rlgpt import metrics
+from rlgpt import deadlines, metrics
+from rlgpt.config import LLMSettings
 from rlgpt.errors import (
     FailedPrecondition,
     InvalidArgument,
@@ -42,18 +43,22 @@ AGENT_SETUPS = tuple(AgentSetup)
 class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
     """Starts runs in background threads; each run's events are kept in memory and in its directory."""
 
-    def __init__(self, settings: PlannerSettings, llm: CompletesJSON | None):
+    def __init__(self, settings: PlannerSettings, llm: CompletesJSON | None, llm_settings: LLMSettings | None = None):
+        """``llm_settings``: the LLM settings (the planner's, shared by the critic) that bound the critic's calls
+        (:mod:`rlgpt.deadlines`); None: their defaults."""
         self.settings = settings
         self.llm = MeteredLLM(llm) if llm is not None else None
         self.library = SkillLibrary(Path(settings.library_path))
-        self._channels = [create_channel(settings.env_server, default_timeout=300)]
+        self.judge_seconds = deadlines.judge_seconds(llm_settings or LLMSettings())
+        # A call with no deadline of its own gets the channel's: the serving side bounds those calls itself.
+        self._channels = [create_channel(settings.env_server, default_timeout=deadlines.SERVED_SECONDS)]
         self.env = env_pb2_grpc.EnvServiceStub(self._channels[0])
         self.learner = self.critic = None
         if settings.learner:
-            self._channels.append(create_channel(settings.learner, default_timeout=300))
+            self._channels.append(create_channel(settings.learner, default_timeout=deadlines.SERVED_SECONDS))
             self.learner = learner_pb2_grpc.LearnerServiceStub(self._channels[-1])
         if settings.critic:
-            self._channels.append(create_channel(settings.critic, default_timeout=600))
+            self._channels.append(create_channel(settings.critic, default_timeout=self.judge_seconds))
             self.critic = critic_pb2_grpc.CriticServiceStub(self._channels[-1])
         self.runs: dict[str, Run] = {}
         self._lock = threading.Lock()
@@ -80,7 +85,8 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         if problems:
             raise InvalidArgument("; ".join(problems))
         try:
-            describe = self.env.Describe(env_pb2.DescribeRequest(backend=request.backend), timeout=30)
+            describe = self.env.Describe(env_pb2.DescribeRequest(backend=request.backend),
+                                         timeout=deadlines.QUICK_SECONDS)
         except grpc.RpcError as exc:
             if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
                 raise InvalidArgument(exc.details()) from None
@@ -90,7 +96,7 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
             raise FailedPrecondition(describe.unavailable_reason)
         try:
             resolved = self.env.ResolveTask(env_pb2.ResolveTaskRequest(backend=request.backend, task=request.task),
-                                            timeout=30)
+                                            timeout=deadlines.QUICK_SECONDS)
         except grpc.RpcError as exc:
             if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
                 raise InvalidArgument(exc.details()) from None
@@ -136,7 +142,7 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         try:
             state = RunState.load(run.dir)
             loops = TwoLoops(run, state, describe, self.llm, self.library,
-                             Stubs(self.env, self.learner, self.critic), self.settings)
+                             Stubs(self.env, self.learner, self.critic, self.judge_seconds), self.settings)
             loops.execute()
             final = state.final or {}
             report = self._write_report(run, state, planner_pb2.RUN_STATE_DONE)

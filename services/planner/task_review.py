@@ -89,7 +89,8 @@ def review(ctx: RunContext, plan: planner_pb2.Plan, record: IterationRecord,
     response = ctx.stubs.critic.JudgeTask(critic_pb2.JudgeTaskRequest(
         task=task.name, description=task.description, success=list(task.success),
         links=task_links(plan, ctx, record.links), episodes=shown, target_success=target,
-        rules=ctx.describe.rules, game=ctx.describe.display_name, iteration=record.iteration), timeout=600)
+        rules=ctx.describe.rules, game=ctx.describe.display_name, iteration=record.iteration),
+        timeout=ctx.stubs.judge_seconds)
     if response.llm_record:
         try:
             ctx.run.llm_call(record_from_json(response.llm_record), "whole task")

@@ -15,10 +15,11 @@ from typing import Any
 
 import grpc
 
-from rlgpt import worlds
+from rlgpt import deadlines, worlds
 from rlgpt.errors import FailedPrecondition
 from rlgpt.v1 import learner_pb2, learner_pb2_grpc, planner_pb2
 from services.planner.context import RunContext, StopRequested
+from services.planner.controller import evaluation_seconds
 from services.planner.state import Decision, SubTaskState, TestRecord
 
 log = logging.getLogger(__name__)
@@ -114,7 +115,8 @@ class Training:
         ctx, st, state, learner = self.ctx, self.st, self.state, learner_of(self.ctx, self.st)
         curve: list[dict[str, Any]] = []
         final = None
-        for progress in learner.WatchJob(learner_pb2.WatchJobRequest(job_id=job_id), timeout=24 * 3600):
+        watching = deadlines.training_seconds(self.config.env_frames)
+        for progress in learner.WatchJob(learner_pb2.WatchJobRequest(job_id=job_id), timeout=watching):
             if self._halted():
                 learner.StopJob(learner_pb2.StopJobRequest(job_id=job_id))
                 raise StopRequested()
@@ -143,7 +145,8 @@ class Training:
         asked = learner_pb2.EvaluateRequest(job_id=job_id, episodes=ctx.budgets.eval_episodes,
                                             seed=worlds.held_out_worlds(ctx.seed),
                                             frames_per_episode=frames_per_episode)
-        evaluation = learner_of(ctx, st).Evaluate(asked, timeout=3600)
+        evaluation = learner_of(ctx, st).Evaluate(asked, timeout=evaluation_seconds(ctx, asked,
+                                                                                    self.config.episode_length))
         state.record(TestRecord(iteration=ctx.state.outer_iteration, kind=Decision.RL, job_id=job_id,
                                 success_rate=evaluation.success_rate, frames=state.frames))
         ctx.attempt_file(f"{st.name}_rl{state.inner_iterations}", {

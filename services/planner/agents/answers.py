@@ -13,7 +13,7 @@ from typing import Any, Protocol
 import grpc
 from pydantic import BaseModel
 
-from rlgpt import worlds
+from rlgpt import deadlines, worlds
 from rlgpt.llm.client import CallRecord, StructuredOutputError
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2, planner_pb2
 from services.planner.action_space import complete_action_space, complete_reward
@@ -133,7 +133,8 @@ class AnswerHandler:
                 seed=worlds.skill_test_worlds(self.seed),
                 task=common_pb2.TaskSpec(name=subtask.name, success=list(subtask.success),
                                          start_inventory=start_inventory or []),
-                frames_per_episode=frames_per_episode))
+                frames_per_episode=frames_per_episode),
+                timeout=deadlines.frames_seconds(self.protocol.test_episodes * self.protocol.test_steps))
         except grpc.RpcError as exc:
             # Refused by the sandbox (syntax, policy, never yields, ...): the message carries the line.
             candidate.error = common_pb2.SkillError(type=exc.code().name, message=exc.details() or "")
