@@ -212,6 +212,11 @@ def test_llm_failing_mid_run_pauses_and_resume_continues(planner, tmp_path) -> N
     kinds = [e.WhichOneof("payload") for e in resumed]
     assert "plan" not in kinds and kinds[-1] == "run_end"  # the plan from before the failure was kept
     assert "- outcome: finished" in _report(stub, run.run_id)["report.md"].decode()
+    # The iteration's cost counts its part before the pause too: the plan's call is among its tokens.
+    [end] = [e.iteration_end for e in resumed if e.WhichOneof("payload") == "iteration_end"]
+    calls = [e.llm for e in (*events, *resumed) if e.WhichOneof("payload") == "llm" and e.iteration == 0]
+    assert end.tokens == sum(c.prompt_tokens + c.completion_tokens for c in calls) > sum(
+        e.llm.prompt_tokens + e.llm.completion_tokens for e in resumed if e.WhichOneof("payload") == "llm")
 
 
 def test_corrupt_run_directory_is_named(planner, tmp_path) -> None:
