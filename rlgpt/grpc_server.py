@@ -18,6 +18,7 @@ from grpc_reflection.v1alpha import reflection
 from rlgpt import metrics
 from rlgpt.errors import InvalidArgument
 from rlgpt.grpc_client import KEEPALIVE_MS
+from rlgpt.request_limits import RequestLimits, check_request
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +70,13 @@ class _Undecodable:
         self.message = f"the request does not parse as a protobuf message of this method's type: {error}"
 
 
-class _DecodeErrorInterceptor(grpc.ServerInterceptor):
-    """Answers INVALID_ARGUMENT for a request that does not parse; grpc itself would answer INTERNAL."""
+class _RequestCheckInterceptor(grpc.ServerInterceptor):
+    """Refuses, with INVALID_ARGUMENT, a request that does not parse (grpc itself would answer INTERNAL) or that
+    breaks its service's ``request_limits`` (:mod:`rlgpt.request_limits`), before the servicer sees it."""
+
+    def __init__(self, limits: dict[str, RequestLimits]):
+        self._limits = limits
+        """Each service's limits, by its full proto name."""
 
     @staticmethod
     def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
@@ -89,13 +95,20 @@ class _DecodeErrorInterceptor(grpc.ServerInterceptor):
         handler = continuation(handler_call_details)
         if handler is None:
             return handler
+        limits = self._limits.get(handler_call_details.method.strip("/").split("/", 1)[0])
+
+        def refusal(request: Any) -> str:
+            if isinstance(request, _Undecodable):
+                return request.message
+            return check_request(request, limits) if limits is not None else ""
+
         parse = self._tolerant(handler.request_deserializer)
         if handler.unary_unary or handler.unary_stream:
             inner = handler.unary_unary or handler.unary_stream
 
             def unary(request: Any, context: grpc.ServicerContext) -> Any:
-                if isinstance(request, _Undecodable):
-                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
+                if problem := refusal(request):
+                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
                 return inner(request, context)
 
             make = (grpc.unary_unary_rpc_method_handler if handler.unary_unary
@@ -105,8 +118,8 @@ class _DecodeErrorInterceptor(grpc.ServerInterceptor):
 
         def checked(requests: Any) -> Any:
             for request in requests:
-                if isinstance(request, _Undecodable):
-                    raise InvalidArgument(request.message)  # the servicer's grpc_errors maps it
+                if problem := refusal(request):
+                    raise InvalidArgument(problem)  # the servicer's grpc_errors maps it
                 yield request
 
         def streaming(requests: Any, context: grpc.ServicerContext) -> Any:
@@ -116,10 +129,16 @@ class _DecodeErrorInterceptor(grpc.ServerInterceptor):
         return make(streaming, request_deserializer=parse, response_serializer=handler.response_serializer)
 
 
+def request_limits(services: Sequence[ServiceBinding]) -> dict[str, RequestLimits]:
+    """The limits each servicer declares (its ``request_limits``), by its service's name."""
+    return {b.name: b.servicer.request_limits for b in services if hasattr(b.servicer, "request_limits")}
+
+
 def create_server(addr: str, services: Sequence[ServiceBinding], *, max_workers: int = 16,
                   max_message_mb: int = 64, metrics_label: str = "") -> tuple[grpc.Server, int]:
     """Builds and starts a server on ``addr`` ("host:port"; port 0 picks a free one).
 
+    Every request of a servicer that declares ``request_limits`` is checked against them before it runs.
     Mounts the servicers plus ``grpc.health.v1.Health`` (each service and "" report SERVING) and
     server reflection. Returns the started server and the bound port. Stop it with
     :func:`stop_server` so health turns NOT_SERVING before in-flight calls drain.
@@ -128,7 +147,7 @@ def create_server(addr: str, services: Sequence[ServiceBinding], *, max_workers:
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="grpc"),
         interceptors=[_MetricsInterceptor(metrics_label or (services[0].name if services else "none")),
-                      _DecodeErrorInterceptor()],
+                      _RequestCheckInterceptor(request_limits(services))],
         options=[
             ("grpc.max_send_message_length", limit),
             ("grpc.max_receive_message_length", limit),

@@ -1,7 +1,8 @@
 """Size and range checks of request fields at a servicer's edge, before any work is done.
 
 Each check adds a problem naming the field, its size and the limit (never the value itself, which may
-be megabytes); ``raise_if_any`` raises one InvalidArgument listing them.
+be megabytes); ``raise_if_any`` raises one InvalidArgument listing them. :mod:`rlgpt.request_limits` walks a
+whole request with these checks, by the limits a service declares.
 """
 
 from __future__ import annotations
@@ -24,6 +25,13 @@ class Problems:
         """A string field of at most ``limit`` characters; returns whether it is within."""
         if len(value) > limit:
             self.items.append(f"{field} is {len(value)} chars; the limit is {limit}")
+            return False
+        return True
+
+    def size(self, field: str, value: bytes, limit: int) -> bool:
+        """A bytes field of at most ``limit`` bytes; returns whether it is within."""
+        if len(value) > limit:
+            self.items.append(f"{field} is {len(value)} bytes; the limit is {limit}")
             return False
         return True
 
