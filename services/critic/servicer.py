@@ -1,9 +1,9 @@
 """``rlgpt.v1.CriticService``: validates a JudgeRequest or a JudgeTaskRequest at the edge, then asks the Judge or
 the TaskJudge for a verdict.
 
-A JudgeTaskRequest is sized by the critic's own limits (DescribeCritic): at most ``max_rollouts`` episodes, each
-text trajectory and the description at most ``max_code_bytes``, each animation at most ``max_frame_bytes``; at most
-:data:`~services.critic.task_checks.MAX_LINKS` links.
+Every request is first sized by the critic's limits (:mod:`services.critic.limits`, served by DescribeCritic:
+rollouts, episodes, frames, curve points and links counted, texts and frames bounded), before the servicer sees it;
+the servicer checks what the values mean.
 """
 
 from __future__ import annotations
@@ -19,11 +19,12 @@ from rlgpt import metrics
 from rlgpt.errors import InvalidArgument, grpc_errors
 from rlgpt.llm.client import record_json
 from rlgpt.prompts import CompletesJSON
+from rlgpt.request_limits import refusal
 from rlgpt.v1 import common_pb2, critic_pb2, critic_pb2_grpc
 from services.critic import judge
 from services.critic.judge import DECISIONS, TARGET_NAMES
+from services.critic.limits import critic_limits
 from services.critic.settings import CriticSettings
-from services.critic.task_checks import MAX_LINKS
 from services.critic.task_judge import TaskJudge
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,8 @@ def rl_config_problems(text: str, max_bytes: int) -> list[str]:
         parsed = json.loads(text)
     except ValueError as exc:
         return [f"rl_config: not JSON ({exc}); it starts {text[:40]!r}"]
+    except RecursionError:
+        return [f"rl_config: nested too deeply to read; it starts {text[:40]!r}"]
     return [] if isinstance(parsed, dict) else [f"rl_config: a JSON object is needed, not {type(parsed).__name__}"]
 
 
@@ -81,6 +84,7 @@ class CriticServicer(critic_pb2_grpc.CriticServiceServicer):
         self.settings = settings
         self.critic = judge.Judge(settings, llm)
         self.task_critic = TaskJudge(settings, llm)
+        self.request_limits = critic_limits(settings)
         for outcome in ("success", "failure"):
             for target in TARGET_NAMES.values():
                 # Every series exists at 0 from the start, so rate() and increase() see the first verdict too.
@@ -94,30 +98,20 @@ class CriticServicer(critic_pb2_grpc.CriticServiceServicer):
             problems.append("subtask: must name the sub-task being judged")
         if request.decision not in DECISIONS:
             problems.append(f"decision={request.decision[:40]!r}: must be 'code', 'rl' or empty")
-        if len(request.rollouts) > s.max_rollouts:
-            problems.append(f"rollouts: {len(request.rollouts)} given, at most {s.max_rollouts}")
-        if len(request.errors) > s.max_rollouts:
-            problems.append(f"errors: {len(request.errors)} given, at most {s.max_rollouts}")
         problems.extend(episode_problems("rollouts", list(request.rollouts)))
         code_bytes = len(request.code.encode())
         if code_bytes > s.max_code_bytes:
             problems.append(f"code: {code_bytes} bytes, at most {s.max_code_bytes}")
         problems.extend(rl_config_problems(request.rl_config, s.max_code_bytes))
-        if len(request.frames) > s.max_frames:
-            problems.append(f"frames: {len(request.frames)} given, at most {s.max_frames}")
-        for i, frame in enumerate(request.frames[: s.max_frames + 1]):
-            if len(frame) > s.max_frame_bytes:
-                problems.append(f"frames[{i}]: {len(frame)} bytes, at most {s.max_frame_bytes}")
-            elif not frame.startswith(PNG_SIGNATURE):
+        for i, frame in enumerate(request.frames):
+            if not frame.startswith(PNG_SIGNATURE):
                 problems.append(f"frames[{i}]: not a PNG image (frames must be PNG bytes)")
         problems.extend(self._curve_problems(request))
         if problems:
-            raise InvalidArgument("; ".join(problems))
+            raise InvalidArgument(refusal(problems))
 
     def _curve_problems(self, request: critic_pb2.JudgeRequest) -> list[str]:
         curve = request.curve
-        if len(curve) > self.settings.max_curve_points:
-            return [f"curve: {len(curve)} points, at most {self.settings.max_curve_points}"]
         problems = []
         for i, p in enumerate(curve):
             if not (0.0 <= p.success_rate <= 1.0) or not math.isfinite(p.mean_return) or p.env_frames < 0:
@@ -143,33 +137,18 @@ class CriticServicer(critic_pb2_grpc.CriticServiceServicer):
 
     def _validate_task(self, request: critic_pb2.JudgeTaskRequest) -> None:
         """Raises InvalidArgument listing every problem of a whole-task request."""
-        s = self.settings
         problems = []
         if not request.task.strip():
             problems.append("task: must name the task being judged")
-        if len(request.description.encode()) > s.max_code_bytes:
-            problems.append(f"description: {len(request.description.encode())} bytes, at most {s.max_code_bytes}")
         target = request.target_success
         if not 0 <= target <= 1:  # NaN fails too
             problems.append(f"target_success={target:.6g}: must be in 0..1")
         if request.iteration < 0:
             problems.append(f"iteration={request.iteration}: must be >= 0")
-        if len(request.links) > MAX_LINKS:
-            problems.append(f"links: {len(request.links)} given, at most {MAX_LINKS}")
-        else:
-            problems.extend(link_problems(list(request.links)))
-        episodes = list(request.episodes)
-        if len(episodes) > s.max_rollouts:
-            problems.append(f"episodes: {len(episodes)} given, at most {s.max_rollouts}")
-        problems.extend(episode_problems("episodes", episodes))
-        long = [i for i, e in enumerate(episodes) if len(e.text.encode()) > s.max_code_bytes]
-        if long:
-            problems.append(f"episodes{long[:5]}: text above {s.max_code_bytes} bytes")
-        large = [i for i, e in enumerate(episodes) if len(e.animation) > s.max_frame_bytes]
-        if large:
-            problems.append(f"episodes{large[:5]}: animation above {s.max_frame_bytes} bytes")
+        problems.extend(link_problems(list(request.links)))
+        problems.extend(episode_problems("episodes", list(request.episodes)))
         if problems:
-            raise InvalidArgument("; ".join(problems))
+            raise InvalidArgument(refusal(problems))
 
     @grpc_errors
     def JudgeTask(self, request: critic_pb2.JudgeTaskRequest, context: grpc.ServicerContext
@@ -187,4 +166,5 @@ class CriticServicer(critic_pb2_grpc.CriticServiceServicer):
         s = self.settings
         return critic_pb2.DescribeCriticResponse(
             success_threshold=s.success_threshold, max_rollouts=s.max_rollouts, max_code_bytes=s.max_code_bytes,
-            max_frames=s.max_frames, max_frame_bytes=s.max_frame_bytes, max_curve_points=s.max_curve_points)
+            max_frames=s.max_frames, max_frame_bytes=s.max_frame_bytes, max_curve_points=s.max_curve_points,
+            requests=self.request_limits.to_proto())

@@ -71,8 +71,8 @@ def test_a_failing_llm_gives_the_checks_verdict(served) -> None:
 @pytest.mark.parametrize(("fields", "needle"), [
     ({"target_success": 1.5}, "target_success=1.5: must be in 0..1"),
     ({"target_success": -1.0}, "target_success=-1: must be in 0..1"),
-    ({"episodes": [episode()] * 9}, "episodes: 9 given, at most 8"),
-    ({"episodes": [episode(text="x" * 513)]}, "episodes[0]: text above 512 bytes"),
+    ({"episodes": [episode()] * 9}, "episodes has 9 entries; the limit is 8"),
+    ({"episodes": [episode(text="x" * 513)]}, "episodes[0].text is 513 chars; the limit is 512"),
     ({"links": [link("get_a", 2, 3)]}, "links[0]: reached=2 succeeded=3"),
     ({"links": [link("get_a", 1, 0, own=2.0)]}, "links[0].own_success_rate=2: must be in 0..1, or -1"),
     ({"task": ""}, "task: must name the task"),
@@ -91,7 +91,9 @@ def refusal(stub: critic_pb2_grpc.CriticServiceStub, request: critic_pb2.JudgeTa
 
 def test_an_empty_request_is_refused_and_the_server_serves_on(served) -> None:
     stub, _fake = served
-    details = refusal(stub, critic_pb2.JudgeTaskRequest(target_success=float("inf")))
-    assert "task: must name" in details and "target_success=inf: must be in 0..1" in details
+    details = refusal(stub, critic_pb2.JudgeTaskRequest(target_success=2.0))
+    assert "task: must name" in details and "target_success=2: must be in 0..1" in details
+    assert "target_success is inf; it must be a finite number" in refusal(
+        stub, critic_pb2.JudgeTaskRequest(target_success=float("inf")))
     unlinked = stub.JudgeTask(task_request(links=[], episodes=[episode()] * 2)).verdict
     assert unlinked.target == critic_pb2.TARGET_SLOW and unlinked.subtask == ""

@@ -86,9 +86,13 @@ def test_the_answer_is_clipped_not_refused_and_the_call_has_its_own_agent() -> N
 
 
 def refused(**fields) -> str:
+    """Why the critic refuses a request: its limits (checked before the servicer runs), else the servicer's check."""
+    servicer = CriticServicer(CriticSettings(use_llm=False, max_rollouts=4, max_code_bytes=64))
+    request = task_request(**fields)
+    if problems := servicer.request_limits.problems(request):
+        return "; ".join(problems)
     with pytest.raises(InvalidArgument) as info:
-        CriticServicer(CriticSettings(use_llm=False, max_rollouts=4, max_code_bytes=64))._validate_task(
-            task_request(**fields))
+        servicer._validate_task(request)
     return str(info.value)
 
 
@@ -96,13 +100,13 @@ def refused(**fields) -> str:
     ({"task": " "}, "task: must name the task"),
     ({"target_success": 1.5}, "target_success=1.5: must be in 0..1"),
     ({"target_success": -0.25}, "target_success=-0.25: must be in 0..1"),
-    ({"target_success": math.nan}, "target_success=nan: must be in 0..1"),
+    ({"target_success": math.nan}, "target_success is nan; it must be a finite number"),
     ({"iteration": -1}, "iteration=-1: must be >= 0"),
-    ({"description": "x" * 65}, "description: 65 bytes, at most 64"),
-    ({"episodes": [episode()] * 5}, "episodes: 5 given, at most 4"),
+    ({"description": "x" * 65}, "description is 65 chars; the limit is 64"),
+    ({"episodes": [episode()] * 5}, "episodes has 5 entries; the limit is 4"),
     ({"episodes": [episode(steps=-1)]}, "episodes[0]: steps must be >= 0"),
-    ({"episodes": [episode(text="x" * 65)]}, "episodes[0]: text above 64 bytes"),
-    ({"links": [link(f"l{i}", 0, 0) for i in range(MAX_LINKS + 1)]}, f"links: {MAX_LINKS + 1} given, at most"),
+    ({"episodes": [episode(text="x" * 65)]}, "episodes[0].text is 65 chars; the limit is 64"),
+    ({"links": [link(f"l{i}", 0, 0) for i in range(MAX_LINKS + 1)]}, f"links has {MAX_LINKS + 1} entries; the limit is {MAX_LINKS}"),
     ({"links": [link("", 1, 0)]}, "links[0].subtask: must name"),
     ({"links": [link("get_a", 1, 0), link("get_a", 1, 0)]}, "links[1].subtask='get_a': an earlier link"),
     ({"links": [link("get_a", 1, 2)]}, "links[0]: reached=1 succeeded=2: must be 0 <= succeeded <= reached"),
@@ -114,8 +118,10 @@ def test_bad_requests_are_refused_naming_the_value_and_the_range(fields, needle)
 
 
 def test_a_bad_value_is_echoed_only_by_its_start() -> None:
-    message = refused(links=[link("get_a", 1, 0, decision="v" * 500)])
+    message = refused(links=[link("get_a", 1, 0, decision="v" * 100)])
     assert "v" * 40 in message and "v" * 41 not in message
+    assert refused(links=[link("get_a", 1, 0, decision="v" * 500)]) == \
+        "links[0].decision is 500 chars; the limit is 128"  # beyond the limits: only its size
 
 
 def test_a_copy_of_the_prompt_is_not_taken_for_a_diagnosis() -> None:
