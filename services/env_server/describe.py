@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from rlgpt.v1 import env_pb2
 from services.env_server.backends.base import BackendSpec, backend_spec
+from services.env_server.limits import env_limits
 from services.env_server.settings import EnvServerSettings
 from services.env_server.skill_doc import skill_api_text
 from services.env_server.tasks import REWARD_KINDS
@@ -36,7 +37,8 @@ def server_limits(s: EnvServerSettings) -> env_pb2.ServerLimits:
         session_idle_seconds=s.session_idle_seconds, max_skills=s.max_skills,
         max_frames_per_episode=s.max_frames_per_episode, max_stages=s.max_list_entries,
         max_threat_distance=s.max_threat_distance, default_skill_steps=s.default_skill_steps,
-        max_animation_frames=s.max_animation_frames, max_animations=s.max_animations)
+        max_animation_frames=s.max_animation_frames, max_animations=s.max_animations,
+        requests=env_limits(s).to_proto())
 
 
 def describe(backend: str, settings: EnvServerSettings) -> env_pb2.DescribeResponse:

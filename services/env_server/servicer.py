@@ -1,23 +1,25 @@
-"""``rlgpt.v1.EnvService``, the RPC edge: every request checked for sizes and ranges before any work,
-then handed to what does the work (describe.py, session_builder.py and session_manager.py, skill_catalog.py,
-skill_trials.py), and the answers built as messages (messages.py); errors become gRPC statuses (rlgpt.errors)."""
+"""``rlgpt.v1.EnvService``, the RPC edge: every request's sizes are checked before it runs (by the server, against
+the env server's request limits, services/env_server/limits.py), its ranges here before any work; then it is handed
+to what does the work (describe.py, session_builder.py and session_manager.py, skill_catalog.py, skill_trials.py),
+and the answers built as messages (messages.py); errors become gRPC statuses (rlgpt.errors)."""
 
 from __future__ import annotations
 
 import functools
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 import grpc
 
 from rlgpt import metrics
 from rlgpt.errors import FailedPrecondition, InvalidArgument, grpc_errors, shown
 from rlgpt.tensors import to_tensor
-from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc
+from rlgpt.v1 import env_pb2, env_pb2_grpc
 from rlgpt.validation import Problems
 from services.env_server.backends.base import backend_spec
 from services.env_server.describe import describe, observation_fields
+from services.env_server.limits import env_limits
 from services.env_server.messages import episode_summary_proto, skill_error_proto, skill_info
 from services.env_server.sessions.outcome import StepOutcome
 from services.env_server.sessions.session import Session
@@ -35,8 +37,6 @@ LIST_PAGE_DEFAULT = 50
 """ListSkills page size when the request sets none (documented in env.proto)."""
 LIST_PAGE_MAX = 200
 """Largest ListSkills page; larger page_size values are treated as this."""
-PAGE_TOKEN_MAX_CHARS = 1024
-"""Tokens this server issues are far shorter; a longer one is refused before decoding."""
 
 
 class EnvServicer(env_pb2_grpc.EnvServiceServicer):
@@ -48,78 +48,29 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
         self.skills = SkillRegistry(settings)
         self.catalog = SkillCatalog(settings, self.skills)
         self.trials = SkillTrials(settings, self.skills)
+        self.request_limits = env_limits(settings)
 
     def close(self) -> None:
         self.sessions.shutdown()
 
-    # --- edge checks: sizes of every string and repeated field, before any work ----------------------
-    def _check_task(self, p: Problems, request: env_pb2.CreateSessionRequest | env_pb2.RunSkillRequest) -> None:
-        """The task and reward terms, which CreateSession and RunSkill share."""
-        s = self.settings
-        self._check_task_spec(p, request.task)
-        if p.entries("reward_terms", request.reward_terms, s.max_list_entries):
-            for i, term in enumerate(request.reward_terms):
-                p.chars(f"reward_terms[{i}].kind", term.kind, s.max_name_chars)
-                p.chars(f"reward_terms[{i}].target", term.target, s.max_name_chars)
-
-    def _check_task_spec(self, p: Problems, task: common_pb2.TaskSpec) -> None:
-        s = self.settings
-        p.chars("task.name", task.name, s.max_name_chars)
-        p.chars("task.description", task.description, s.max_text_chars)
-        self._check_conditions(p, "task.success", task.success)
-        if p.entries("task.start_inventory", task.start_inventory, s.max_list_entries):
-            for i, item_count in enumerate(task.start_inventory):
-                p.chars(f"task.start_inventory[{i}].item", item_count.item, s.max_name_chars)
-
-    def _check_conditions(self, p: Problems, field: str, conditions: Sequence[common_pb2.Condition]) -> None:
-        s = self.settings
-        if p.entries(field, conditions, s.max_list_entries):
-            for i, cond in enumerate(conditions):
-                p.chars(f"{field}[{i}].achievement", cond.achievement, s.max_name_chars)
-                p.chars(f"{field}[{i}].inventory.item", cond.inventory.item, s.max_name_chars)
-
+    # --- edge checks: what the values mean (their sizes are checked before a call runs) -------------------
     def _check_create_request(self, request: env_pb2.CreateSessionRequest) -> None:
         s = self.settings
         p = Problems()
-        p.chars("backend", request.backend, s.max_name_chars)
-        p.chars("client", request.client, s.max_name_chars)
-        self._check_task(p, request)
-        p.names("primitive_actions", list(request.primitive_actions), s.max_list_entries, s.max_name_chars)
-        p.names("skills", list(request.skills), s.max_list_entries, s.max_name_chars)
-        self._check_plan(p, request)
-        if p.entries("prefix", request.prefix, s.max_list_entries):
-            for j, step in enumerate(request.prefix):
-                p.chars(f"prefix[{j}].skill", step.skill, s.max_name_chars)
-                self._check_conditions(p, f"prefix[{j}].success", step.success)
         p.in_range("animate", request.animate, 0, s.max_animations)
         if request.animate and not request.record_trajectories:
             p.add(f"animate={request.animate} needs record_trajectories: animations come with the episode summaries "
                   "a recording session returns")
         p.raise_if_any()
 
-    def _check_plan(self, p: Problems, request: env_pb2.CreateSessionRequest | env_pb2.RunSkillRequest) -> None:
-        """The plan and its stages, which CreateSession and RunSkill share."""
-        s = self.settings
-        p.names("plan", list(request.plan), s.max_list_entries, s.max_name_chars)
-        if p.entries("stages", request.stages, s.max_list_entries):
-            for j, stage in enumerate(request.stages):
-                self._check_conditions(p, f"stages[{j}].success", stage.success)
-
     # --- Describe -----------------------------------------------------------------------------------
     @grpc_errors
     def Describe(self, request: env_pb2.DescribeRequest, context: grpc.ServicerContext) -> env_pb2.DescribeResponse:
-        p = Problems()
-        p.chars("backend", request.backend, self.settings.max_name_chars)
-        p.raise_if_any()
         return describe(request.backend, self.settings)
 
     @grpc_errors
     def ResolveTask(self, request: env_pb2.ResolveTaskRequest,
                     context: grpc.ServicerContext) -> env_pb2.ResolveTaskResponse:
-        p = Problems()
-        p.chars("backend", request.backend, self.settings.max_name_chars)
-        self._check_task_spec(p, request.task)
-        p.raise_if_any()
         spec, _ = backend_spec(request.backend)  # the vocabulary is known even where the backend cannot run
         if spec is None:
             raise FailedPrecondition(f"backend {shown(request.backend)} has no vocabulary on this server")
@@ -157,9 +108,6 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
 
     @grpc_errors
     def Reset(self, request: env_pb2.ResetRequest, context: grpc.ServicerContext) -> env_pb2.ResetResponse:
-        p = Problems()
-        p.entries("env_indices", request.env_indices, self.settings.max_envs_per_session)
-        p.raise_if_any()
         session = self.sessions.get(request.session_id)
         with self.sessions.using(session):
             if len(request.env_indices) > session.num_envs:
@@ -175,10 +123,6 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
               own_thread: bool = False) -> env_pb2.StepResponse:
         """One Step. ``own_thread``: the caller's thread serves only this stream (StreamSteps), so the session is
         stepped right here; a unary call hops to the session's own thread, keeping its envs on one thread."""
-        p = Problems()
-        p.entries("actions", request.actions, self.settings.max_envs_per_session)
-        p.entries("env_indices", request.env_indices, self.settings.max_envs_per_session)
-        p.raise_if_any()
         session = self.sessions.get(request.session_id)
         actions = list(request.actions)
         indices = self._step_indices(session, request)
@@ -252,11 +196,6 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
     @grpc_errors
     def RegisterSkill(self, request: env_pb2.RegisterSkillRequest,
                       context: grpc.ServicerContext) -> env_pb2.RegisterSkillResponse:
-        p = Problems()
-        p.chars("name", request.name, self.settings.max_name_chars)
-        p.chars("description", request.description, self.settings.max_text_chars)
-        p.chars("backend", request.backend, self.settings.max_name_chars)
-        p.raise_if_any()
         record = self.catalog.register(request.name, request.description, request.code, request.backend,
                                        request.replace)
         return env_pb2.RegisterSkillResponse(skill=skill_info(record))
@@ -264,12 +203,8 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
     @grpc_errors
     def ListSkills(self, request: env_pb2.ListSkillsRequest,
                    context: grpc.ServicerContext) -> env_pb2.ListSkillsResponse:
-        p = Problems()
-        p.chars("backend", request.backend, self.settings.max_name_chars)
-        p.chars("page_token", request.page_token, PAGE_TOKEN_MAX_CHARS)
         if request.page_size < 0:
-            p.add(f"page_size={request.page_size} must be >= 0 (0 means {LIST_PAGE_DEFAULT})")
-        p.raise_if_any()
+            raise InvalidArgument(f"page_size={request.page_size} must be >= 0 (0 means {LIST_PAGE_DEFAULT})")
         size = min(request.page_size or LIST_PAGE_DEFAULT, LIST_PAGE_MAX)
         records, token = self.catalog.page(request.backend, request.page_token, size)
         return env_pb2.ListSkillsResponse(skills=[skill_info(r, request.include_code) for r in records],
@@ -278,19 +213,12 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
     @grpc_errors
     def DeleteSkill(self, request: env_pb2.DeleteSkillRequest,
                     context: grpc.ServicerContext) -> env_pb2.DeleteSkillResponse:
-        p = Problems()
-        p.chars("name", request.name, self.settings.max_name_chars)
-        p.raise_if_any()
         return env_pb2.DeleteSkillResponse(skill=skill_info(self.catalog.delete(request.name)))
 
     @grpc_errors
     def RunSkill(self, request: env_pb2.RunSkillRequest, context: grpc.ServicerContext) -> env_pb2.RunSkillResponse:
         s = self.settings
         p = Problems()
-        p.chars("skill", request.skill, s.max_name_chars)
-        p.chars("backend", request.backend, s.max_name_chars)
-        self._check_task(p, request)
-        self._check_plan(p, request)
         if request.skill and request.plan:
             p.add("set skill (one skill's test) or plan (a chain of skills), not both")
         p.in_range("episodes", request.episodes, 1, s.max_run_skill_episodes)

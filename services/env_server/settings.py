@@ -6,6 +6,7 @@ import dataclasses
 from typing import ClassVar
 
 from rlgpt.config import Settings, setting
+from rlgpt.request_limits import LIST_ENTRIES, NAME_CHARS, TEXT_CHARS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -20,10 +21,10 @@ class EnvServerSettings(Settings):
                                           gt=0)
     max_code_bytes: int = setting(65536, "Max size of a skill's source code in bytes.", ge=64)
     max_skills: int = setting(1024, "Max registered skills.", ge=1)
-    max_name_chars: int = setting(128, "Max characters of a name in a request (backend, task, client, skill, "
+    max_name_chars: int = setting(NAME_CHARS, "Max characters of a name in a request (backend, task, client, skill, "
                                   "action, item, achievement, reward target).", ge=16)
-    max_text_chars: int = setting(8192, "Max characters of a description in a request (skill, task).", ge=64)
-    max_list_entries: int = setting(256, "Max entries of a repeated field of a request (primitive_actions, "
+    max_text_chars: int = setting(TEXT_CHARS, "Max characters of a description in a request (skill, task).", ge=64)
+    max_list_entries: int = setting(LIST_ENTRIES, "Max entries of a repeated field of a request (primitive_actions, "
                                     "skills, reward_terms, task.success, task.start_inventory, stages, a stage's "
                                     "success).", ge=1)
     default_skill_steps: int = setting(32, "K used when a session does not set skill_max_steps.", ge=1)

@@ -123,7 +123,7 @@ def test_a_session_fills_only_the_observed_vector_entries(env_server) -> None:
     assert {"status/health", "inventory/wood"} <= seen and all(
         label.startswith("status/") or label == "inventory/wood" for label in seen)
     assert vector[labels.index("facing/y")] == 0 and vector[labels.index("status/health")] == 9
-    code, details = rpc_error(stub.CreateSession, env_pb2.CreateSessionRequest(num_envs=1, observe=["mood" * 50]))
+    code, details = rpc_error(stub.CreateSession, env_pb2.CreateSessionRequest(num_envs=1, observe=["mood" * 30]))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "observe: unknown 'moodmood" in details
     assert "name a vector label or group: status, inventory" in details and len(details) < 1200
     assert_healthy(env_server)
