@@ -18,6 +18,7 @@ from services.learner.chain import check_chain, evaluate_chain
 from services.learner.env_servers import prepare_env_servers, training_targets
 from services.learner.evaluate import check_animate, evaluate
 from services.learner.jobs import JobRunner
+from services.learner.limits import LEARNER_LIMITS
 from services.learner.manager import JobManager
 from services.learner.policy import check_resumable
 from services.learner.rl_config import EnvVocabulary, check_device, validate_rl_config
@@ -42,6 +43,14 @@ def pure_rl_baseline(config: learner_pb2.RLConfig) -> learner_pb2.RLConfig:
     return baseline
 
 
+def is_file(path: Path) -> bool:
+    """Whether ``path`` is a file; False also for a path the OS will not look up (a name too long)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
 def vector_length(session: env_pb2.CreateSessionResponse) -> int:
     """The length of a session's observation vector (what a policy's first layer takes)."""
     return next((f.shape[0] for f in session.observation if f.name == "vector"), 0)
@@ -53,6 +62,7 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
     def __init__(self, settings: LearnerSettings, runners: dict[str, JobRunner] | None = None):
         self.settings = settings
         self.jobs = JobManager(settings, runners)
+        self.request_limits = LEARNER_LIMITS
         self._env_channel = create_channel(settings.env_server, default_timeout=30)
         self._env = env_pb2_grpc.EnvServiceStub(self._env_channel)
 
@@ -155,13 +165,20 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
             job_dir, checkpoint = self.jobs.get(request.job_id).job_dir, None
         else:
             checkpoint = Path(request.checkpoint).resolve()
-            if self.jobs.root not in checkpoint.parents or not checkpoint.is_file():
+            if self.jobs.root not in checkpoint.parents or not is_file(checkpoint):
                 raise InvalidArgument(f"checkpoint {shown(request.checkpoint)} is not a file under {self.jobs.root}")
             job_dir = self.jobs.root / checkpoint.relative_to(self.jobs.root).parts[0]
         task = request.task if request.HasField("task") else None
         return evaluate(job_dir, self.settings.env_server, request.episodes, request.seed, checkpoint, task=task,
                         frames_per_episode=request.frames_per_episode, episode_length=request.episode_length,
                         greedy=request.greedy, plan_alone=request.plan_alone, animate=request.animate)
+
+    @grpc_errors
+    def DescribeLearner(self, request: learner_pb2.DescribeLearnerRequest,
+                        context: grpc.ServicerContext) -> learner_pb2.DescribeLearnerResponse:
+        return learner_pb2.DescribeLearnerResponse(
+            requests=self.request_limits.to_proto(), max_eval_episodes=MAX_EVAL_EPISODES,
+            max_eval_frames_per_episode=MAX_EVAL_FRAMES_PER_EPISODE, max_env_frames=self.settings.max_env_frames)
 
     @grpc_errors
     def ListJobs(self, request: learner_pb2.ListJobsRequest,
