@@ -18,7 +18,9 @@ from rlgpt.errors import FailedPrecondition, InvalidArgument, NotFound, shown
 from rlgpt.llm.client import CallRecord, record_json
 from rlgpt.v1 import planner_pb2
 
-RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,199}")
+RUN_ID_CHARS = 200
+"""Max characters of a run id."""
+RUN_ID = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_.-]{{0,{RUN_ID_CHARS - 1}}}")
 """A run id: the name of its directory under the planner's runs directory, so never a path."""
 
 

@@ -24,9 +24,11 @@ from rlgpt.errors import (
 from rlgpt.grpc_client import create_channel
 from rlgpt.llm.metered import MeteredLLM
 from rlgpt.prompts import CompletesJSON
+from rlgpt.request_limits import refusal
 from rlgpt.v1 import critic_pb2_grpc, env_pb2, env_pb2_grpc, learner_pb2_grpc, planner_pb2, planner_pb2_grpc
 from services.planner.budgets import budget_problems, evaluation_problems, resolve_budgets
 from services.planner.context import AgentSetup, Mode, StopRequested, Stubs
+from services.planner.limits import PLANNER_LIMITS
 from services.planner.loops import TwoLoops
 from services.planner.report import outcome, report_chunks, write_run_report
 from services.planner.runs import Run, check_run_id, own_run_dir, run_id_of_dir
@@ -47,6 +49,7 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         """``llm_settings``: the LLM settings (the planner's, shared by the critic) that bound the critic's calls
         (:mod:`rlgpt.deadlines`); None: their defaults."""
         self.settings = settings
+        self.request_limits = PLANNER_LIMITS
         self.llm = MeteredLLM(llm) if llm is not None else None
         self.library = SkillLibrary(Path(settings.library_path))
         self.judge_seconds = deadlines.judge_seconds(llm_settings or LLMSettings())
@@ -83,7 +86,7 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         if request.mode == Mode.PURE_RL and self.learner is None:
             problems.append("mode=pure-rl needs a learner (RLGPT_PLANNER_LEARNER)")
         if problems:
-            raise InvalidArgument("; ".join(problems))
+            raise InvalidArgument(refusal(problems))
         try:
             describe = self.env.Describe(env_pb2.DescribeRequest(backend=request.backend),
                                          timeout=deadlines.QUICK_SECONDS)
@@ -104,7 +107,7 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
                                      f"{exc.code().name} {exc.details()}") from None
         request.task.CopyFrom(resolved.task)
         if problems := evaluation_problems(resolve_budgets(request.budgets, self.settings), describe, self.settings):
-            raise InvalidArgument("; ".join(problems))
+            raise InvalidArgument(refusal(problems))
         return describe
 
     @grpc_errors
@@ -222,6 +225,11 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
             raise FailedPrecondition(f"run {shown(request.run_id)} has no report{why}; resuming the run "
                                      "(StartRun with resume_run_id) writes one when it ends")
         yield from report_chunks(run_dir)
+
+    @grpc_errors
+    def DescribePlanner(self, request: planner_pb2.DescribePlannerRequest,
+                        context: grpc.ServicerContext) -> planner_pb2.DescribePlannerResponse:
+        return planner_pb2.DescribePlannerResponse(requests=self.request_limits.to_proto())
 
 
 def describe_failure(exc: BaseException) -> tuple[str, bool]:
