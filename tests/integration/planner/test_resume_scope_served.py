@@ -73,7 +73,7 @@ def test_a_run_directory_outside_the_runs_directory_is_not_found_and_left_untouc
     assert {p.name: p.read_bytes() for p in outside.iterdir()} == before
 
 
-@pytest.mark.parametrize("path", ["/etc", "/", "/tmp", "../../etc/passwd", "runs/../../etc", "/etc/" + "x" * 5000])
+@pytest.mark.parametrize("path", ["/etc", "/", "/tmp", "../../etc/passwd", "runs/../../etc", "/etc/" + "x" * 3000])
 def test_an_arbitrary_path_is_not_found_without_saying_what_is_on_the_disk(planner, path) -> None:
     details = refused(planner, planner_pb2.StartRunRequest(resume_run_dir=path))
     assert "request.json" not in details and "missing" not in details and "is not a run directory" not in details
