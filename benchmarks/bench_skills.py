@@ -26,13 +26,14 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 
 from benchmarks.common import machine_description, write_section
 from rlgpt import world_rules, worlds
 from rlgpt.app.launcher import start_service
 from rlgpt.grpc_client import create_channel
-from rlgpt.llm.client import CallRecord
+from rlgpt.llm.client import CallRecord, StructuredOutputError, validation_text
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, planner_pb2
 from services.planner.agents.answers import SkillCandidate
 from services.planner.agents.fast import FastAgent
@@ -97,10 +98,16 @@ class AnswerFiles:
         if recorded is not None and recorded != _digest(prompt):
             raise MissingAnswer(f"{answer_path} answers an older prompt (hash {recorded}, now {_digest(prompt)}); "
                                 "ask the model again")
-        answer = schema.model_validate(doc)
         record = CallRecord(seq=self.attempt, agent=agent, iteration=iteration, model=self.model, messages=messages,
                             response=json.dumps(doc), parsed=doc, prompt_tokens=0, completion_tokens=0,
                             latency_seconds=0.0, attempts=1)
+        try:
+            answer = schema.model_validate(doc)
+        except ValidationError as exc:
+            # A model's answer that breaks the schema is that attempt's failure, with the reason, as in a run.
+            record.parsed, record.error = None, validation_text(exc)
+            raise StructuredOutputError(f"{agent} agent: the answer does not match {schema.__name__}: "
+                                        f"{record.error[:500]}", record) from exc
         return answer, record
 
 

@@ -224,7 +224,7 @@ class LLMClient:
                 if validate is not None:
                     validate(answer)
             except (ValueError, ValidationError) as exc:
-                error = _validation_text(exc)
+                error = validation_text(exc)
                 log.info("%s answer invalid (attempt %d): %s", agent, attempt, error[:300])
                 conversation = [*messages, {"role": "assistant", "content": text[:4000]},
                                 {"role": "user", "content": f"That answer is invalid: {error}\nAnswer again with "
@@ -282,7 +282,7 @@ def _short(exc: Exception) -> str:
     return str(exc).replace("\n", " ")[:300]
 
 
-def _validation_text(exc: Exception) -> str:
+def validation_text(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
         return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'answer'}: {e['msg']}" for e in exc.errors()[:8])
     return str(exc)

@@ -31,6 +31,7 @@ from services.planner.agents.texts import (
     subtask_query,
 )
 from services.planner.answer_forms import rl_config_answer
+from services.planner.answer_limits import answer_limits
 from services.planner.program_writer import draw_program, program_prompt
 from services.planner.prompts import EvalProtocol, game_text, idle_and_moves, render
 from services.planner.schemas import CODE_LIMIT, MacroActionAnswer, SkillAnswer, rl_schema
@@ -71,7 +72,8 @@ class FastAgent:
                       success=conditions_text(list(subtask.success)),
                       protocol=self.protocol.code_test(list(start_inventory or [])),
                       library=library_text(skills, code_of=relevant), previous_code=previous_code or "(none)",
-                      error=error or "(none)", feedback=feedback or "(none)", code_limit=CODE_LIMIT)
+                      error=error or "(none)", feedback=feedback or "(none)",
+                      answer_limits=answer_limits(SkillAnswer))
 
     def rl_prompt(self, subtask: planner_pb2.SubTask, *, env_frames: int,
                   previous: learner_pb2.RLConfig | None = None, feedback: str = "",
@@ -86,7 +88,9 @@ class FastAgent:
         skills = offered_skills(self.library, subtask_query(subtask))
         names = tuple(s.name for s in skills)
         suggested = [name for name in subtask.skills if name in names]
+        schema = rl_schema(self.describe, names)
         prompt = render("fast_agent_rl", actions=", ".join(self.describe.actions), code_limit=CODE_LIMIT,
+                        answer_limits=answer_limits(schema),
                         game=game_text(self.describe), idle_and_moves=idle_and_moves(self.describe),
                         skills=library_text(skills), suggested=", ".join(suggested) or "(none)",
                         reward_kinds=reward_kinds_text(self.describe), observable=observable_text(self.describe),
@@ -101,7 +105,7 @@ class FastAgent:
                         curve="\n".join(filter(None, (curve_text(list(curve or [])), choices_text(
                             last_shares(list(curve or [])), previous.name)))) if previous else "(none)",
                         feedback=feedback or "(none)")
-        return prompt, rl_schema(self.describe, names)
+        return prompt, schema
 
     def draw_skill(self, subtask: planner_pb2.SubTask, prompt: str, *, iteration: int = 0,
                    seed: int | None = None) -> tuple[SkillAnswer, CallRecord]:

@@ -14,6 +14,7 @@ from rlgpt.prompts import CompletesJSON
 from rlgpt.v1 import common_pb2, env_pb2, planner_pb2
 from services.planner.agents.texts import describe_env, library_text, offered_skills, rules_text, task_text
 from services.planner.answer_forms import plan_answer, plan_to_proto
+from services.planner.answer_limits import answer_limits
 from services.planner.plan_rules import goal_conditions, needs_named
 from services.planner.programs import Vocabulary
 from services.planner.prompts import EvalProtocol, game_text, render
@@ -71,7 +72,7 @@ class SlowAgent:
                         protocol=self.protocol.plan_test(), max_subtasks=str(MAX_SUBTASKS),
                         library=library_text(skills),
                         previous_plan=json.dumps(plan_answer(previous)) if previous else "(none)",
-                        feedback=feedback or "(none)", task=text)
+                        feedback=feedback or "(none)", task=text, answer_limits=answer_limits(schema))
         return prompt, schema
 
     def plan(self, task: common_pb2.TaskSpec, *, iteration: int = 0, previous: planner_pb2.Plan | None = None,

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.bench_skills import AnswerFiles, MissingAnswer, _digest, start_items
+from rlgpt.llm.client import StructuredOutputError
 from services.env_server.backends.crafter_rules import crafter_rules
 from services.planner.schemas import SkillAnswer
 
@@ -37,3 +38,17 @@ def test_an_answer_counts_only_for_its_own_prompt(tmp_path: Path) -> None:
     assert parsed.name == "walk"
     with pytest.raises(MissingAnswer, match="older prompt"):
         client.complete("fast", [{"role": "user", "content": "prompt v2"}], SkillAnswer)
+
+
+def test_an_answer_that_breaks_the_schema_is_that_attempts_failure(tmp_path: Path) -> None:
+    # The fast agent turns StructuredOutputError into an unusable candidate (the attempt fails with the reason);
+    # a pydantic traceback used to stop the whole benchmark.
+    messages = [{"role": "user", "content": "prompt"}]
+    answer = {"name": "walk", "description": "x" * 450, "code": "def skill(agent):\n    yield 'noop'\n",
+              "_prompt_sha256": _digest("prompt")}
+    (tmp_path / "collect_wood.a1.json").write_text(json.dumps(answer))
+    client = AnswerFiles(tmp_path, "collect_wood", 1, write_prompts=False)
+    with pytest.raises(StructuredOutputError, match="description: String should have at most 400") as caught:
+        client.complete("fast", messages, SkillAnswer)
+    assert caught.value.record is not None and caught.value.record.parsed is None
+    assert "description" in caught.value.record.error
