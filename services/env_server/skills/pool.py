@@ -9,7 +9,6 @@ is it refused with :class:`SandboxBusy`.
 
 from __future__ import annotations
 
-import collections
 import json
 import logging
 import mmap
@@ -26,7 +25,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from rlgpt.text import encodable_tree
 from services.env_server.settings import EnvServerSettings
+from services.env_server.skills.stderr_tail import StderrTail
 from services.env_server.skills.worker import _HEADER, IDLE, MARKER, MAX_MESSAGE
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,9 @@ _SKILL_FRAME = re.compile(r'File "<skill>", line (\d+)')
 _DUMP_HEADER = re.compile(r"^(Current thread|Thread|Stack) .*\(most recent call first\):")
 _FATAL = re.compile(r"^Fatal Python error: ([A-Za-z ]{1,60})")
 _logged_isolation: set[str] = set()
+REPLY_TEXT_CHARS = 4000
+"""Longest text kept from a worker's reply (an error's message, its code line); the worker cuts a message to 2,000
+characters itself, but the server does not trust what comes back."""
 
 
 class WorkerFailure(Exception):
@@ -172,8 +176,10 @@ class SandboxProcess:
         finally:
             os.close(marker_fd)
         lease.alive = self.alive
-        self._stderr: collections.deque[str] = collections.deque(maxlen=400)
-        self._stderr_thread = threading.Thread(target=self._drain_stderr, daemon=True, name="sandbox-stderr")
+        self.stderr_tail = StderrTail()
+        """The newest lines of the worker's stderr, bounded in bytes (a skill controls what it writes there)."""
+        self._stderr_thread = threading.Thread(target=self.stderr_tail.drain, args=(self._proc.stderr,), daemon=True,
+                                               name="sandbox-stderr")
         self._stderr_thread.start()
         self.pid = self._proc.pid
         try:
@@ -186,11 +192,6 @@ class SandboxProcess:
         if summary not in _logged_isolation:
             _logged_isolation.add(summary)
             log.info("sandbox workers run isolated as: %s", summary)
-
-    def _drain_stderr(self) -> None:
-        assert self._proc.stderr is not None
-        for raw in self._proc.stderr:
-            self._stderr.append(raw.decode(errors="replace").rstrip())
 
     def alive(self) -> bool:
         return self._proc.poll() is None
@@ -222,7 +223,8 @@ class SandboxProcess:
             raise self.crashed(f"the sandbox worker sent an oversized reply ({size} bytes)")
         body = self._read_exact(size, deadline)
         try:
-            reply = json.loads(body)
+            # What the skill wrote (its errors' messages) becomes proto fields: UTF-8, and bounded.
+            reply = encodable_tree(json.loads(body), REPLY_TEXT_CHARS)
         except (ValueError, RecursionError):
             reply = None
         if not isinstance(reply, dict):
@@ -248,7 +250,7 @@ class SandboxProcess:
 
     def _skill_line_in_dump(self) -> int:
         """Innermost skill line of the last stack dump faulthandler wrote to stderr (0 if none)."""
-        lines = list(self._stderr)
+        lines = self.stderr_tail.lines()
         start = max((i for i, text in enumerate(lines) if _DUMP_HEADER.match(text.strip())), default=-1)
         if start < 0:
             return 0
@@ -279,7 +281,7 @@ class SandboxProcess:
         slot = self.running_slot()
         self.kill()
         self._stderr_thread.join(timeout=2)  # the dump faulthandler wrote just before the end
-        fatal = next((m.group(1).strip() for m in map(_FATAL.match, self._stderr) if m), "")
+        fatal = next((m.group(1).strip() for m in map(_FATAL.match, self.stderr_tail.lines()) if m), "")
         line = self._skill_line_in_dump() if fatal else 0
         details = _exit_text(self._proc.returncode) + (f", {fatal}" if fatal else "")
         if fatal == "Segmentation fault":
