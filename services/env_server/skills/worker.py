@@ -12,6 +12,7 @@ on fatal signals so the server can name the skill line.
 from __future__ import annotations
 
 import faulthandler
+import inspect
 import json
 import mmap
 import os
@@ -74,6 +75,26 @@ def safe_repr(value: Any, limit: int = 80) -> str:
     except BaseException:  # any failure of a skill value's repr must not kill the worker
         text = f"<{type(value).__name__}>"
     return text[:limit]
+
+
+def yielded_text(value: Any, agent: Any) -> str:
+    """What a skill yielded instead of an action name, as its author would recognise it: no module path, no
+    address (a default repr reads ``<services.env_server.skills.api.CrafterAgent object at 0x7f...>``)."""
+    if value is agent:
+        return "the agent object"
+    if inspect.isgenerator(value):
+        name = value.__name__
+        return f"a generator from {name}(...) (to run it, write `yield from {name}(...)`)"
+    if inspect.ismethod(value) and value.__self__ is agent:
+        return f"the method agent.{value.__name__} itself (call it: agent.{value.__name__}(...))"
+    if inspect.isroutine(value):
+        return f"the function {value.__name__} itself (call it: {value.__name__}(...))"
+    if value is None or isinstance(value, (str, bytes, bool, int, float)):
+        return safe_repr(value)
+    if isinstance(value, (list, tuple, dict, set)):
+        text = safe_repr(value)
+        return text if " at 0x" not in text else f"a {type(value).__name__} of {len(value)} items"
+    return f"a {type(value).__name__} object"
 
 
 def exception_text(exc: BaseException) -> str:
@@ -195,8 +216,8 @@ class Worker:
         line = slot.generator.gi_frame.f_lineno if slot.generator.gi_frame else 0
         if not isinstance(action, str) or action not in slot.agent.actions:
             self._slots.pop(slot_id, None)
-            return {"error": error_dict("InvalidAction", f"yielded {safe_repr(action)}, which is not an action name; "
-                                        f"valid: {', '.join(slot.agent.actions)}", line, slot.source)}
+            return {"error": error_dict("InvalidAction", f"yielded {yielded_text(action, slot.agent)}, which is not "
+                                        f"an action name; valid: {', '.join(slot.agent.actions)}", line, slot.source)}
         slot.steps += 1
         return {"action": str(action), "line": line}
 
