@@ -5,10 +5,11 @@ and the answers built as messages (messages.py); errors become gRPC statuses (rl
 
 from __future__ import annotations
 
+import collections
 import functools
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import grpc
 
@@ -110,13 +111,7 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
     def Reset(self, request: env_pb2.ResetRequest, context: grpc.ServicerContext) -> env_pb2.ResetResponse:
         session = self.sessions.get(request.session_id)
         with self.sessions.using(session):
-            if len(request.env_indices) > session.num_envs:
-                raise InvalidArgument(f"env_indices has {len(request.env_indices)} entries; session {session.id} "
-                                      f"has {session.num_envs} envs")
-            bad = [i for i in request.env_indices if not 0 <= i < session.num_envs]
-            if bad:
-                raise InvalidArgument(f"env_indices {shown(bad)} out of range 0..{session.num_envs - 1}")
-            indices = session.reset(list(request.env_indices), request.seed)
+            indices = session.reset(self._env_indices(session, request.env_indices, "reset"), request.seed)
             return env_pb2.ResetResponse(observations=self._observations(session, indices))
 
     def _step(self, request: env_pb2.StepRequest, context: grpc.ServicerContext,
@@ -125,7 +120,7 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
         stepped right here; a unary call hops to the session's own thread, keeping its envs on one thread."""
         session = self.sessions.get(request.session_id)
         actions = list(request.actions)
-        indices = self._step_indices(session, request)
+        indices = self._env_indices(session, request.env_indices, "stepped") or None  # None: all of them
         expected = session.num_envs if indices is None else len(indices)
         if len(actions) != expected:
             raise InvalidArgument(
@@ -146,17 +141,16 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
         return response
 
     @staticmethod
-    def _step_indices(session: Session, request: env_pb2.StepRequest) -> list[int] | None:
-        """The envs a Step names (None: all of them); InvalidArgument for repeats or indices out of range."""
-        if not request.env_indices:
-            return None
-        indices = list(request.env_indices)
+    def _env_indices(session: Session, env_indices: Iterable[int], done: str) -> list[int]:
+        """The envs a Step or a Reset names (empty: all of them); InvalidArgument for indices out of range or
+        repeated (``done``: what the call does to each env, for the message)."""
+        indices = list(env_indices)
         bad = [i for i in indices if not 0 <= i < session.num_envs]
         if bad:
             raise InvalidArgument(f"env_indices {shown(bad[:10])} out of range 0..{session.num_envs - 1}")
-        if len(set(indices)) != len(indices):
-            repeated = sorted({i for i in indices if indices.count(i) > 1})
-            raise InvalidArgument(f"env_indices repeats {shown(repeated[:10])}: each env is stepped at most once "
+        repeated = sorted(i for i, n in collections.Counter(indices).items() if n > 1)
+        if repeated:
+            raise InvalidArgument(f"env_indices repeats {shown(repeated[:10])}: each env is {done} at most once "
                                   "per call")
         return indices
 
