@@ -82,6 +82,9 @@ bytes per byte), and a trailer over the peer's metadata limit (8 KiB by default)
 into RESOURCE_EXHAUSTED, hiding the real status."""
 MAX_PROBLEMS = 10
 """Problems listed in one message; the rest are counted."""
+MAX_REFUSAL_BYTES = 300
+"""A refusal of a client's request (its sizes and values at the edge) stays under this many UTF-8 bytes: the first
+problems, then how many more (``join_problems(..., max_bytes=MAX_REFUSAL_BYTES)``)."""
 
 
 def shown(value: Any, limit: int = SHOWN_CHARS) -> str:
@@ -108,11 +111,20 @@ def found(value: T | None, problem: str) -> T:
     return value
 
 
-def join_problems(problems: list[str], limit: int = MAX_PROBLEMS) -> str:
-    """Joins problems with "; ", listing at most ``limit`` of them and counting the rest."""
-    if len(problems) <= limit:
-        return "; ".join(problems)
-    return "; ".join(problems[:limit]) + f"; and {len(problems) - limit} more problems"
+def join_problems(problems: list[str], limit: int = MAX_PROBLEMS, max_bytes: int | None = None) -> str:
+    """Joins problems with "; ": at most ``limit`` of them and, with ``max_bytes``, as many as fit under that many
+    UTF-8 bytes (a first problem too long on its own is cut); then how many more there are."""
+    listed: list[str] = []
+    for i, problem in enumerate(problems):
+        rest = len(problems) - i - 1
+        candidate = "; ".join([*listed, problem]) + (f"; and {rest} more problems" if rest else "")
+        if len(listed) == limit or (max_bytes is not None and len(candidate.encode()) >= max_bytes):
+            if not listed:  # not even the first fits: cut it, at a character
+                more = f"; and {rest} more problems" if rest else ""
+                return problem.encode()[:max_bytes - len(more) - 8].decode(errors="ignore") + " ..." + more
+            return "; ".join(listed) + f"; and {len(problems) - len(listed)} more problems"
+        listed.append(problem)
+    return "; ".join(listed)
 
 
 def cap_message(message: str, max_bytes: int = MAX_STATUS_BYTES) -> str:

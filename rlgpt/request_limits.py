@@ -12,7 +12,8 @@ DescribePlanner). The walk follows the request's proto descriptors, so a field a
 - ``fields`` gives a field a limit of its own: chars of a string, bytes of a bytes field, entries of a repeated one.
 
 Each problem names the field (``task.success[0].item``), its size and the limit, never more than a few characters
-of the value (:class:`~rlgpt.validation.Problems`); the message stays under :data:`MAX_MESSAGE_BYTES`.
+of the value (:class:`~rlgpt.validation.Problems`); the message stays under 300 bytes
+(:func:`rlgpt.errors.join_problems`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
+from rlgpt.errors import MAX_REFUSAL_BYTES, join_problems
 from rlgpt.v1 import common_pb2
 from rlgpt.validation import Problems
 
@@ -39,8 +41,6 @@ MAX_BYTES = 2_000_000
 """Default max bytes of a bytes field of a request (a PNG frame)."""
 PATH_CHARS = 4096
 """Max characters of a path in a request (PATH_MAX on Linux)."""
-MAX_MESSAGE_BYTES = 300
-"""A refusal's message stays under this many UTF-8 bytes: the first problems, then how many more."""
 
 _NAME_BAD = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 """What a name may not hold: control characters (C0, DEL, C1) and lone surrogates."""
@@ -140,23 +140,6 @@ def _entries(path: str, field: FieldDescriptor, value: Any) -> Iterator[tuple[st
         yield f"{path}[{i}]", field, item
 
 
-def refusal(problems: list[str], max_bytes: int = MAX_MESSAGE_BYTES) -> str:
-    """One message for ``problems``: as many as fit in ``max_bytes`` UTF-8 bytes, then how many more there are."""
-    shown: list[str] = []
-    for i, problem in enumerate(problems):
-        rest = len(problems) - i - 1
-        more = f"; and {rest} more problems" if rest else ""
-        candidate = "; ".join([*shown, problem]) + more
-        if len(candidate.encode()) >= max_bytes:
-            more = f"; and {len(problems) - len(shown)} more problems"
-            if not shown:  # not even one fits: cut it
-                return problem.encode()[:max_bytes - 40].decode(errors="ignore") + " ..." + more
-            return "; ".join(shown) + more
-        shown.append(problem)
-    return "; ".join(shown)
-
-
 def check_request(request: Message, limits: RequestLimits) -> str:
     """The refusal of ``request`` under ``limits``, or "" when it keeps them."""
-    problems = limits.problems(request)
-    return refusal(problems) if problems else ""
+    return join_problems(limits.problems(request), max_bytes=MAX_REFUSAL_BYTES)

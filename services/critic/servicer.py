@@ -16,10 +16,9 @@ import time
 import grpc
 
 from rlgpt import metrics
-from rlgpt.errors import InvalidArgument, grpc_errors
+from rlgpt.errors import MAX_REFUSAL_BYTES, InvalidArgument, grpc_errors, join_problems
 from rlgpt.llm.client import record_json
 from rlgpt.prompts import CompletesJSON
-from rlgpt.request_limits import refusal
 from rlgpt.v1 import common_pb2, critic_pb2, critic_pb2_grpc
 from services.critic import judge
 from services.critic.judge import DECISIONS, TARGET_NAMES
@@ -108,7 +107,7 @@ class CriticServicer(critic_pb2_grpc.CriticServiceServicer):
                 problems.append(f"frames[{i}]: not a PNG image (frames must be PNG bytes)")
         problems.extend(self._curve_problems(request))
         if problems:
-            raise InvalidArgument(refusal(problems))
+            raise InvalidArgument(join_problems(problems, max_bytes=MAX_REFUSAL_BYTES))
 
     def _curve_problems(self, request: critic_pb2.JudgeRequest) -> list[str]:
         curve = request.curve
@@ -148,7 +147,7 @@ class CriticServicer(critic_pb2_grpc.CriticServiceServicer):
         problems.extend(link_problems(list(request.links)))
         problems.extend(episode_problems("episodes", list(request.episodes)))
         if problems:
-            raise InvalidArgument(refusal(problems))
+            raise InvalidArgument(join_problems(problems, max_bytes=MAX_REFUSAL_BYTES))
 
     @grpc_errors
     def JudgeTask(self, request: critic_pb2.JudgeTaskRequest, context: grpc.ServicerContext

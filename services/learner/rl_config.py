@@ -9,7 +9,6 @@ from collections.abc import Callable
 from rlgpt.errors import FailedPrecondition, InvalidArgument, shown
 from rlgpt.machine import cpu_cores
 from rlgpt.observation_choice import choices, observed
-from rlgpt.request_limits import MAX_MESSAGE_BYTES, refusal
 from rlgpt.reward_kinds import takes_target
 from rlgpt.v1 import common_pb2, env_pb2, learner_pb2
 from services.learner.settings import LearnerSettings
@@ -82,8 +81,6 @@ MAX_EPOCHS = 16
 """Most passes over a batch (``num_epochs``) and most minibatches per pass (``num_minibatches``)."""
 DEFAULT_EPISODE_LENGTH = 1000
 """Episode length in frames when ``episode_length`` is 0."""
-INVALID_CONFIG = "invalid RL config: "
-"""How a refused config's message starts; the problems follow, as many as fit in a short message."""
 
 
 def interrupt_problems(config: learner_pb2.RLConfig, vocabulary: EnvVocabulary) -> list[str]:
@@ -289,5 +286,5 @@ def validate_rl_config(config: learner_pb2.RLConfig, vocabulary: EnvVocabulary,
         if not math.isfinite(term.weight):
             problems.append(f"reward_terms[{i}]: weight must be finite")
     if problems:
-        raise InvalidArgument(f"{INVALID_CONFIG}{refusal(problems, MAX_MESSAGE_BYTES - len(INVALID_CONFIG))}")
+        raise InvalidArgument("invalid RL config: " + "; ".join(problems))
     return filled

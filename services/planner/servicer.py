@@ -12,6 +12,7 @@ import grpc
 from rlgpt import deadlines, metrics
 from rlgpt.config import LLMSettings
 from rlgpt.errors import (
+    MAX_REFUSAL_BYTES,
     FailedPrecondition,
     InvalidArgument,
     NotFound,
@@ -19,12 +20,12 @@ from rlgpt.errors import (
     RlgptError,
     found,
     grpc_errors,
+    join_problems,
     shown,
 )
 from rlgpt.grpc_client import create_channel
 from rlgpt.llm.metered import MeteredLLM
 from rlgpt.prompts import CompletesJSON
-from rlgpt.request_limits import refusal
 from rlgpt.v1 import critic_pb2_grpc, env_pb2, env_pb2_grpc, learner_pb2_grpc, planner_pb2, planner_pb2_grpc
 from services.planner.budgets import budget_problems, evaluation_problems, resolve_budgets
 from services.planner.context import AgentSetup, Mode, StopRequested, Stubs
@@ -86,7 +87,7 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         if request.mode == Mode.PURE_RL and self.learner is None:
             problems.append("mode=pure-rl needs a learner (RLGPT_PLANNER_LEARNER)")
         if problems:
-            raise InvalidArgument(refusal(problems))
+            raise InvalidArgument(join_problems(problems, max_bytes=MAX_REFUSAL_BYTES))
         try:
             describe = self.env.Describe(env_pb2.DescribeRequest(backend=request.backend),
                                          timeout=deadlines.QUICK_SECONDS)
@@ -107,7 +108,7 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
                                      f"{exc.code().name} {exc.details()}") from None
         request.task.CopyFrom(resolved.task)
         if problems := evaluation_problems(resolve_budgets(request.budgets, self.settings), describe, self.settings):
-            raise InvalidArgument(refusal(problems))
+            raise InvalidArgument(join_problems(problems, max_bytes=MAX_REFUSAL_BYTES))
         return describe
 
     @grpc_errors

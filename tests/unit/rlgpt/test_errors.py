@@ -6,6 +6,7 @@ import grpc
 import pytest
 
 from rlgpt.errors import (
+    MAX_REFUSAL_BYTES,
     MAX_STATUS_BYTES,
     InvalidArgument,
     cap_message,
@@ -45,6 +46,17 @@ def test_join_problems_counts_the_rest() -> None:
     assert join_problems(["a", "b"]) == "a; b"
     text = join_problems([f"p{i}" for i in range(25)])
     assert text.startswith("p0; p1") and "p10" not in text and text.endswith("and 15 more problems")
+
+
+def test_join_problems_stays_under_300_bytes() -> None:
+    many = [f"skills[{i}] is {10**6} chars; the limit is 128" for i in range(50)]
+    text = join_problems(many, max_bytes=MAX_REFUSAL_BYTES)
+    assert len(text.encode()) < MAX_REFUSAL_BYTES and f"and {50 - text.count('; the limit')} more problems" in text
+    one = join_problems(["\u00e9" * 400], max_bytes=MAX_REFUSAL_BYTES)  # one problem over the cap: cut
+    assert len(one.encode()) < MAX_REFUSAL_BYTES and one.endswith("\u00e9 ...")
+    assert join_problems(["\u00e9" * 400, "b"], max_bytes=MAX_REFUSAL_BYTES).endswith(" ...; and 1 more problems")
+    assert join_problems(many) == "; ".join(many[:10]) + "; and 40 more problems"  # no byte bound unless asked
+    assert len(join_problems(["\u00e9" * 400], max_bytes=100).encode()) < 100
 
 
 def test_cap_message_counts_utf8_bytes_and_cuts_at_a_character() -> None:

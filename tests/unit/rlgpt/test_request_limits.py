@@ -5,13 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from rlgpt.request_limits import (
-    MAX_MESSAGE_BYTES,
-    RequestLimits,
-    character_problem,
-    check_request,
-    refusal,
-)
+from rlgpt.errors import MAX_REFUSAL_BYTES
+from rlgpt.request_limits import RequestLimits, character_problem, check_request
 from rlgpt.v1 import common_pb2, critic_pb2, env_pb2, learner_pb2
 
 LIMITS = RequestLimits(name_chars=8, text_chars=20, list_entries=3, max_bytes=10,
@@ -85,22 +80,11 @@ def test_characters_names_and_text() -> None:
     assert character_problem("hi \u00e9\u4e2d\U0001f600", text=False) == ""  # any printable character is fine
 
 
-def test_the_refusal_stays_under_300_bytes_and_counts_the_rest() -> None:
-    many = [f"skills[{i}] is {10**6} chars; the limit is 128" for i in range(50)]
-    message = refusal(many)
-    assert len(message.encode()) < MAX_MESSAGE_BYTES and message.endswith(" more problems")
-    shown = message.count("chars; the limit")
-    assert f"and {50 - shown} more problems" in message
-    one = refusal(["\u00e9" * 400])  # a single problem longer than the cap is cut, on a character boundary
-    assert len(one.encode()) < MAX_MESSAGE_BYTES and one.endswith("...; and 1 more problems")
-    assert refusal(["a", "b"]) == "a; b"
-
-
 def test_a_huge_request_is_refused_in_a_short_message() -> None:
     request = env_pb2.CreateSessionRequest(backend="b" * 5_000_000, skills=["s"] * 100_000, client="\x07",
                                            task=common_pb2.TaskSpec(description="\x00" * 5_000_000))
     message = check_request(request, LIMITS)
-    assert len(message.encode()) < MAX_MESSAGE_BYTES and "backend is 5000000 chars; the limit is 8" in message
+    assert len(message.encode()) < MAX_REFUSAL_BYTES and "backend is 5000000 chars; the limit is 8" in message
     assert "\x00" not in message and "bbbbbbbbb" not in message
 
 
