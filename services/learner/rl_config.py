@@ -247,7 +247,7 @@ def validate_rl_config(config: learner_pb2.RLConfig, vocabulary: EnvVocabulary,
                         "use fewer envs per worker (and more workers), or raise the env server's "
                         "RLGPT_ENV_MAX_ENVS_PER_SESSION")
     if filled.runner not in ("local", "kubernetes"):
-        problems.append(f"runner={config.runner!r}: must be local or kubernetes")
+        problems.append(f"runner={shown(config.runner)}: must be local or kubernetes")
     if config.gpu and filled.runner == "local" and settings.device != "cuda":
         problems.append("gpu=true needs the kubernetes runner or a learner started with RLGPT_LEARNER_DEVICE=cuda")
     if not math.isfinite(config.learning_rate) or config.learning_rate < 0:
@@ -259,11 +259,11 @@ def validate_rl_config(config: learner_pb2.RLConfig, vocabulary: EnvVocabulary,
         problems.append("plan_prior is the plan action's starting probability: it needs a plan (RLConfig.plan)")
     problems += interrupt_problems(config, vocabulary)
     if filled.backend != vocabulary.backend:
-        problems.append(f"backend={filled.backend!r}: the env server described {vocabulary.backend!r}")
+        problems.append(f"backend={shown(filled.backend)}: the env server described {vocabulary.backend!r}")
 
     for name in config.primitive_actions:
         if name not in vocabulary.actions:
-            problems.append(f"primitive_actions: unknown action {name!r}; known: {', '.join(vocabulary.actions)}")
+            problems.append(f"primitive_actions: unknown action {shown(name)}; known: {', '.join(vocabulary.actions)}")
     _, unknown = observed(vocabulary.vector_labels, list(config.observe))
     if unknown:
         problems.append(f"observe: unknown {', '.join(shown(n) for n in unknown[:5])}; name a vector label or "
@@ -271,18 +271,19 @@ def validate_rl_config(config: learner_pb2.RLConfig, vocabulary: EnvVocabulary,
     for name in config.skills:
         if name not in vocabulary.skills:
             known = ", ".join(vocabulary.skills) or "none registered"
-            problems.append(f"skills: unknown skill {name!r} (register it on the env server first; known: {known})")
+            problems.append(f"skills: unknown skill {shown(name)} (register it on the env server first; "
+                            f"known: {known})")
     for i, step in enumerate(config.plan):
         problems += step_problems(f"plan[{i}]", step, vocabulary)
     problems += prefix_problems(config, vocabulary)
     for i, term in enumerate(config.reward_terms):
         if term.kind not in vocabulary.reward_kinds:
-            problems.append(f"reward_terms[{i}]: unknown kind {term.kind!r}; "
+            problems.append(f"reward_terms[{i}]: unknown kind {shown(term.kind)}; "
                             f"known: {', '.join(vocabulary.reward_kinds)}")
         elif takes_target(term.kind) and term.target != "*":
             known = vocabulary.achievements if term.kind == "achievement" else vocabulary.items
             if term.target not in known:
-                problems.append(f"reward_terms[{i}]: unknown {term.kind} target {term.target!r}")
+                problems.append(f"reward_terms[{i}]: unknown {term.kind} target {shown(term.target)}")
         if not math.isfinite(term.weight):
             problems.append(f"reward_terms[{i}]: weight must be finite")
     if problems:

@@ -4,10 +4,18 @@ field found through the proto descriptors, each problem named by its field's pat
 from __future__ import annotations
 
 import pytest
+from google.protobuf import descriptor_pool
+from google.protobuf.descriptor import FieldDescriptor
 
 from rlgpt.errors import MAX_REFUSAL_BYTES
 from rlgpt.request_limits import RequestLimits, character_problem, check_request
-from rlgpt.v1 import common_pb2, critic_pb2, env_pb2, learner_pb2
+from rlgpt.v1 import common_pb2, critic_pb2, env_pb2, learner_pb2, planner_pb2  # noqa: F401  (loads planner.proto)
+from services.critic.limits import critic_limits
+from services.critic.settings import CriticSettings
+from services.env_server.limits import env_limits
+from services.env_server.settings import EnvServerSettings
+from services.learner.limits import LEARNER_LIMITS
+from services.planner.limits import PLANNER_LIMITS
 
 LIMITS = RequestLimits(name_chars=8, text_chars=20, list_entries=3, max_bytes=10,
                        text_fields=frozenset({"TaskSpec.description", "EpisodeSummary.text"}),
@@ -94,3 +102,18 @@ def test_limits_as_clients_read_them() -> None:
         (8, 20, 3, 10)
     assert list(reported.text_fields) == ["EpisodeSummary.text", "TaskSpec.description"]
     assert dict(reported.fields) == {"EvaluateRequest.checkpoint": 12, "JudgeRequest.frames": 2}
+
+
+@pytest.mark.parametrize("limits", [
+    env_limits(EnvServerSettings()), critic_limits(CriticSettings()), LEARNER_LIMITS, PLANNER_LIMITS],
+    ids=["env_server", "critic", "learner", "planner"])
+def test_every_service_names_real_fields(limits: RequestLimits) -> None:
+    """A misspelt field in a service's limits would bound nothing: each names a field of rlgpt.v1, text a string."""
+    pool = descriptor_pool.Default()
+    for key in [*limits.fields, *limits.text_fields]:
+        message, field = key.split(".")
+        assert field in pool.FindMessageTypeByName(f"rlgpt.v1.{message}").fields_by_name, key
+    for key in limits.text_fields:
+        message, field = key.split(".")
+        assert pool.FindMessageTypeByName(f"rlgpt.v1.{message}").fields_by_name[field].type == \
+            FieldDescriptor.TYPE_STRING, key
