@@ -29,6 +29,7 @@ from rlgpt.config import LLMSettings
 from rlgpt.errors import FailedPrecondition, RlgptError, Unavailable
 from rlgpt.llm.chat_server import AGENT_HEADER, ATTEMPT_HEADER, CALL_HEADER
 from rlgpt.llm.retries import ANSWER_ATTEMPTS, retry_delays
+from rlgpt.text import encodable_tree
 
 log = logging.getLogger(__name__)
 T = TypeVar("T", bound=BaseModel)
@@ -118,7 +119,9 @@ def server_schema(schema: type[BaseModel], *, keep_limits: bool = True) -> dict[
 
 
 def parse_json_leniently(text: str) -> Any:
-    """JSON from a model's text: code fences stripped, raw control characters inside strings allowed."""
+    """JSON from a model's text: code fences stripped, raw control characters inside strings allowed. Every string of
+    it is sendable (a model may write a lone surrogate, ``"\\ud800"``, which no proto field can hold); an answer
+    nested too deeply is a ValueError, as invalid as any other."""
     match = _FENCE.match(text)
     if match:
         text = match.group(1)
@@ -126,13 +129,16 @@ def parse_json_leniently(text: str) -> Any:
     if not text:
         raise ValueError("the answer was empty")
     try:
-        return json.loads(text, strict=False)
-    except json.JSONDecodeError:
-        # Small models often wrap the object in prose: take the outermost {...}.
-        start, end = text.find("{"), text.rfind("}")
-        if 0 <= start < end:
-            return json.loads(text[start:end + 1], strict=False)
-        raise
+        try:
+            return encodable_tree(json.loads(text, strict=False))
+        except json.JSONDecodeError:
+            # Small models often wrap the object in prose: take the outermost {...}.
+            start, end = text.find("{"), text.rfind("}")
+            if 0 <= start < end:
+                return encodable_tree(json.loads(text[start:end + 1], strict=False))
+            raise
+    except RecursionError:
+        raise ValueError("the answer is nested too deeply") from None
 
 
 class LLMClient:
