@@ -47,6 +47,8 @@ _NAME_BAD = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 _TEXT_BAD = re.compile(r"[\x00\ud800-\udfff]")
 """What free text may not hold: NUL (it ends a C string, a path) and lone surrogates (no UTF-8 has them)."""
 _FLOATS = (FieldDescriptor.TYPE_FLOAT, FieldDescriptor.TYPE_DOUBLE)
+_WALKED = (FieldDescriptor.TYPE_MESSAGE, FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_BYTES, *_FLOATS)
+"""The types whose entries a repeated field's walk looks into (a Step's actions are not walked one by one)."""
 
 
 def field_key(field: FieldDescriptor) -> str:
@@ -89,7 +91,7 @@ class RequestLimits:
             path = f"{prefix}{field.name}"
             if field.is_repeated:
                 limit = self.fields.get(field_key(field), self.list_entries)
-                if p.entries(path, value, limit):
+                if p.entries(path, value, limit) and field.type in _WALKED:  # ints and bools hold nothing to check
                     for item_path, item_field, item in _entries(path, field, value):
                         self._value(p, item_path, item_field, item)
             else:
