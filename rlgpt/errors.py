@@ -10,6 +10,8 @@ from typing import Any, TypeVar
 
 import grpc
 
+from rlgpt.text import encodable
+
 log = logging.getLogger(__name__)
 
 
@@ -128,8 +130,10 @@ def join_problems(problems: list[str], limit: int = MAX_PROBLEMS, max_bytes: int
 
 
 def cap_message(message: str, max_bytes: int = MAX_STATUS_BYTES) -> str:
-    """``message`` cut to ``max_bytes`` UTF-8 bytes (at a character boundary), saying it was cut."""
-    data = message.encode("utf-8", errors="replace")
+    """``message`` made encodable (rlgpt.text: gRPC cannot send a lone surrogate, and fails the whole call) and cut
+    to ``max_bytes`` UTF-8 bytes (at a character boundary), saying it was cut."""
+    message = encodable(message)
+    data = message.encode("utf-8")
     if len(data) <= max_bytes:
         return message
     suffix = f" ... (message cut; {len(data)} bytes)"
@@ -150,7 +154,8 @@ def grpc_errors(method: F) -> F:
 
     Works for unary methods and for (response-)streaming generators. Unexpected exceptions become
     INTERNAL with the exception text and are logged with a traceback; the server keeps serving.
-    Every message is capped (``cap_message``), so no value quoted in it can overflow the trailers.
+    Every message is made encodable and capped (``cap_message``), so no text quoted in it can fail the answer or
+    overflow the trailers.
     """
     if inspect.isgeneratorfunction(method):
 

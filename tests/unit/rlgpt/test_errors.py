@@ -65,6 +65,12 @@ def test_cap_message_counts_utf8_bytes_and_cuts_at_a_character() -> None:
     assert len(capped.encode()) <= MAX_STATUS_BYTES and "message cut; 20000 bytes" in capped
 
 
+def test_cap_message_makes_the_message_encodable() -> None:
+    assert cap_message("gave up \ud800") == "gave up \ufffd"
+    capped = cap_message("\udc00" * 10_000)  # each becomes U+FFFD, 3 bytes: cut after it is replaced
+    assert len(capped.encode()) <= MAX_STATUS_BYTES and "message cut; 30000 bytes" in capped
+
+
 class _Servicer:
     @grpc_errors
     def unary(self, request: str, context: FakeContext) -> str:
