@@ -271,13 +271,16 @@ def test_bad_requests(planner) -> None:
         with pytest.raises(grpc.RpcError) as info:
             stub.StartRun(request)
         assert info.value.code().name == code and needle in info.value.details()
-    huge = "r" * 5_000_000  # a bad value is quoted as a short prefix, never copied whole into the status
     for call in (lambda: list(stub.WatchRun(planner_pb2.WatchRunRequest(run_id="nope"))),
                  lambda: stub.GetRun(planner_pb2.GetRunRequest(run_id="nope")),
-                 lambda: stub.GetRun(planner_pb2.GetRunRequest(run_id=huge))):
+                 lambda: stub.GetRun(planner_pb2.GetRunRequest(run_id="r" * 200))):
         with pytest.raises(grpc.RpcError) as info:
             call()
         assert info.value.code() == grpc.StatusCode.NOT_FOUND and len(info.value.details()) < 300
+    with pytest.raises(grpc.RpcError) as info:  # a bad value is named by its size, never copied into the status
+        stub.GetRun(planner_pb2.GetRunRequest(run_id="r" * 5_000_000))
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert info.value.details() == "run_id is 5000000 chars; the limit is 200"
 
 
 def test_the_critic_gets_the_rules_the_test_protocol_and_frames_and_keeps_a_passed_subtask(planner, env_server,
@@ -355,7 +358,8 @@ def test_bad_report_and_resume_requests(planner) -> None:
     for run_id, code, needle in [
         ("", grpc.StatusCode.INVALID_ARGUMENT, "run_id is empty"),
         ("../../etc", grpc.StatusCode.INVALID_ARGUMENT, "'../../etc' is not a run id"),
-        (huge, grpc.StatusCode.INVALID_ARGUMENT, "(5000000 chars) is not a run id"),
+        ("r/" * 100, grpc.StatusCode.INVALID_ARGUMENT, "(200 chars) is not a run id"),
+        (huge, grpc.StatusCode.INVALID_ARGUMENT, "run_id is 5000000 chars; the limit is 200"),
         ("nope", grpc.StatusCode.NOT_FOUND, "no run 'nope' on this planner"),
     ]:
         with pytest.raises(grpc.RpcError) as info:
@@ -363,8 +367,10 @@ def test_bad_report_and_resume_requests(planner) -> None:
         assert info.value.code() == code and needle in info.value.details() and len(info.value.details()) < 400
     for request, code, needle in [
         (planner_pb2.StartRunRequest(resume_run_id="nope"), grpc.StatusCode.NOT_FOUND, "no run 'nope'"),
-        (planner_pb2.StartRunRequest(resume_run_id=huge), grpc.StatusCode.INVALID_ARGUMENT,
+        (planner_pb2.StartRunRequest(resume_run_id="r/" * 100), grpc.StatusCode.INVALID_ARGUMENT,
          "resume_run_id='r/r/"),
+        (planner_pb2.StartRunRequest(resume_run_id=huge), grpc.StatusCode.INVALID_ARGUMENT,
+         "resume_run_id is 5000000 chars; the limit is 200"),
         (planner_pb2.StartRunRequest(resume_run_id="a", resume_run_dir="/tmp"), grpc.StatusCode.INVALID_ARGUMENT,
          "not both"),
     ]:
