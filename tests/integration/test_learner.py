@@ -134,8 +134,12 @@ def test_watch_unknown_job_is_not_found(learner) -> None:
         learner.stub.Evaluate(learner_pb2.EvaluateRequest(job_id="nope", episodes=1))
     assert info.value.code() == grpc.StatusCode.NOT_FOUND
     with pytest.raises(grpc.RpcError) as info:  # a bad value is quoted as a short prefix, never copied whole
-        learner.stub.StopJob(learner_pb2.StopJobRequest(job_id="j" * 5_000_000))
+        learner.stub.StopJob(learner_pb2.StopJobRequest(job_id="j" * 128))
     assert info.value.code() == grpc.StatusCode.NOT_FOUND and len(info.value.details()) < 300
+    with pytest.raises(grpc.RpcError) as info:  # beyond the request limits: named by its size
+        learner.stub.StopJob(learner_pb2.StopJobRequest(job_id="j" * 5_000_000))
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert info.value.details() == "job_id is 5000000 chars; the limit is 128"
 
 
 def wait_for(predicate, timeout: float, what: str) -> None:
