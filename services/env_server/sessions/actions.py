@@ -14,12 +14,12 @@ from services.env_server.skills.executor import SkillRecord, SkillRegistry
 @dataclasses.dataclass
 class Action:
     """One entry of a session's action space: a primitive (backend index), a skill, or the kept plan (one skill
-    per stage of the session)."""
+    per stage of the session; None for a stage the client plays itself)."""
 
     name: str
     primitive: int = -1
     skill: SkillRecord | None = None
-    plan: tuple[SkillRecord, ...] = ()
+    plan: tuple[SkillRecord | None, ...] = ()
 
     @property
     def macro(self) -> bool:
@@ -53,14 +53,18 @@ def action_space(backend: Backend, primitives: list[str], skill_names: list[str]
 
 
 def plan_action(backend: Backend, plan: list[str], stages: int, skills: SkillRegistry) -> list[Action]:
-    """The kept plan's action (none without a plan): one registered skill of the backend per stage."""
+    """The kept plan's action (none without a plan): one registered skill of the backend per stage, or None for a
+    stage the client plays (an empty name)."""
     if not plan:
         return []
     if len(plan) != stages:
         raise InvalidArgument(f"plan names {len(plan)} skills and stages has {stages} entries: a plan needs one "
                               "skill per stage (the stage says when its skill is done)")
-    records = []
+    records: list[SkillRecord | None] = []
     for j, name in enumerate(plan):
+        if not name:
+            records.append(None)  # the client plays this stage
+            continue
         record = skills.get(name)  # NotFound names the missing skill
         if record.backend != backend.spec.name:
             raise InvalidArgument(f"plan[{j}]: skill {shown(name)} was written for {record.backend}, not "

@@ -98,12 +98,14 @@ def run_skills(session: MacroSession, executor: SkillExecutor, envs: list[int], 
     with or without interrupts. A skill that goes on ``plan_skill_overtime`` frames past its done stage is
     stopped and the plan moves on (one that never returns must not hold the plan for good). Plan skills live in
     a sandbox slot of their own (:func:`plan_slot`), so a skill action in between runs beside the suspended plan
-    skill and leaves it as it was."""
+    skill and leaves it as it was. A stage the client plays (no skill: a trained policy) ends the plan action where
+    it is the first unfinished one; a suspended skill is stopped, not resumed, once the plan got past such a
+    stage."""
     names = list(session.backend.spec.actions)
     backend = session.backend.spec.name
     k_frames = session.skill_max_steps
     running: dict[int, SkillRecord] = {}
-    plans: dict[int, tuple[SkillRecord, ...]] = {}
+    plans: dict[int, tuple[SkillRecord | None, ...]] = {}
     states = session.plans
     interrupt = session.plan_interrupt
     health_at_start: dict[int, float] = {}
@@ -128,14 +130,21 @@ def run_skills(session: MacroSession, executor: SkillExecutor, envs: list[int], 
 
     def plan_next(i: int, still: dict[int, SkillRecord]) -> None:
         """Env ``i``'s plan goes on within this action with the first unfinished stage's skill, from the next
-        round; with every stage done, time moves on by a frame."""
+        round; with every stage done, time moves on by a frame; at a stage the client plays, the action ends (after
+        a frame, if it took none)."""
         stage = plan_stage(session, i)
+        following = None if stage is None else plans[i][stage]
         if stage is None:
             out.infos[i]["skill"] = PLAN_ACTION
             session.frame(i, session.backend.spec.noop_action, f"{PLAN_ACTION} (every stage done)", out)
             return
+        if following is None:
+            if out.frames[i] == 0:  # every action consumes a frame, so time always moves on
+                out.infos[i]["skill"] = PLAN_ACTION
+                session.frame(i, session.backend.spec.noop_action, f"{PLAN_ACTION} (stage {stage} is the client's)",
+                              out)
+            return
         states[i] = PlanState(stage=stage)
-        following = plans[i][stage]
         start(i, following)
         if running.get(i) is following:
             still[i] = following
@@ -157,10 +166,15 @@ def run_skills(session: MacroSession, executor: SkillExecutor, envs: list[int], 
         plans[i] = action.plan
         if interrupt.on:
             health_at_start[i] = session.slots[i].env.health()
-        if i in states and states[i].suspended is not None:  # the skill the last plan action left goes on
-            skill, states[i].suspended = states[i].suspended, None
-            out.infos[i]["skill"] = skill.name
-            running[i] = skill
+        suspended = states[i].suspended if i in states else None
+        if suspended is not None:
+            states[i].suspended = None
+            if past_client_stage(action.plan, states[i].stage, plan_stage(session, i)):
+                executor.stop([plan_slot(session, i)])  # the client played a later stage: the plan is past it
+                suspended = None
+        if suspended is not None:  # the skill the last plan action left goes on
+            out.infos[i]["skill"] = suspended.name
+            running[i] = suspended
             resumed.add(i)
         else:
             plan_next(i, running)
@@ -222,6 +236,13 @@ def run_skills(session: MacroSession, executor: SkillExecutor, envs: list[int], 
         metrics.ENV_SKILL_RUNS.labels("step_cap").inc(sum(i in capped for i in stopped))
         metrics.ENV_SKILL_RUNS.labels("stopped").inc(sum(i in running for i in stopped))
     executor.stop(stopped + ended)
+
+
+def past_client_stage(plan: tuple[SkillRecord | None, ...], stage: int, first_unfinished: int | None) -> bool:
+    """Whether a stage the client plays (None) lies after ``stage`` and before the first unfinished one: the plan
+    got past it since ``stage``'s skill was suspended."""
+    end = len(plan) if first_unfinished is None else first_unfinished
+    return any(plan[j] is None for j in range(stage + 1, end))
 
 
 def plan_slot(session: MacroSession, i: int) -> int:

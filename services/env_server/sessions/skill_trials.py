@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from rlgpt.errors import FailedPrecondition
+from rlgpt.errors import FailedPrecondition, InvalidArgument
 from rlgpt.frames import FrameSampler
 from rlgpt.v1 import env_pb2
 from services.env_server.sessions.macro_actions import plan_stage
@@ -44,6 +44,9 @@ class SkillTrials:
     def run(self, request: env_pb2.RunSkillRequest, should_stop: Callable[[], bool]) -> list[TrialEpisode]:
         """``request.episodes`` episodes, in env order."""
         plan = list(request.plan)
+        if "" in plan:
+            raise InvalidArgument(f"plan[{plan.index('')}] is empty: RunSkill runs every stage's skill itself (a "
+                                  "stage a client plays, an empty name, needs a session of that client)")
         record = self.registry.get(plan[0] if plan else request.skill)
         max_steps = request.max_steps or self.settings.run_skill_default_steps
         session_request = env_pb2.CreateSessionRequest(
