@@ -6,14 +6,18 @@ The model the machine cannot host answers the product's own requests through ``r
     python -m benchmarks.bench_replay keep RUN_DIR --name NAME --model "WHO ANSWERED"   # -> docs/runs/NAME/
     python -m benchmarks.bench_replay run        # replays every docs/runs/*/ (rlgpt run --replay): every LLM
                                                  # call from the record, skills, trainings and evaluation live
-    python -m benchmarks.bench_replay report     # the table -> docs/BENCHMARKS.md
+    python -m benchmarks.bench_replay report     # the section of docs/BENCHMARKS.md, from the raw results alone
 
-Anyone can therefore reproduce a capable model's RL-GPT numbers with no model at all.
+``run`` keeps, per kept run, its recorded numbers and its replay's (success, frames, the replayed calls, those
+whose prompt was the recorded one word for word, and where the first that was not differs) in the tracked
+docs/results/bench-replay.json; ``report`` rebuilds the section from that file. A record whose prompts drifted
+is listed as drifted with the reason, not as reproduced. Anyone can therefore check a capable model's RL-GPT
+numbers with no model at all.
 """
 
 from __future__ import annotations
 
-import json
+import hashlib
 import logging
 import shutil
 import time
@@ -23,48 +27,17 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from benchmarks.common import machine_description, write_section
-from rlgpt.app.runner import RunOptions, recorded_request, run_rlgpt
+from benchmarks.common import load_results, machine_description, save_results, setup_logging, utc_now, write_section
+from benchmarks.replay.drift import compare_prompts, drift_reason, llm_calls
+from benchmarks.replay.records import kept_runs, recorded_entry, run_summary
+from benchmarks.replay.report import RAW, TITLE, render_section
+from rlgpt.app.runner import RunOptions, run_rlgpt
 
-log = logging.getLogger("bench_replay")
+log = logging.getLogger("benchmarks.replay")
 console = Console(stderr=True)
 app = typer.Typer(add_completion=False, help=__doc__)
-TITLE = "## RL-GPT with a capable model through the relay, replayed (make bench-replay)"
 RUNS = Path("docs/runs")
-RESULTS = Path("docs/bench-raw/replay")
 KEPT = ("request.json", "library_start.json", "state.json", "report.md", "llm", "attempts")
-
-
-def run_summary(run_dir: Path) -> dict[str, Any]:
-    """Task, budgets, final success, frames, sub-task results, LLM calls and wall time of one run directory."""
-    state = json.loads((run_dir / "state.json").read_text())
-    request = recorded_request(run_dir)
-    records = [json.loads(p.read_text()) for p in sorted((run_dir / "llm").glob("*.json"))]
-    final = state.get("final") or {}
-    times = []
-    events = run_dir / "events.jsonl"
-    if events.exists():
-        times = [json.loads(line)["time"] for line in events.read_text().splitlines() if line.strip()]
-    subtasks = state.get("subtasks", {})
-    budgets = request.budgets
-    return {"task": request.task.name, "success_rate": final.get("success_rate"), "finished": state.get("finished"),
-            "controller": final.get("controller", ""), "frames_used": state.get("frames_used", 0),
-            "budgets": {f.name: getattr(budgets, f.name) for f in budgets.DESCRIPTOR.fields
-                        if budgets.HasField(f.name)},
-            "plan": [s["name"] + f" ({s.get('decision', '')})".replace("DECISION_", "").lower()
-                     for s in state.get("plan", {}).get("subtasks", [])],
-            "subtask_best": {name: max((t.get("success_rate", 0.0) for t in sub.get("tests", [])), default=0.0)
-                             for name, sub in subtasks.items()},
-            "llm_calls": len(records), "llm_calls_by_agent": _count(r["agent"] for r in records),
-            "tokens": sum(r.get("prompt_tokens", 0) + r.get("completion_tokens", 0) for r in records),
-            "wall_seconds": round(float(times[-1]) - float(times[0]), 1) if len(times) > 1 else None}
-
-
-def _count(names: Any) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for name in names:
-        out[name] = out.get(name, 0) + 1
-    return out
 
 
 @app.command()
@@ -87,102 +60,85 @@ def keep(run_dir: Path, name: Annotated[str, typer.Option(help="Folder name unde
         shutil.copy2(png, target / png.name)
     summary = run_summary(run_dir) | {"model": model, "recorded": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(
         (run_dir / "request.json").stat().st_mtime))}
-    (target / "recorded.json").write_text(json.dumps(summary, indent=1))
+    save_results(target / "recorded.json", summary)
     console.print(f"kept {run_dir} as {target}: {summary['task']} success {summary['success_rate']}")
 
 
+def record_digest(source: Path) -> str:
+    """A kept record's LLM calls as one digest: a replay is of this record only while the digest is the same."""
+    digest = hashlib.sha256()
+    for path in sorted((source / "llm").glob("*.json")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _replayed_dir(runs_dir: Path) -> Path | None:
+    """The run a replay started in ``runs_dir`` (a folder of its own): the newest folder with a request.json."""
+    found = [p for p in runs_dir.iterdir() if (p / "request.json").exists()] if runs_dir.is_dir() else []
+    return max(found, key=lambda p: p.stat().st_mtime, default=None)
+
+
+def replay_one(source: Path, runs_dir: Path) -> dict[str, Any]:
+    """Replays one kept run in ``runs_dir`` (emptied first) and compares its prompts with the record's: the
+    replay's success, frames, wall time, calls, the drift, and the error that stopped it, if one did."""
+    if runs_dir.exists():
+        shutil.rmtree(runs_dir)
+    options = RunOptions(task="", success="", mode="rl-gpt", agents="", resume=None, runs_dir=runs_dir, outer=1,
+                         inner=1, frames_per_training=1, total_frames=0, eval_episodes=1, candidates=1, seed=0,
+                         replay=source)
+    date, machine, start, error = utc_now(), machine_description(), time.time(), ""
+    try:
+        run_rlgpt(options)
+    except Exception as exc:  # a replay that stops is a result: its calls up to there are compared, the error kept
+        error = f"{type(exc).__name__}: {str(exc)[:300]}"
+        log.warning("the replay of %s stopped: %s", source.name, error)
+    wall = round(time.time() - start, 1)
+    run_dir = _replayed_dir(runs_dir)
+    replayed = run_summary(run_dir) if run_dir and (run_dir / "state.json").exists() else {}
+    calls = llm_calls(run_dir / "llm") if run_dir else []
+    return {"date": date, "machine": machine, "wall_seconds": wall, "error": error,
+            "run_dir": str(run_dir or runs_dir), "success_rate": replayed.get("success_rate"),
+            "frames_used": replayed.get("frames_used", 0), **compare_prompts(llm_calls(source / "llm"), calls)}
+
+
 @app.command()
-def run(only: Annotated[str, typer.Option(help="Replay only this docs/runs folder.")] = "",
-        runs_dir: Annotated[Path, typer.Option(help="Where the replayed runs go.")] = Path("runs/replay")) -> None:
-    """Replays every kept run (rlgpt run --replay) and keeps its numbers in docs/bench-raw/replay/."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    for source in sorted(p for p in RUNS.iterdir() if (p / "recorded.json").exists()):
+def run(only: Annotated[str, typer.Option(help="Replay only this docs/runs folder (the others keep their last "
+                                                "replay).")] = "",
+        runs_dir: Annotated[Path, typer.Option(help="Where the replayed runs go.")] = Path("runs/replay"),
+        log_level: Annotated[str, typer.Option(help="Logging level.")] = "warning") -> None:
+    """Replays the kept runs (rlgpt run --replay) and saves every kept run's numbers in the raw results."""
+    setup_logging(console, log_level)
+    sources = kept_runs(RUNS)
+    if only and only not in {s.name for s in sources}:
+        raise typer.BadParameter(f"{only[:60]!r} is no kept run under {RUNS}", param_hint="--only")
+    before = {r["name"]: r for r in load_results(RAW)["runs"]} if RAW.exists() else {}
+    runs = []
+    for source in sources:
+        entry = {"name": source.name, "digest": record_digest(source), "recorded": recorded_entry(source)}
+        previous = before.get(source.name, {})
         if only and source.name != only:
-            continue
-        console.rule(f"replaying {source.name}")
-        start = time.time()
-        options = RunOptions(task="", success="", mode="rl-gpt", agents="", resume=None, runs_dir=runs_dir,
-                             outer=1, inner=1, frames_per_training=1, total_frames=0, eval_episodes=1, candidates=1,
-                             seed=0, replay=source)
-        report = run_rlgpt(options)
-        result = run_summary(report.parent) | {"replay": json.loads((report.parent / "replay.json").read_text()),
-                                               "replay_wall_seconds": round(time.time() - start, 1),
-                                               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(start)),
-                                               "machine": machine_description()}
-        (RESULTS / f"{source.name}.json").write_text(json.dumps(result, indent=1))
-
-
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:.0%}"
-
-
-_BUDGET_NAMES = {"max_outer_iterations": "O", "max_inner_iterations": "I", "env_frames_per_training":
-                 "frames/training", "total_env_frames": "frames in all", "eval_episodes": "E", "candidates": "N"}
-
-
-def _budgets(budgets: dict[str, int]) -> str:
-    return ", ".join(f"{_BUDGET_NAMES.get(k, k)}={v}" for k, v in budgets.items()) or "the planner's defaults"
-
-
-def summary_sentences(pairs: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> list[str]:
-    """What the table shows, computed from the recorded and replayed numbers."""
-    out = []
-    solved = [rec["task"] for rec, _ in pairs if (rec["success_rate"] or 0) > 0]
-    unsolved = [rec for rec, _ in pairs if not (rec["success_rate"] or 0) > 0]
-    if solved:
-        out.append(f"{len(solved)} of {len(pairs)} recorded runs solved their task "
-                   f"({', '.join(dict.fromkeys(solved))}).")
-    for rec in unsolved:
-        best = rec.get("subtask_best", {})
-        passed = [n for n, r in best.items() if r >= 0.8]
-        failed = ", ".join(f"{n} (best {r:.0%})" for n, r in best.items() if r < 0.8)
-        out.append(f"{rec['task']} ended at {_pct(rec['success_rate'])} over the final episodes; {len(passed)} of "
-                   f"{len(best)} sub-tasks passed their own tests (80%)" + (f", not {failed}" if failed else "") + ".")
-    replayed = [(rec, rep) for rec, rep in pairs if rep]
-    same = [rec["task"] for rec, rep in replayed if rep["success_rate"] == rec["success_rate"]
-            and rep["frames_used"] == rec["frames_used"]]
-    if replayed:
-        out.append(f"Replayed with no model, {len(same)} of {len(replayed)} runs reproduced the recorded final success "
-                   "and frame count exactly" + (f" ({', '.join(dict.fromkeys(same))})" if same else "") + ".")
-    return out
+            same_record = previous.get("digest") == entry["digest"]
+            entry["replay"] = previous.get("replay") if same_record else None
+        else:
+            console.rule(f"replaying {source.name}")
+            entry["replay"] = replay_one(source, runs_dir / source.name)
+            reason = drift_reason(entry["replay"])
+            console.print(f"{source.name}: {entry['replay']['same_prompt']} of {entry['replay']['replayed_calls']} "
+                          f"replayed calls with the recorded prompt" + (f"; drifted: {reason}" if reason else ""))
+        runs.append(entry)
+    save_results(RAW, {"raw": str(RAW), "runs_dir": str(RUNS), "runs": runs})
+    console.print(f"saved {RAW}")
 
 
 @app.command()
-def report(output: Annotated[Path, typer.Option(help="Benchmarks file.")] = Path("docs/BENCHMARKS.md")) -> None:
-    """Writes the section from the kept records and the latest replays."""
-    rows, pairs, models, replays = [], [], set(), []
-    for source in sorted(p for p in RUNS.iterdir() if (p / "recorded.json").exists()):
-        rec = run_summary(source) | json.loads((source / "recorded.json").read_text())
-        models.add(rec["model"])
-        raw = RESULTS / f"{source.name}.json"
-        rep = json.loads(raw.read_text()) if raw.exists() else None
-        pairs.append((rec, rep))
-        if rep:
-            replays.append(rep)
-        agents = ", ".join(f"{a} {n}" for a, n in sorted(rec["llm_calls_by_agent"].items()))
-        replayed = (f"{_pct(rep['success_rate'])} | {rep['frames_used']} | {rep['replay']['same_prompt']}/"
-                    f"{rep['replay']['replayed_calls']} | {rep['replay_wall_seconds']:.0f}" if rep else
-                    "not replayed | - | - | -")
-        rows.append(f"| {rec['task']} | `docs/runs/{source.name}` | {_budgets(rec['budgets'])} | "
-                    f"{'; '.join(rec['plan'])} | {_pct(rec['success_rate'])} | {rec['frames_used']} | "
-                    f"{rec['llm_calls']} ({agents}) | {rec['wall_seconds'] or 0:.0f} | {replayed} |")
-    where = (f"on {replays[0]['machine']}, {min(r['date'] for r in replays)} to {max(r['date'] for r in replays)}"
-             if replays else "(no replay yet)")
-    lines = [TITLE, "", f"Answered by: {'; '.join(sorted(models))}. Recorded with `rlgpt run`, the planner and the "
-             "critic pointed at `rlgpt serve llm-relay` (the model saw each request file and nothing else); the "
-             "recorded wall time includes the time the model took to answer. Replayed with `make bench-replay` "
-             "(`rlgpt run --replay docs/runs/NAME`): every LLM call answered from the record, skills, trainings and "
-             f"the final evaluation run live, {where}.", "",
-             "| task | record | budgets | plan (decision) | recorded success | recorded frames | LLM calls | "
-             "recorded wall s | replayed success | replayed frames | same prompt / replayed calls | replay wall s |",
-             "|---|---|---|---|---:|---:|---|---:|---:|---:|---:|---:|", *rows, "", *summary_sentences(pairs), "",
-             "Frames: env frames spent on skill tests and trainings (the final evaluation is not counted). Same "
-             "prompt: replayed calls whose first message matched the record word for word. Token counts through the "
-             "relay are estimates (characters / 4) and are left out."]
-    write_section(output, TITLE, "\n".join(lines))
-    console.print(f"wrote {output}")
+def report(output: Annotated[Path, typer.Option(help="Benchmarks file.")] = Path("docs/BENCHMARKS.md"),
+           raw: Annotated[Path, typer.Option(help="The raw results `run` saved.")] = RAW) -> None:
+    """Writes the section from the raw results alone (measures nothing)."""
+    if not raw.exists():
+        raise typer.BadParameter(f"no results at {raw}; run `python -m benchmarks.bench_replay run` first")
+    write_section(output, TITLE, render_section(load_results(raw)))
+    console.print(f"wrote {output} from {raw}")
 
 
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.WARNING)
     app()

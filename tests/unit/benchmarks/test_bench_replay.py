@@ -1,29 +1,81 @@
-"""bench-replay's sentences come from the recorded and replayed numbers."""
+"""bench-replay's section is rebuilt from its raw results alone: each number is what it says, a record whose
+prompts drifted is listed as drifted with its reason and is not counted as reproduced."""
 
 from __future__ import annotations
 
-from benchmarks.bench_replay import summary_sentences
+import json
+from pathlib import Path
+from typing import Any
+
+from benchmarks.bench_replay import report
+from benchmarks.replay.report import TITLE, render_section, summary_sentences
 
 
-def rec(task: str, success: float, frames: int, best: dict[str, float]) -> dict:
-    return {"task": task, "success_rate": success, "frames_used": frames, "subtask_best": best}
+def recorded(task: str, success: float, frames: int, best: dict[str, float]) -> dict[str, Any]:
+    return {"task": task, "success_rate": success, "frames_used": frames, "subtask_best": best, "budgets": {
+        "max_outer_iterations": 2}, "plan": ["a (code)"], "llm_calls": 5, "llm_calls_by_agent": {"fast": 2, "slow": 1,
+        "critic": 2}, "wall_seconds": 149.4, "model": "a capable model"}
 
 
-def rep(success: float, frames: int) -> dict:
-    return {"success_rate": success, "frames_used": frames}
+def replayed(success: float, frames: int, same: int = 5, drift: dict[str, Any] | None = None,
+             replayed_calls: int = 5, error: str = "") -> dict[str, Any]:
+    return {"success_rate": success, "frames_used": frames, "recorded_calls": 5, "replayed_calls": replayed_calls,
+            "same_prompt": same, "drift": drift, "error": error, "wall_seconds": 20.4, "date": "2026-11-29 10:00 UTC",
+            "machine": "a 2-core machine"}
 
 
-def test_solved_unsolved_and_reproduced_runs_are_said_as_measured() -> None:
-    pairs = [(rec("collect_stone", 1.0, 103, {"a": 1.0}), rep(1.0, 103)),
-             (rec("collect_diamond", 0.0, 2927, {"a": 1.0, "collect_diamond": 0.75}), rep(0.0, 2927))]
-    text = " ".join(summary_sentences(pairs))
-    assert "1 of 2 recorded runs solved their task (collect_stone)" in text
-    assert "collect_diamond ended at 0%" in text and "1 of 2 sub-tasks passed" in text
-    assert "not collect_diamond (best 75%)" in text
-    assert "2 of 2 runs reproduced" in text
+DRIFT = {"agent": "fast", "call": 1, "file": "00002-iter0-collect_wood-fast.json", "line": 12,
+         "recorded": "Keep it short.", "now": "Keep it short; at most 60 lines."}
+FIXTURE = {"raw": "docs/results/bench-replay.json", "runs": [
+    {"name": "relay-stone", "recorded": recorded("collect_stone", 1.0, 103, {"a": 1.0}), "replay": replayed(1.0, 103)},
+    {"name": "relay-pickaxe", "recorded": recorded("make_wood_pickaxe", 1.0, 54, {"a": 1.0}),
+     "replay": replayed(1.0, 54, same=0, drift=DRIFT)},
+    {"name": "relay-diamond", "recorded": recorded("collect_diamond", 0.0, 2927, {f"s{i}": 1.0 for i in range(9)}
+                                                   | {"collect_diamond": 0.75}), "replay": None}]}
 
 
-def test_a_replay_that_differs_is_not_counted_as_reproduced() -> None:
-    pairs = [(rec("collect_stone", 1.0, 103, {"a": 1.0}), rep(0.5, 140)), (rec("x", 1.0, 5, {}), None)]
-    text = " ".join(summary_sentences(pairs))
-    assert "0 of 1 runs reproduced" in text and "2 of 2 recorded runs solved their task (collect_stone, x)" in text
+def test_the_section_is_rebuilt_from_the_raw_results_with_each_number_as_measured(tmp_path: Path) -> None:
+    raw, output = tmp_path / "bench-replay.json", tmp_path / "BENCHMARKS.md"
+    raw.write_text(json.dumps(FIXTURE))
+    output.write_text("# Benchmarks\n\n" + TITLE + "\n\nold text\n\n## Next section\n\nkept\n")
+    report(output=output, raw=raw)
+    text = output.read_text()
+    assert "old text" not in text and text.endswith("## Next section\n\nkept\n")
+    rows = [line for line in text.splitlines() if line.startswith("| ")]
+    assert rows[1:] == [
+        "| collect_stone | `docs/runs/relay-stone` | O=2 | a (code) | 100% | 103 | 5 (critic 2, fast 2, slow 1) | "
+        "149 | 100% | 103 | 5 of 5 | 5 | 20 | reproduced |",
+        "| make_wood_pickaxe | `docs/runs/relay-pickaxe` | O=2 | a (code) | 100% | 54 | 5 (critic 2, fast 2, slow 1) | "
+        "149 | 100% | 54 | 5 of 5 | 0 | 20 | drifted |",
+        "| collect_diamond | `docs/runs/relay-diamond` | O=2 | a (code) | 0% | 2927 | 5 (critic 2, fast 2, slow 1) | "
+        "149 | - | - | - | - | - | not replayed |"]
+    assert ("- Drifted: `relay-pickaxe`: the fast agent's prompt first differs at its call 1 "
+            "(00002-iter0-collect_wood-fast.json), line 12: recorded 'Keep it short.', now "
+            "'Keep it short; at most 60 lines.'.") in text
+    assert ("Replayed with no model: 2 of 3 records; 1 reproduced the recorded final success and frame count with "
+            "every recorded prompt word for word, 1 drifted") in text
+    assert "Not replayed since the prompt check: `relay-diamond`." in text
+    assert "on a 2-core machine, 2026-11-29 10:00 UTC to 2026-11-29 10:00 UTC" in text
+
+
+def test_the_sub_task_share_and_the_threshold_are_each_what_they_say() -> None:
+    text = " ".join(summary_sentences(FIXTURE["runs"]))
+    assert "2 of 3 recorded runs solved their task (collect_stone, make_wood_pickaxe)." in text
+    assert ("collect_diamond (`relay-diamond`) ended at 0% over the final episodes; 9 of 10 sub-tasks (90%) reached a "
+            "test success of at least 80%, not collect_diamond (best 75%).") in text
+
+
+def test_a_replay_with_the_recorded_prompts_but_another_result_is_not_reproduced() -> None:
+    runs = [{"name": "r", "recorded": recorded("collect_stone", 1.0, 103, {"a": 1.0}), "replay": replayed(0.5, 140)}]
+    text = " ".join(summary_sentences(runs))
+    assert "0 reproduced" in text and "0 drifted" in text
+    assert "1 replayed the recorded prompts to another result" in text
+
+
+def test_calls_left_unreplayed_are_a_drift_with_the_error() -> None:
+    runs = [{"name": "r", "recorded": recorded("collect_stone", 1.0, 103, {"a": 1.0}),
+             "replay": replayed(None, 0, same=3, replayed_calls=3, error="Unavailable: the run stopped")
+             | {"unreplayed_by_agent": {"critic": 2}}}]
+    assert "| drifted |" in render_section({"runs": runs})
+    assert ("- Drifted: `r`: 2 of 5 recorded calls were not replayed (critic 2; Unavailable: the run stopped).") in \
+        summary_sentences(runs)
