@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.bench_replay import report
-from benchmarks.replay.report import TITLE, render_section, summary_sentences
+from benchmarks.common import REPO_ROOT, load_results
+from benchmarks.replay.report import RAW, TITLE, render_section, summary_sentences
 
 
 def recorded(task: str, success: float, frames: int, best: dict[str, float]) -> dict[str, Any]:
@@ -79,3 +80,8 @@ def test_calls_left_unreplayed_are_a_drift_with_the_error() -> None:
     assert "| drifted |" in render_section({"runs": runs})
     assert ("- Drifted: `r`: 2 of 5 recorded calls were not replayed (critic 2; Unavailable: the run stopped).") in \
         summary_sentences(runs)
+
+
+def test_the_committed_section_is_the_one_the_committed_raw_results_give() -> None:
+    section = render_section(load_results(REPO_ROOT / RAW))
+    assert section in (REPO_ROOT / "docs" / "BENCHMARKS.md").read_text()
