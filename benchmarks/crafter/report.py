@@ -36,7 +36,7 @@ def render_section(results: dict[str, Any], plot: str | None) -> str:
         f"term), episodes of up to {st['episode_length']:,} frames, {st['num_workers']} rollout workers x "
         f"{st['envs_per_worker']} envs, each worker's session on its own env server (2 `rlgpt serve env`); seed "
         f"{st['seed']}. As Crafter's protocol counts them, the success rates are over every training episode that "
-        "ended within the budget, and the score is exp(mean(ln(1 + s_i))) - 1 (`benchmarks/crafter/score.py`, "
+        "ended within the budget, and the score is exp(mean(ln(1 + s_i))) - 1 (`rlgpt/game_score.py`, "
         "equal to Crafter's own analysis code on its recorded human episodes in the tests). A run that did not "
         "reach its budget is marked partial: its numbers are those of the frames reached.", "",
     ]

@@ -18,10 +18,10 @@ from typing import Any
 
 from rich.progress import Progress
 
-from benchmarks.crafter.score import crafter_score, success_rates, within_budget
 from benchmarks.training import follow_training, launch_training, stop_training
 from rlgpt import worlds
 from rlgpt.app.launcher import ServiceProcess, start_service
+from rlgpt.game_score import crafter_score, success_rates, within_budget
 from rlgpt.grpc_client import create_channel
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2
 from services.env_server.skills.reference import REFERENCE_SKILLS

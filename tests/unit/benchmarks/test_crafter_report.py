@@ -8,7 +8,7 @@ import pytest
 from PIL import Image
 
 from benchmarks.crafter.report import SECTION_TITLE, plot_rates, render_section
-from benchmarks.crafter.score import crafter_score
+from rlgpt.game_score import crafter_score
 
 NAMES = ["collect_wood", "place_table", "collect_diamond"]
 

@@ -1,5 +1,6 @@
-"""bench-crafter's success rates and score equal Crafter's own analysis code on Crafter's recorded human episodes
-(crafter_reference/: Crafter's analysis/common.py and scores/crafter_reward-human.json, vendored unchanged)."""
+"""The success rates and score of bench-crafter and the planner (rlgpt/game_score.py) equal Crafter's own analysis
+code on Crafter's recorded human episodes (crafter_reference/: Crafter's analysis/common.py and
+scores/crafter_reward-human.json, vendored unchanged)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.crafter.score import crafter_score, success_rates, within_budget
+from rlgpt.game_score import crafter_score, success_rates, within_budget
 
 REFERENCE = Path(__file__).parent / "crafter_reference"
 

@@ -1,9 +1,10 @@
-"""Crafter's benchmark numbers, computed as Crafter's analysis code computes them (analysis/common.py).
+"""Crafter's benchmark numbers, computed as Crafter's analysis code computes them (analysis/common.py): the one
+owner of the formula, which bench-crafter and the planner (a task whose objective is the whole game) both use.
 
 An achievement's success rate is the percentage of episodes (all episodes that ended within the frame budget)
 in which it was unlocked at least once; the score is the geometric mean of the rates with an offset of 1%,
 exp(mean(ln(1 + s_i))) - 1 with s_i in percent. The achievements' names come from the env server (Describe),
-never from a list typed here. tests/unit/benchmarks/test_crafter_score.py checks both against Crafter's own
+never from a list typed here. tests/unit/rlgpt/test_game_score.py checks both against Crafter's own
 code on recorded human episodes.
 """
 
