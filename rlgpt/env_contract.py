@@ -1,7 +1,8 @@
-"""The action names of the env server's wire contract: a session's action space lists its primitives by name,
+"""The names of the env server's wire contract. Actions: a session's action space lists its primitives by name,
 then each skill as ``skill:<name>`` (CreateSessionRequest.skills), then the kept plan's action ``plan``
 (CreateSessionRequest.plan). Both sides import them from here: the server names its actions with them, and
-clients find the skill and plan actions of ``CreateSessionResponse.actions`` by them."""
+clients find the skill and plan actions of ``CreateSessionResponse.actions`` by them. Objectives: a task whose
+objective is the whole game (TaskSpec.objective)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ SKILL_PREFIX = "skill:"
 """Skill actions are named ``skill:<name>`` in a session's action space."""
 PLAN_ACTION = "plan"
 """The action a kept plan adds (CreateSessionRequest.plan), after the skills."""
+GAME_OBJECTIVE = "game"
+"""TaskSpec.objective of a task whose objective is the game itself, as its benchmark scores it (ResolveTask fills
+it in for the game's task, e.g. "crafter")."""
 
 
 def is_macro(action: str) -> bool:

@@ -1,5 +1,11 @@
 """Tasks (success conditions, start inventories), stages (extra condition sets) and dense reward terms, checked
-against a backend."""
+against a backend.
+
+A backend offers two kinds of tasks by name: each achievement (its success condition), and the whole game
+(``BackendSpec.game_task``, e.g. "crafter": TaskSpec.objective "game", no success condition, the benchmark's
+episode length and reward). Any other task must spell out its success conditions; an unknown name is NOT_FOUND,
+listing what the backend offers.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +14,15 @@ import math
 from collections.abc import Sequence
 
 from rlgpt import reward_kinds
-from rlgpt.errors import InvalidArgument, join_problems, shown
+from rlgpt.env_contract import GAME_OBJECTIVE
+from rlgpt.errors import InvalidArgument, NotFound, join_problems, shown
 from rlgpt.v1 import common_pb2, env_pb2
 from services.env_server.backends.base import BackendSpec
 
 REWARD_KINDS = tuple(reward_kinds.REWARD_KINDS)
 MAX_ITEM_COUNT = 1000
+LISTED_TASKS = 40
+"""Most task names an unknown task's NOT_FOUND lists (Crafter offers 23; the rest are counted)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,17 +81,43 @@ def _parse_conditions(conditions: Sequence[common_pb2.Condition], backend: Backe
     return achievements, inventory
 
 
+def is_game_task(spec: common_pb2.TaskSpec, backend: BackendSpec) -> bool:
+    """Whether ``spec`` is the backend's whole-game task: its name, no success conditions."""
+    return bool(backend.game_task) and spec.name == backend.game_task and not spec.success
+
+
+def offered_tasks(backend: BackendSpec) -> str:
+    """The tasks ``backend`` offers by name, in words (an unknown task's NOT_FOUND)."""
+    names = backend.achievements
+    listed = ", ".join(names[:LISTED_TASKS]) + (f", ... ({len(names)} in all; Describe lists them)"
+                                                if len(names) > LISTED_TASKS else "")
+    game = (f"{backend.game_task} (the whole game, scored as its benchmark scores it) and"
+            if backend.game_task else "no whole-game task;")
+    return f"{backend.name} offers {game} its achievements: {listed}; any other task needs task.success"
+
+
+def _objective_problems(spec: common_pb2.TaskSpec, backend: BackendSpec) -> list[str]:
+    problems = []
+    if spec.objective not in ("", GAME_OBJECTIVE):
+        problems.append(f"task.objective {shown(spec.objective)}: must be empty or {GAME_OBJECTIVE!r}")
+    elif spec.objective == GAME_OBJECTIVE and not is_game_task(spec, backend):
+        where = (f"task {backend.game_task!r} without success conditions" if backend.game_task
+                 else f"none: {backend.name} offers no whole-game task")
+        problems.append(f"task.objective {GAME_OBJECTIVE!r} is the whole game's ({where})")
+    if spec.episode_length < 0:
+        problems.append(f"task.episode_length={spec.episode_length} must be >= 0 (0: the caller's choice)")
+    return problems
+
+
 def parse_task(spec: common_pb2.TaskSpec, backend: BackendSpec) -> Task:
-    """Checks a TaskSpec against the backend's vocabulary; every problem is reported in one error."""
-    problems: list[str] = []
+    """Checks a TaskSpec against the backend's vocabulary; every problem is reported in one error (a name the
+    backend does not offer, without success conditions: NotFound, listing what it offers)."""
+    problems = _objective_problems(spec, backend)
     achievements, inventory = _parse_conditions(spec.success, backend, "task.success", problems)
-    if not spec.success and spec.name:
-        if spec.name in backend.achievements:
-            achievements.append(spec.name)
-        else:
-            problems.append(f"task {shown(spec.name)} is not an achievement of {backend.name} and has no success "
-                            f"conditions; use an achievement ({', '.join(backend.achievements[:6])}, ...) "
-                            f"or give task.success")
+    if not spec.success and spec.name and not is_game_task(spec, backend):
+        if spec.name not in backend.achievements:
+            raise NotFound(f"no task {shown(spec.name)} on {backend.name}: {offered_tasks(backend)}")
+        achievements.append(spec.name)
     start: list[tuple[str, int]] = []
     for i, item_count in enumerate(spec.start_inventory):
         if item_count.item not in backend.items:
@@ -112,12 +147,33 @@ def parse_stages(stages: Sequence[env_pb2.Stage | common_pb2.PrefixStep], backen
     return tuple(parsed)
 
 
+def game_description(backend: BackendSpec, episode_length: int) -> str:
+    """What the whole-game task asks, in words (its TaskSpec.description)."""
+    return (f"Play the whole game of {backend.display_name or backend.name} as its benchmark does: unlock as many "
+            f"of its {len(backend.achievements)} achievements as possible in each episode ({episode_length} frames "
+            "or until the player dies), with the game's own reward. The measure is the score over the "
+            "achievements' success rates across episodes (each achievement counts once per episode); no episode "
+            "succeeds or ends early.")
+
+
 def resolve_task(spec: common_pb2.TaskSpec, backend: BackendSpec) -> common_pb2.TaskSpec:
-    """The task checked (InvalidArgument lists every problem) and with its success conditions spelled out."""
+    """The task checked (InvalidArgument lists every problem; NotFound: a name the backend does not offer) and
+    with its success conditions spelled out; the whole-game task gets its objective, the benchmark's episode
+    length and reward (where the request left them unset) and the game's description (where the request's says no
+    more than the name)."""
     task = parse_task(spec, backend)
+    if spec.reward_terms:
+        parse_reward_terms(list(spec.reward_terms), backend)
     resolved = common_pb2.TaskSpec()
     resolved.CopyFrom(spec)
-    if not spec.success:
+    if is_game_task(spec, backend):
+        resolved.objective = GAME_OBJECTIVE
+        resolved.episode_length = spec.episode_length or backend.default_episode_length
+        if not spec.reward_terms:
+            resolved.reward_terms.add(kind="native", weight=1.0)  # the game's own reward, as its benchmark pays it
+        if spec.description in ("", spec.name):
+            resolved.description = game_description(backend, resolved.episode_length)
+    elif not spec.success:
         resolved.success.extend(common_pb2.Condition(achievement=a) for a in task.achievements)
     return resolved
 

@@ -49,7 +49,7 @@ def test_resolve_task_spells_out_what_a_task_means(env_server) -> None:
     assert list(explicit.success) == [wood]  # conditions given are kept as they are
     assert not resolve(env_pb2.ResolveTaskRequest(task=common_pb2.TaskSpec())).task.success  # open-ended
     code, details = rpc_error(resolve, env_pb2.ResolveTaskRequest(task=common_pb2.TaskSpec(name="fly")))
-    assert code == grpc.StatusCode.INVALID_ARGUMENT and "task 'fly' is not an achievement of crafter" in details
+    assert code == grpc.StatusCode.NOT_FOUND and "no task 'fly' on crafter: crafter offers crafter" in details
     code, details = rpc_error(resolve, env_pb2.ResolveTaskRequest(task=common_pb2.TaskSpec(name="x" * 5_000_000)))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "task.name" in details and len(details) < 2000
     code, details = rpc_error(resolve, env_pb2.ResolveTaskRequest(backend="atari", task=WOOD_TASK))

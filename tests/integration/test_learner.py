@@ -87,7 +87,7 @@ BAD_CONFIGS = {
                                   "takes no target"),
     # The task is judged by the env server alone (the learner opens a session with it).
     "task_that_cannot_succeed": (dict(task=common_pb2.TaskSpec(name="win_game")),
-                                 "the env server refused it: task 'win_game' is not an achievement"),
+                                 "the env server refused it: no task 'win_game' on crafter"),
 }
 
 

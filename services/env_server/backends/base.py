@@ -59,6 +59,9 @@ class BackendSpec:
     """Most of one item the inventory holds where the rules name no maximum (Describe's stack_limit)."""
     vector_scale: float = 0.0
     """What a network divides the observation vector by (Describe's vector field scale; 0: not scaled)."""
+    game_task: str = ""
+    """The name of the task whose objective is the whole game as its benchmark plays it (ResolveTask spells it out
+    with TaskSpec.objective "game"); empty: the backend offers none."""
 
     @property
     def idle_action(self) -> str:

@@ -247,6 +247,7 @@ class CrafterBackend(Backend):
         interact_action=INTERACT,
         stack_limit=STACK_LIMIT,
         vector_scale=VECTOR_SCALE,
+        game_task="crafter",  # Crafter's benchmark: the score over the 22 achievements
     )
 
     def make_env(self) -> BackendEnv:

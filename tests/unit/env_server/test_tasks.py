@@ -1,6 +1,6 @@
 import pytest
 
-from rlgpt.errors import InvalidArgument
+from rlgpt.errors import InvalidArgument, NotFound
 from rlgpt.v1 import common_pb2, env_pb2
 from services.env_server.backends.crafter import CrafterBackend
 from services.env_server.tasks import parse_reward_terms, parse_stages, parse_task, step_reward
@@ -33,7 +33,7 @@ def test_all_task_problems_in_one_error() -> None:
 
 
 def test_unknown_task_name_without_conditions() -> None:
-    with pytest.raises(InvalidArgument, match="not an achievement"):
+    with pytest.raises(NotFound, match="no task 'build_rocket' on crafter: crafter offers crafter"):
         parse_task(common_pb2.TaskSpec(name="build_rocket"), SPEC)
 
 
