@@ -84,6 +84,20 @@ class EnvBatch:
     """Per env, why its episode ended on this step ("" when it did not); empty: not read."""
 
 
+def env_batch(obs: Observation, response: env_pb2.StepResponse) -> EnvBatch:
+    """A step's results as arrays: ``obs`` (its observations, as read) and the ``response``."""
+    infos = response.infos
+    return EnvBatch(
+        observation=obs, rewards=np.asarray(response.rewards, np.float32),
+        terminated=np.asarray(response.terminated, bool), truncated=np.asarray(response.truncated, bool),
+        frames=np.asarray(response.frames, np.int64), success=np.array([i.success for i in infos], bool),
+        achievements=np.array([len(i.achievements) for i in infos], np.int64),
+        skill_error=np.array([i.HasField("skill_error") for i in infos], bool),
+        unlocked=[list(i.achievements) for i in infos],
+        stages_done=np.array([sum(i.stages_done) for i in infos], np.int64),
+        end_reasons=[i.end_reason for i in infos])
+
+
 class ManyEnvs(Protocol):
     """A session of several envs stepped together (or in groups), as ``SessionVecEnv`` steps it."""
 
@@ -185,17 +199,7 @@ class RemoteSession:
         return self._obs(response.observations), response
 
     def step_envs(self, actions: Sequence[int], env_indices: Sequence[int] = ()) -> EnvBatch:
-        obs, response = self.step(actions, env_indices)
-        infos = response.infos
-        return EnvBatch(
-            observation=obs, rewards=np.asarray(response.rewards, np.float32),
-            terminated=np.asarray(response.terminated, bool), truncated=np.asarray(response.truncated, bool),
-            frames=np.asarray(response.frames, np.int64), success=np.array([i.success for i in infos], bool),
-            achievements=np.array([len(i.achievements) for i in infos], np.int64),
-            skill_error=np.array([i.HasField("skill_error") for i in infos], bool),
-            unlocked=[list(i.achievements) for i in infos],
-            stages_done=np.array([sum(i.stages_done) for i in infos], np.int64),
-            end_reasons=[i.end_reason for i in infos])
+        return env_batch(*self.step(actions, env_indices))
 
     # --- OneEnv (rlgpt/gym_env.py): env 0 ------------------------------------------------------------
     def initial_observation(self) -> Observation:

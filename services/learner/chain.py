@@ -18,7 +18,7 @@ import grpc
 import numpy as np
 
 from rlgpt.env_client import RemoteSession
-from rlgpt.env_contract import PLAN_ACTION, SKILL_PREFIX
+from rlgpt.env_contract import SKILL_PREFIX
 from rlgpt.errors import InvalidArgument, NotFound, Unavailable, shown
 from rlgpt.grpc_client import create_channel
 from rlgpt.v1 import env_pb2, env_pb2_grpc, learner_pb2
@@ -28,6 +28,7 @@ from services.learner.evaluate import EVAL_CALL_SECONDS, step_first_episodes
 from services.learner.policy import FirstEpisodes, Policy, latest_checkpoint
 from services.learner.rl_config import DEFAULT_EPISODE_LENGTH
 from services.learner.sf_env import load_job_config
+from services.learner.spaces import job_actions
 
 log = logging.getLogger(__name__)
 MAX_CHAIN_LINKS = 16
@@ -62,12 +63,6 @@ def chain_backend(configs: dict[str, learner_pb2.RLConfig]) -> str:
         raise InvalidArgument(f"the chain's jobs were trained on different backends ({', '.join(sorted(backends))});"
                               " one session runs one backend")
     return backends.pop() if backends else ""
-
-
-def job_actions(config: learner_pb2.RLConfig, primitives: Sequence[str]) -> list[str]:
-    """A job's own action names in its index order: its primitives (all when none), its skills, its plan."""
-    return (list(config.primitive_actions or primitives) + [SKILL_PREFIX + s for s in config.skills]
-            + ([PLAN_ACTION] if config.plan else []))
 
 
 def chain_skills(links: Sequence[learner_pb2.ChainLink], configs: dict[str, learner_pb2.RLConfig]) -> list[str]:

@@ -79,7 +79,8 @@ def prepare_env_servers(targets: Sequence[str], primary_target: str, primary: en
     if list(targets) == [primary_target]:
         return
     # Its plan's and its prefix's too: the env server runs those skills in the job's sessions.
-    needed = list(dict.fromkeys([*config.skills, *(step.skill for step in [*config.plan, *config.prefix])]))
+    needed = [name for name in dict.fromkeys([*config.skills, *(step.skill for step in [*config.plan, *config.prefix])])
+              if name]  # a plan step a policy plays names no skill
     wanted = set(needed)
     library = {s.name: s for s in list_all_skills(primary, config.backend, include_code=True,
                                                   timeout=CHECK_TIMEOUT).skills if s.name in wanted}

@@ -4,18 +4,19 @@ every evaluation steps its session with (:func:`step_first_episodes`: a policy, 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from rlgpt.env_client import RemoteSession
 from rlgpt.env_contract import PLAN_ACTION
 from rlgpt.errors import FailedPrecondition, InvalidArgument, NotFound
 from rlgpt.v1 import common_pb2, env_pb2, learner_pb2
-from services.learner.plan_progress import PlanProgress
+from services.learner.plan_links import PlanLink, pinned_links
+from services.learner.plan_progress import PlanProgress, step_name
 from services.learner.policy import FirstEpisodes, Policy, latest_checkpoint
-from services.learner.sf_env import load_job_config, session_request
+from services.learner.sf_env import connect, load_job_config
 
 log = logging.getLogger(__name__)
 EVAL_CALL_SECONDS = 300
@@ -41,7 +42,8 @@ def evaluate(job_dir: Path, env_server: str, episodes: int, seed: int, checkpoin
     ``frames_per_episode``, that many of the observations it acted on are sampled from each episode; ``greedy``:
     the policy takes its most probable action instead; ``plan_alone``: no policy, every action the job's kept
     plan (the same worlds: what the policy must beat); ``animate``: GIFs of the first that many successful and
-    failed episodes. The episodes start after the job's chain prefix (RLConfig.prefix), as its training's did."""
+    failed episodes. The episodes start after the job's chain prefix (RLConfig.prefix), as its training's did; its
+    plan's policy steps are played by the policies pinned in its directory, as in its training."""
     if not (job_dir / "config.json").exists():
         raise NotFound(f"no job directory at {job_dir}")
     config, _doc = load_job_config(job_dir)
@@ -56,7 +58,7 @@ def evaluate(job_dir: Path, env_server: str, episodes: int, seed: int, checkpoin
                 chooser=None if path is None else policy_chooser(
                     job_dir, path, config, greedy, seed if sampling_seed is None else sampling_seed),
                 client=f"evaluate:{job_dir.name}", max_frames=max_frames, frames_per_episode=frames_per_episode,
-                animate=animate)
+                animate=animate, links=pinned_links(job_dir, config))
 
 
 Chooser = Callable[[list[int], np.ndarray, np.ndarray, Mapping[int, tuple[env_pb2.StepInfo, int]]], list[int]]
@@ -67,11 +69,11 @@ AfterStep = Callable[[list[int], list[int], env_pb2.StepResponse], None]
 
 
 def policy_chooser(job_dir: Path, checkpoint: Path, config: learner_pb2.RLConfig, greedy: bool = False,
-                   generator_seed: int = 0) -> Callable[[RemoteSession], Chooser]:
+                   generator_seed: int = 0) -> Callable[[Any], Chooser]:
     """A job's policy at ``checkpoint`` choosing (sampling, or ``greedy`` its most probable action)."""
     import torch
 
-    def chooser(session: RemoteSession) -> Chooser:
+    def chooser(session: Any) -> Chooser:
         actor = Policy.load(job_dir, checkpoint, config, list(session.fields.values()), len(session.actions))
         generator = torch.Generator().manual_seed(generator_seed)
         return lambda live, pixels, vectors, last: actor.act(pixels, vectors, generator, greedy)
@@ -79,7 +81,7 @@ def policy_chooser(job_dir: Path, checkpoint: Path, config: learner_pb2.RLConfig
     return chooser
 
 
-def step_first_episodes(session: RemoteSession, first: FirstEpisodes, choose: Chooser, *, max_frames: int,
+def step_first_episodes(session: Any, first: FirstEpisodes, choose: Chooser, *, max_frames: int,
                         after_step: AfterStep | None = None) -> None:
     """Steps the envs of an autoreset ``session`` whose first episode goes on (only those: stepping them all would
     play every env as long as the longest episode, uncounted), ``choose`` acting, until every first episode ended
@@ -99,18 +101,18 @@ def step_first_episodes(session: RemoteSession, first: FirstEpisodes, choose: Ch
 
 
 def play(config: learner_pb2.RLConfig, env_server: str, episodes: int, first_seed: int, *,
-         chooser: Callable[[RemoteSession], Chooser] | None = None, client: str = "",
-         max_frames: int = 1_000_000, frames_per_episode: int = 0, animate: int = 0
-         ) -> learner_pb2.EvaluateResponse:
+         chooser: Callable[[Any], Chooser] | None = None, client: str = "",
+         max_frames: int = 1_000_000, frames_per_episode: int = 0, animate: int = 0,
+         links: Sequence[PlanLink] = ()) -> learner_pb2.EvaluateResponse:
     """The first episode of ``episodes`` worlds from ``first_seed`` (env i plays world ``first_seed + i``) in one
     session built from ``config``: ``chooser`` (made from the session) acting, or with none every action the kept
     plan (``config.plan``); per plan step, how far the episodes got (``links``); ``animate``: GIFs of the first
-    that many successful and failed episodes."""
-    session = RemoteSession.connect(env_server, session_request(config, first_seed, num_envs=episodes, client=client,
-                                                                record=True, autoreset=True, animate=animate),
-                                    timeout=EVAL_CALL_SECONDS)
+    that many successful and failed episodes; ``links``: the plan's policy steps (:mod:`~services.learner.plan_links`),
+    which their policies play (seeded by ``first_seed``)."""
+    session = connect(config, links, env_server, first_seed, timeout=EVAL_CALL_SECONDS, num_envs=episodes,
+                      client=client, record=True, autoreset=True, animate=animate)
     first = FirstEpisodes(episodes, frames_per_episode)
-    plan = PlanProgress([step.skill for step in config.plan], episodes)
+    plan = PlanProgress([step_name(step) for step in config.plan], episodes)
     decisions = np.zeros(len(session.actions), np.int64)  # per action, over the counted episodes
 
     def after_step(live: list[int], actions: list[int], step: env_pb2.StepResponse) -> None:

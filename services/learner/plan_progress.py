@@ -9,6 +9,11 @@ from collections.abc import Sequence
 from rlgpt.v1 import env_pb2, learner_pb2
 
 
+def step_name(step: learner_pb2.PlanStep) -> str:
+    """How reports name a plan step: its skill, or ``policy:<job id>`` for a trained policy's step."""
+    return step.skill or f"policy:{step.job_id}"
+
+
 class PlanProgress:
     """Counts each env's first episode only (as FirstEpisodes does)."""
 

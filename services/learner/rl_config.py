@@ -177,11 +177,17 @@ def update_problems(config: learner_pb2.RLConfig, filled: learner_pb2.RLConfig,
 def step_problems(where: str, step: learner_pb2.PlanStep | common_pb2.PrefixStep, vocabulary: EnvVocabulary
                   ) -> list[str]:
     """What is wrong with one step of a kept plan or of a prefix (``where`` names it: ``plan[0]``): a registered
-    skill, and success conditions of known achievements and items."""
+    skill (or, for a plan step, a training job: checked when the job starts, :mod:`services.learner.plan_links`),
+    and success conditions of known achievements and items."""
     problems = []
-    if not step.skill:
-        problems.append(f"{where}.skill: empty; name the registered coded skill that does this step")
-    elif step.skill not in vocabulary.skills:
+    planned = isinstance(step, learner_pb2.PlanStep)
+    job = step.job_id if planned else ""  # a prefix's step: the env server runs it
+    if step.skill and job:
+        problems.append(f"{where}: set skill (a coded step) or job_id (a trained policy's step), not both")
+    elif not step.skill and not job:
+        problems.append(f"{where}.skill: empty; name the registered coded skill that does this step"
+                        + (" (or the training job whose policy does it: job_id)" if planned else ""))
+    elif step.skill and step.skill not in vocabulary.skills:
         problems.append(f"{where}.skill: unknown skill {shown(step.skill)} (register it on the env server first)")
     if not step.success:
         kind = where.split("[", 1)[0]

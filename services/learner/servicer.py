@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -11,6 +11,7 @@ from typing import Any
 import grpc
 
 from rlgpt.env_client import list_all_skills
+from rlgpt.env_contract import is_macro
 from rlgpt.errors import InvalidArgument, Unavailable, grpc_errors, shown
 from rlgpt.grpc_client import create_channel
 from rlgpt.v1 import env_pb2, env_pb2_grpc, learner_pb2, learner_pb2_grpc
@@ -20,10 +21,12 @@ from services.learner.evaluate import check_animate, evaluate
 from services.learner.jobs import JobRunner
 from services.learner.limits import LEARNER_LIMITS
 from services.learner.manager import JobManager
+from services.learner.plan_links import check_link_fits, pin_links, pinned_links, resolve_links, session_config
 from services.learner.policy import check_resumable
 from services.learner.rl_config import EnvVocabulary, check_device, validate_rl_config
 from services.learner.settings import LearnerSettings
 from services.learner.sf_env import session_request
+from services.learner.spaces import job_actions
 from services.learner.warm_start import start_checkpoint, write_start_checkpoint
 
 log = logging.getLogger(__name__)
@@ -54,6 +57,11 @@ def is_file(path: Path) -> bool:
 def vector_length(session: env_pb2.CreateSessionResponse) -> int:
     """The length of a session's observation vector (what a policy's first layer takes)."""
     return next((f.shape[0] for f in session.observation if f.name == "vector"), 0)
+
+
+def policy_actions(config: learner_pb2.RLConfig, session: env_pb2.CreateSessionResponse) -> int:
+    """How many actions ``config``'s policy has in a session of it (which may hold more: its plan's policies')."""
+    return len(job_actions(config, [name for name in session.actions if not is_macro(name)]))
 
 
 class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
@@ -112,22 +120,27 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
                       context: grpc.ServicerContext) -> learner_pb2.StartTrainingResponse:
         if request.resume_job_id:
             existing = self.jobs.get(request.resume_job_id)
-            targets = self._targets(existing.config)
-            session = self._env_accepts(existing.config)  # what the env serves the job now
-            vector = vector_length(session)
+            served = session_config(existing.config, pinned_links(existing.job_dir, existing.config))
+            targets = self._targets(served)
+            session = self._env_accepts(served)  # what the env serves the job now
+            vector, actions = vector_length(session), policy_actions(existing.config, session)
             record = self.jobs.resume(request.resume_job_id, self._job_extra(targets),
-                                      check=lambda job_dir: check_resumable(job_dir, vector, len(session.actions)))
+                                      check=lambda job_dir: check_resumable(job_dir, vector, actions))
             return learner_pb2.StartTrainingResponse(job_id=record.job_id)
         vocabulary = self._vocabulary(request.config.backend)
         config = validate_rl_config(request.config, vocabulary, self.settings)
         check_device(config, self.settings)
-        session = self._env_accepts(config)
-        prepare = None
+        links = resolve_links(config, self.jobs.get)  # the plan's policy steps: their jobs and checkpoints
+        served = session_config(config, links)
+        session = self._env_accepts(served)
+        check_link_fits(links, vector_length(session), vocabulary.actions)
+        prepares: list[Callable[[Path], Any]] = [partial(pin_links, links)]
         if config.init_from_job:  # the weights it starts from: checked now, copied into its directory at the start
             start = start_checkpoint(self.jobs.get(config.init_from_job), config, vocabulary.actions,
-                                     vocabulary.vector_labels, vector_length(session), len(session.actions))
-            prepare = partial(write_start_checkpoint, start)
-        record = self.jobs.start(config, self._job_extra(self._targets(config)), prepare)
+                                     vocabulary.vector_labels, vector_length(session), policy_actions(config, session))
+            prepares.append(partial(write_start_checkpoint, start))
+        record = self.jobs.start(config, self._job_extra(self._targets(served)),
+                                 lambda job_dir: [prepare(job_dir) for prepare in prepares])
         return learner_pb2.StartTrainingResponse(job_id=record.job_id)
 
     @grpc_errors

@@ -1,7 +1,8 @@
 """The learner's Sample Factory env: each rollout worker's envs in one env-server session (``vec_env``).
 
 Observations are ``{"image": uint8 CHW, "vector": float32}`` (Sample Factory's conv encoders want
-CHW); actions are Discrete(primitives + skills). A skill action may consume up to K frames: the
+CHW); actions are Discrete(primitives + skills (+ the plan)); a kept plan's policy steps are played by their
+policies in the session (``plan_session``). A skill action may consume up to K frames: the
 frames are counted per episode and reported through ``info["episode_extra_stats"]`` so the
 learner's frame budget and FPS count frames, not decisions. A failing skill ends its episode. A job
 with several env servers puts its workers' sessions on them in turn. An env server that goes away ends
@@ -13,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,8 @@ from google.protobuf import json_format
 from rlgpt.env_client import ManyEnvs, RemoteSession
 from rlgpt.v1 import env_pb2, learner_pb2
 from rlgpt.worlds import training_worlds
+from services.learner.plan_links import PlanLink, pinned_links, session_config
+from services.learner.plan_session import PlanPolicySession
 from services.learner.vec_env import SessionVecEnv, SharedSessions
 
 ENV_NAME = "rlgpt"
@@ -52,10 +55,26 @@ def env_server_for(doc: dict[str, Any], worker_index: int) -> str:
     return targets[worker_index % len(targets)]
 
 
+def connect(config: learner_pb2.RLConfig, links: Sequence[PlanLink], target: str, seed: int, *, timeout: float,
+            on_lost: Callable[[str], None] | None = None, streaming: bool = False, **request: Any
+            ) -> RemoteSession | PlanPolicySession:
+    """A session of ``config`` (``request``: :func:`session_request`'s options) on ``target``; with ``links`` (its
+    plan's policy steps), one that serves them too, wrapped so that the learner plays them."""
+    session = RemoteSession.connect(target, session_request(session_config(config, links), seed, **request),
+                                    timeout=timeout, on_lost=on_lost, streaming=streaming)
+    if not links:
+        return session
+    try:
+        return PlanPolicySession(session, config, links, seed)
+    except BaseException:
+        session.close()
+        raise
+
+
 def remote_session(config: learner_pb2.RLConfig, target: str, num_envs: int, seed: int, job_dir: Path
-                   ) -> RemoteSession:
-    """A new autoreset session of ``num_envs`` envs on ``target`` that tells its prefix's frames; a lost server
-    writes ``job_dir/error.json``."""
+                   ) -> RemoteSession | PlanPolicySession:
+    """A new autoreset session of ``num_envs`` envs on ``target`` that tells its prefix's frames (and plays its
+    plan's policy steps, pinned in ``job_dir``); a lost server writes ``job_dir/error.json``."""
 
     def lost(message: str) -> None:
         # Every rollout worker of the job may lose its server at once: each writes its own file and renames it,
@@ -65,9 +84,8 @@ def remote_session(config: learner_pb2.RLConfig, target: str, num_envs: int, see
                                               "kept)"}))
         os.replace(tmp, job_dir / "error.json")
 
-    return RemoteSession.connect(target, session_request(config, seed, num_envs=num_envs, autoreset=True,
-                                                           client=f"learner:{job_dir}"), timeout=120, on_lost=lost,
-                                   streaming=True)
+    return connect(config, pinned_links(job_dir, config), target, seed, timeout=120, on_lost=lost, streaming=True,
+                   num_envs=num_envs, autoreset=True, client=f"learner:{job_dir}")
 
 
 _WORKER_SESSIONS = SharedSessions()
@@ -114,7 +132,7 @@ def make_sf_env(full_env_name: str, cfg: Any = None, env_config: Any = None, ren
     config, doc = load_job_config(job_dir)
     worker = int(env_config.worker_index) if env_config is not None else 0
 
-    def new_session(num_envs: int, seed: int) -> RemoteSession:
+    def new_session(num_envs: int, seed: int) -> ManyEnvs:
         return remote_session(config, env_server_for(doc, worker), num_envs, seed, job_dir)
 
     return worker_env(config, env_config, new_session, str(job_dir), int(cfg.worker_num_splits),

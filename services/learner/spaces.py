@@ -1,5 +1,6 @@
 """The observation space of the learner's env and of a loaded policy, built from the env server's observation
-fields; the vector's scale (Describe's ``ObservationField.scale``) rides along for the model."""
+fields; the vector's scale (Describe's ``ObservationField.scale``) rides along for the model; and a job's action
+names, in its policy's index order."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ from collections.abc import Sequence
 
 import gymnasium as gym
 import numpy as np
+
+from rlgpt.env_contract import PLAN_ACTION, SKILL_PREFIX
+from rlgpt.v1 import learner_pb2
 
 
 class VectorBox(gym.spaces.Box):
@@ -25,3 +29,10 @@ def observation_space(image_shape: Sequence[int], vector_shape: Sequence[int], v
     height, width, channels = image_shape
     return gym.spaces.Dict({"image": gym.spaces.Box(0, 255, (channels, height, width), np.uint8),
                             "vector": VectorBox(vector_shape, vector_scale)})
+
+
+def job_actions(config: learner_pb2.RLConfig, primitives: Sequence[str]) -> list[str]:
+    """A job's own action names in its index order: its primitives (all ``primitives`` when it names none), its
+    skills, its plan."""
+    return (list(config.primitive_actions or primitives) + [SKILL_PREFIX + s for s in config.skills]
+            + ([PLAN_ACTION] if config.plan else []))

@@ -19,6 +19,7 @@ from rlgpt.errors import FailedPrecondition, shown
 from rlgpt.observation_choice import observed
 from rlgpt.v1 import learner_pb2
 from services.learner.jobs import JobRecord
+from services.learner.plan_progress import step_name
 from services.learner.policy import check_fits, latest_checkpoint
 
 log = logging.getLogger(__name__)
@@ -36,14 +37,14 @@ def _shown(values: Sequence[str]) -> str:
 def space_differences(earlier: learner_pb2.RLConfig, config: learner_pb2.RLConfig, primitives: Sequence[str],
                       vector_labels: Sequence[str]) -> list[str]:
     """What makes ``config``'s action or observation space another than ``earlier``'s: the backend, its primitive
-    actions (none listed: all of ``primitives``), skills, kept plan (its skills in order) and observed vector
-    entries (``vector_labels`` chosen by ``observe``), each named with both values."""
+    actions (none listed: all of ``primitives``), skills, kept plan (its skills and policies in order) and observed
+    vector entries (``vector_labels`` chosen by ``observe``), each named with both values."""
     pairs = {
         "backends": ([earlier.backend], [config.backend]),
         "primitive actions": (list(earlier.primitive_actions or primitives),
                               list(config.primitive_actions or primitives)),
         "skills": (list(earlier.skills), list(config.skills)),
-        "kept plans": ([s.skill for s in earlier.plan], [s.skill for s in config.plan]),
+        "kept plans": ([step_name(s) for s in earlier.plan], [step_name(s) for s in config.plan]),
     }
     differences = [f"the {what} differ (the job's: {_shown(old)}; this config's: {_shown(new)})"
                    for what, (old, new) in pairs.items() if old != new]

@@ -10,10 +10,10 @@ from services.learner.chain import (
     chain_skills,
     check_chain,
     evaluate_chain,
-    job_actions,
     skill_steps,
 )
 from services.learner.jobs import write_job_config
+from services.learner.spaces import job_actions
 
 TASK = common_pb2.TaskSpec(name="make_wood_pickaxe")
 
