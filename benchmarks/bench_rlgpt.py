@@ -32,6 +32,7 @@ from rich.console import Console
 from benchmarks.common import RAW_DIR, load_results, machine_description, save_results, utc_now, write_section
 from benchmarks.rlgpt.events import run_numbers
 from benchmarks.rlgpt.report import ABLATED_MODE, AGENT_SETUPS, FIGURE, REFERENCE_MODE, TITLE, render_section
+from benchmarks.run.reading import final_of
 from rlgpt import worlds
 from rlgpt.app.runner import RunOptions, follow, local_services, task_spec
 from rlgpt.config import LLMSettings
@@ -51,6 +52,8 @@ DEFAULT_AGENTS = ",".join(AGENT_SETUPS)
 # in 37 min; the ablation adds 4 rl-gpt runs and every planner run now evaluates the whole task after each outer
 # iteration (~63 min at 30,000). Training (~260 frames/s through the env server, 10 runs train) is the part that
 # scales with the budget: 20,000 frames saves roughly 6 min, about 55-60 min in all.
+RESULTS = Path("docs/results/bench-rlgpt.json")
+"""The raw results, per run and per world of its final evaluation (tracked, unlike the runs under ``--work``)."""
 DEFAULT_FRAMES = 20000
 UNSET_AGENTS = ""  # pure RL and the reference-skills mode have no agents
 console = Console(stderr=True)
@@ -147,6 +150,8 @@ def run_modes(tasks: list[str], modes: list[str], agents: list[str], frames: int
                 follow(stub, run.run_id, console)
                 # The run has ended: WatchRun from seq 0 replays all its events and then ends.
                 numbers = run_numbers(stub.WatchRun(planner_pb2.WatchRunRequest(run_id=run.run_id), timeout=600))
+                # Per world, so anyone can recompute the rates and pair the modes world by world.
+                numbers |= {"run_id": run.run_id, "final": final_of(Path(run.run_dir))}
             results["runs"].append({"task": task, "mode": mode, "agents": setup, "seconds": time.time() - t0,
                                     **numbers})
             save_results(work / "results.partial.json", results)  # what ran so far, should the bench stop
@@ -165,6 +170,8 @@ def main(
     frames: Annotated[int, typer.Option(help="Env-frame budget of every run.")] = DEFAULT_FRAMES,
     eval_episodes: Annotated[int, typer.Option(help="Final evaluation episodes.")] = 8,
     work: Annotated[Path, typer.Option(help="Runs directory (the raw results go here too).")] = RAW_DIR / "rlgpt",
+    results: Annotated[Path, typer.Option(help="The raw results (tracked: every number of the section is computed "
+                                               "from them).")] = RESULTS,
     report_only: Annotated[bool, typer.Option(help="Rebuild the section from the saved results; run "
                                                    "nothing.")] = False,
     title: Annotated[str, typer.Option(help="Heading of the section to write (another heading keeps the default "
@@ -179,16 +186,15 @@ def main(
         raise typer.BadParameter(f"unknown agent setups {unknown or agents!r}; known: "
                                  f"{', '.join(s.value for s in AgentSetup)}", param_hint="--agents")
     work = work.resolve()
-    results_path = work / "results.json"
     if report_only:
-        results = load_results(results_path)
+        raw = load_results(results)
     else:
         work.mkdir(parents=True, exist_ok=True)
-        results = run_modes(tasks.split(","), modes.split(","), setups, frames, eval_episodes, work, llm_name)
-        save_results(results_path, results)
+        raw = run_modes(tasks.split(","), modes.split(","), setups, frames, eval_episodes, work, llm_name)
+        save_results(results, raw)
         (work / "results.partial.json").unlink(missing_ok=True)
     figure = output.parent / "figures" / (FIGURE if title == TITLE else f"{work.name}_{FIGURE}")
-    section = render_section(results, figure, title=title)
+    section = render_section(raw, figure, title=title)
     write_section(output, title, section)
     console.print(section)
 

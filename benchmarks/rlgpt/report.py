@@ -14,6 +14,7 @@ from typing import Any
 from benchmarks.common import joined, markdown_table
 from benchmarks.rlgpt.plots import plot_iterations, plot_modes
 from benchmarks.rlgpt.runs import ABLATED_MODE, NOT_EVALUATED, fmt_pct, iteration_runs, iterations, label
+from rlgpt.stats import paired
 
 TITLE = "## RL-GPT vs pure RL vs pure code (make bench-rlgpt)"
 REFERENCE_MODE = "rl+reference-skills"
@@ -44,6 +45,32 @@ def ranking(task: str, runs: list[dict[str, Any]]) -> str:
         text += (f"; of the modes whose training succeeded at all, `{label(first)}` got there in the fewest training "
                  f"frames ({first['frames_to_first_training_success']:,})")
     return text + "."
+
+
+def final_worlds(run: dict[str, Any]) -> tuple[int, list[bool]] | None:
+    """The run's final evaluation per world: (first world's seed, successes in world order); None in results saved
+    before the bench kept them."""
+    final = run.get("final") or {}
+    return (int(final.get("seed", 0)), list(final["successes"])) if final.get("successes") else None
+
+
+def paired_sentence(task: str, runs: list[dict[str, Any]]) -> str:
+    """RL-GPT against each other mode on ``task``, world by world, where both were evaluated on the same worlds
+    (the same first world and count); empty where no pair was."""
+    ours = [r for r in runs if r["mode"] == ABLATED_MODE and final_worlds(r)]
+    parts = []
+    for mine in ours:
+        seed, wins = final_worlds(mine)  # type: ignore[misc]
+        for other in runs:
+            theirs = final_worlds(other)
+            if other is mine or theirs is None or other["mode"] == ABLATED_MODE or theirs[0] != seed \
+                    or len(theirs[1]) != len(wins):
+                continue
+            pair = paired(wins, theirs[1])
+            parts.append(f"`{label(mine)}` vs `{label(other)}` on the same {pair.worlds} worlds (from world {seed}): "
+                         f"{pair.only_new} solved only by `{label(mine)}`, {pair.only_old} only by `{label(other)}` "
+                         f"(exact McNemar p={pair.p_value:.2g})")
+    return f"On `{task}`, paired: " + "; ".join(parts) + "." if parts else ""
 
 
 # --- the agent ablation -----------------------------------------------------------------------------
@@ -229,6 +256,9 @@ def render_section(results: dict[str, Any], figure: Path | None = None,
              "ones.", ""]
     tasks = list(dict.fromkeys(r["task"] for r in runs))
     lines += [" ".join(ranking(task, [r for r in runs if r["task"] == task]) for task in tasks), ""]
+    pairs = [paired_sentence(task, [r for r in runs if r["task"] == task]) for task in tasks]
+    if any(pairs):
+        lines += [" ".join(p for p in pairs if p), ""]
     minutes = per_mode_minutes(runs)
     if minutes:
         lines += [minutes, ""]

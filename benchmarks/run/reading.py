@@ -68,6 +68,13 @@ def _final(final: dict[str, Any] | None) -> dict[str, Any] | None:
             "seed": final.get("seed", 0), "error": final.get("error", "")}
 
 
+def final_of(run_dir: Path) -> dict[str, Any] | None:
+    """A run's final evaluation from its own state.json (per world, in world order from its seed); None before
+    the run has one."""
+    state_path = run_dir / "state.json"
+    return _final(json.loads(state_path.read_text()).get("final")) if state_path.exists() else None
+
+
 def llm_records(run_dir: Path) -> list[dict[str, Any]]:
     """The run's LLM call records (``llm/*.json``), in call order; unreadable ones skipped with a warning."""
     records = []

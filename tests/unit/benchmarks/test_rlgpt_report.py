@@ -17,6 +17,7 @@ from benchmarks.rlgpt.report import (
     ablation_table,
     iteration_sentence,
     iteration_table,
+    paired_sentence,
     paper_order_sentence,
     ranking,
     render_section,
@@ -230,9 +231,9 @@ def test_report_only_rebuilds_the_section_from_old_results(tmp_path) -> None:
     results = {"date_utc": "2026-01-01 00:00 UTC", "machine": "Test CPU, 2 cores", "llm": "test model",
                "settings": {"frames": 30000, "eval_episodes": 8, "outer": 2, "inner": 2}, "total_seconds": 2220.0,
                "reference_skills": [], "runs": [run("pure-rl", 0.0, None), run("rl-gpt", 0.25, 4000)]}
-    save_results(tmp_path / "raw" / "results.json", results)
+    save_results(tmp_path / "raw" / "bench-rlgpt.json", results)
     output = tmp_path / "docs" / "BENCHMARKS.md"
-    main(output=output, work=tmp_path / "raw", report_only=True)
+    main(output=output, work=tmp_path / "work", results=tmp_path / "raw" / "bench-rlgpt.json", report_only=True)
     assert TITLE in output.read_text()
     assert (tmp_path / "docs" / "figures" / "rlgpt_modes.png").read_bytes().startswith(PNG)
 
@@ -249,3 +250,16 @@ def test_section_names_the_skill_format_it_ran_with() -> None:
     assert "skills written as RLGPT_SKILL_FORMAT=python (Python code)" in render_section(results)
     del results["skill_format"]  # results saved before the bench recorded it
     assert "RLGPT_SKILL_FORMAT" not in render_section(results)
+
+
+def test_modes_are_compared_world_by_world_where_they_played_the_same_worlds() -> None:
+    ours = run("rl-gpt", 0.75, 12000) | {"agents": "slow-fast-critic",
+                                        "final": {"seed": 7001000, "successes": [True, True, True, False]}}
+    rl = run("pure-rl", 0.25, None) | {"final": {"seed": 7001000, "successes": [False, False, True, True]}}
+    elsewhere = run("pure-code", 1.0, None) | {"final": {"seed": 5, "successes": [True] * 4}}  # other worlds
+    old = run("pure-code", 1.0, None)  # saved before the bench kept worlds
+    text = paired_sentence("collect_stone", [ours, rl, elsewhere, old])
+    assert text == ("On `collect_stone`, paired: `rl-gpt (slow-fast-critic)` vs `pure-rl` on the same 4 worlds (from "
+                    "world 7001000): 2 solved only by `rl-gpt (slow-fast-critic)`, 1 only by `pure-rl` (exact McNemar "
+                    "p=1).")
+    assert paired_sentence("collect_stone", [rl, old]) == ""
