@@ -1,8 +1,9 @@
-"""RL inside the chain: when every sub-task of the plan is coded and done but the whole task's chain still fails
-in some worlds, the run trains a policy around the plan instead of letting RL re-learn it. The plan becomes one
-macro action (``RLConfig.plan``: its sub-tasks' skills in order, each until its success holds) next to the
-primitives, and the policy learns when to let it act and when to step in: what kills the chain, which the plan's
-skills leave out. The plan's order is never re-learned.
+"""RL inside the chain: when every sub-task of the plan is done, coded or trained by RL, but the whole task's chain
+still fails in some worlds, the run trains a policy around the plan instead of letting RL re-learn it. The plan
+becomes one macro action (``RLConfig.plan``: its sub-tasks' controllers in order, each until its success holds: a
+coded sub-task's skill, an RL sub-task's trained policy, the one its chain link runs, pinned by its job id) next to
+the primitives, and the policy learns when to let it act and when to step in: what kills the chain, which the
+plan's controllers leave out. The plan's order is never re-learned.
 
 The fast agent configures that training (:mod:`services.planner.agents.kept_plan`): told where and how the chain's
 failed episodes ended, it chooses the primitives, writes macro actions (tested and registered like an RL
@@ -31,7 +32,7 @@ from services.planner.agents.texts import choices_text, curve_text, last_shares
 from services.planner.answer_forms import macro_short_name
 from services.planner.attempts import Attempts, RLAttempt
 from services.planner.context import AgentSetup, Mode, RunContext
-from services.planner.controller import evaluation_seconds, learner_evaluation
+from services.planner.controller import evaluation_seconds, learner_evaluation, policy_of
 from services.planner.state import Decision, FinalResult, Status, SubTaskState
 
 log = logging.getLogger(__name__)
@@ -55,28 +56,38 @@ def kept_plan_name(task: str) -> str:
     return f"{task[:60]}__kept_plan"
 
 
+def trained(sub: SubTaskState) -> bool:
+    """Whether a sub-task's controller is a trained policy (an RL sub-task with a training), not its code."""
+    return sub.decision == Decision.RL and bool(sub.job_id)
+
+
 def wanted(ctx: RunContext, plan: planner_pb2.Plan | None, chain_success: float | None) -> bool:
-    """Every sub-task coded and done, the chain evaluated and failing somewhere, a learner and frames to train."""
+    """Every sub-task done with a controller (its code, or its trained policy), the chain evaluated and failing
+    somewhere, a learner and frames to train."""
     if ctx.mode != Mode.RL_GPT or ctx.stubs.learner is None or not ctx.settings.keep_plan or plan is None:
         return False
     if ctx.state.kept_plan is not None or chain_success is None or chain_success >= 1.0:
         return False
     subs = [ctx.state.subtasks[st.name] for st in plan.subtasks]
-    if not subs or not all(s.status == Status.DONE and s.decision == Decision.CODE and s.skill_code for s in subs):
+    if not subs or not all(s.status == Status.DONE and (trained(s) or s.skill_code) for s in subs):
         return False
     left = ctx.frames_left()
     return left is None or left >= MIN_FRAMES
 
 
 def kept_plan_config(ctx: RunContext, plan: planner_pb2.Plan, trainings: int = 1) -> learner_pb2.RLConfig:
-    """The plan's sub-tasks' code registered under names of this run, as the steps of a kept plan; the frames left
-    shared by the ``trainings`` (this one and the revisions that may follow) while each gets MIN_FRAMES."""
+    """The plan's sub-tasks as the steps of a kept plan: a trained one's policy (the job its chain link runs), a
+    coded one's code registered under a name of this run; the frames left shared by the ``trainings`` (this one and
+    the revisions that may follow) while each gets MIN_FRAMES."""
     task = ctx.run.request.task
     steps = []
     for st in plan.subtasks:
+        if trained(sub := ctx.state.subtasks[st.name]):
+            steps.append(learner_pb2.PlanStep(job_id=policy_of(sub), success=list(st.success)))
+            continue
         name = f"{st.name[:40]}__kept{ctx.run.id[-6:]}"
         ctx.stubs.env.RegisterSkill(env_pb2.RegisterSkillRequest(
-            name=name, code=ctx.state.subtasks[st.name].skill_code, replace=True,
+            name=name, code=sub.skill_code, replace=True,
             description=f"{st.name}: its code as a step of the run's kept plan"))
         steps.append(learner_pb2.PlanStep(skill=name, success=list(st.success)))
     left = ctx.frames_left()
@@ -110,8 +121,12 @@ def configure(ctx: RunContext, attempts: Attempts, plan: planner_pb2.Plan, st: p
     details: dict[str, Any] = {"kept_plan": True, "config_by": "planner defaults"}
     if fast is None:
         return RLAttempt(st, state, [], config=config, details=details)
+    told = planner_pb2.Plan()  # the plan as the kept plan runs it: its trained sub-tasks by their policies
+    told.CopyFrom(plan)
+    for sub in told.subtasks:
+        sub.decision = planner_pb2.DECISION_RL if trained(ctx.state.subtasks[sub.name]) else planner_pb2.DECISION_CODE
     try:
-        answer = write_kept_plan(fast, ctx.run.request.task, plan, success_rate=chain_success, failed=failed,
+        answer = write_kept_plan(fast, ctx.run.request.task, told, success_rate=chain_success, failed=failed,
                                  env_frames=config.env_frames, own_reward=own_reward_text(),
                                  iteration=ctx.state.outer_iteration, revision=revision)
     except StructuredOutputError as exc:  # an unusable answer: the defaults train, and the run says why
@@ -254,7 +269,7 @@ def final_controller(ctx: RunContext) -> str | None:
 def evaluate_kept_plan(ctx: RunContext, job_id: str, *, episodes: int, seed: int, animate: int = 0) -> FinalResult:
     """The policy around the kept plan on the whole task (its links: how far episodes got through the plan)."""
     result = FinalResult(episodes=episodes, frames_used=ctx.state.frames_used, seed=seed,
-                         controller=f"kept plan: the chain of coded skills with policy {job_id} stepping in")
+                         controller=f"kept plan: the plan's chain with policy {job_id} stepping in")
     return learner_evaluation(ctx, learner_pb2.EvaluateRequest(
         job_id=job_id, episodes=episodes, seed=seed, episode_length=ctx.settings.final_episode_frames,
         animate=animate), result, "final (kept plan)")

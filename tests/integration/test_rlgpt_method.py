@@ -175,7 +175,7 @@ def test_a_chain_that_fails_in_some_worlds_gets_a_policy_trained_around_it(tmp_p
     assert [t["kind"] for t in config["reward_terms"]] == ["stage", "success", "death"]
     final = state["final"]
     if kept["success_rate"] > kept["plan_alone_success_rate"]:  # the better of the two on the same worlds
-        assert final["controller"].startswith(f"kept plan: the chain of coded skills with policy {kept['job_id']}")
+        assert final["controller"].startswith(f"kept plan: the plan's chain with policy {kept['job_id']}")
         assert final["links"][0]["name"] == config["plan"][0]["skill"]
     else:
         assert "kept plan" not in final["controller"]

@@ -131,7 +131,9 @@ def failures_text(plan: planner_pb2.Plan, success_rate: float, failed: list[dict
 
 
 def plan_text(plan: planner_pb2.Plan) -> str:
-    return "\n".join(f"{i}. {st.name}: {st.description} (done when: {conditions_text(list(st.success))})"
+    """The plan's sub-tasks in order; those whose decision is RL are done by their trained policy."""
+    return "\n".join(f"{i}. {st.name}: {st.description} (done when: {conditions_text(list(st.success))}"
+                     + ("; done by its policy trained by RL" if st.decision == planner_pb2.DECISION_RL else "") + ")"
                      for i, st in enumerate(plan.subtasks, 1))
 
 

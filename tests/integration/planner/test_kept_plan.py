@@ -27,7 +27,7 @@ from services.planner.report import kept_plan_section
 from services.planner.runs import Run
 from services.planner.settings import PlannerSettings
 from services.planner.skill_library import SkillLibrary
-from services.planner.state import IterationRecord, RunState, Status
+from services.planner.state import Decision, IterationRecord, RunState, Status
 
 
 class PlanLearner:
@@ -203,6 +203,33 @@ def test_revisions_stop_at_the_setting(tmp_path: Path, env_server) -> None:
         two._iterate()
         assert len(learner.configs) == 1 + revisions and final_controller(two.ctx) is None
         assert sum(c.env_frames for c in learner.configs) == (50_000 if revisions == 0 else 50_000 // 2 * 2)
+
+
+def test_a_chain_with_an_rl_link_keeps_its_plan_with_the_links_policy_pinned(tmp_path: Path, env_server) -> None:
+    answer = {"primitive_actions": ["noop"], "skill_max_steps": 12, "reward_terms": [], "macro_actions": []}
+    llm, learner = ScriptedLLM(answer), PlanLearner(policy=0.5, alone=0.25)
+    two = finished_iterations(tmp_path, env_server, llm, learner)
+    table = two.state.subtasks["table"]
+    table.decision, table.job_id, table.skill_code = Decision.RL, "rl-latest", ""
+    table.tests = [{"iteration": 0, "kind": "rl", "success_rate": 0.75, "job_id": "rl-best"},
+                   {"iteration": 1, "kind": "rl", "success_rate": 0.5, "job_id": "rl-latest"}]
+    two._iterate()
+    wood, by_policy, pickaxe = learner.configs[0].plan
+    assert by_policy.job_id == "rl-best" and not by_policy.skill  # the policy the chain's link runs
+    assert list(by_policy.success) == list(PLAN.subtasks[1].success)
+    assert wood.skill.startswith("wood__kept") and pickaxe.skill.startswith("pickaxe__kept") and not wood.job_id
+    assert "2. table: place a table (done when: achievement place_table; done by its policy trained by RL)" in \
+        llm.prompts[0] and "1. wood: get wood (done when: at least 5 wood)\n" in llm.prompts[0]
+    assert final_controller(two.ctx) == two.state.kept_plan["job_id"]
+
+
+def test_a_chain_whose_rl_link_has_no_training_keeps_no_plan(tmp_path: Path, env_server) -> None:
+    learner = PlanLearner(policy=0.5, alone=0.25)
+    two = finished_iterations(tmp_path, env_server, ScriptedLLM(None), learner)
+    table = two.state.subtasks["table"]
+    table.decision, table.skill_code = Decision.RL, ""
+    two._iterate()
+    assert learner.configs == [] and two.state.kept_plan is None
 
 
 def test_an_unusable_answer_trains_the_planners_defaults_and_a_worse_policy_keeps_the_chain(
