@@ -28,8 +28,9 @@ def _budget_help(what: str, field: str) -> str:
 
 @app.command("run")
 def run(
-    task: Annotated[str, typer.Option(help="A Crafter achievement (e.g. make_wood_pickaxe) or free text with "
-                                           "--success.")] = "make_wood_pickaxe",
+    task: Annotated[str, typer.Option(help="A Crafter achievement (e.g. make_wood_pickaxe), crafter (the whole "
+                                           "game, measured by Crafter's score), or free text with --success.")
+                    ] = "make_wood_pickaxe",
     success: Annotated[str, typer.Option(help="Success condition for a free-text task: an achievement, or "
                                               "item:count.")] = "",
     mode: Annotated[str, typer.Option(help="rl-gpt | pure-rl | pure-code")] = "rl-gpt",
@@ -55,7 +56,8 @@ def run(
         "Evaluation episodes E (per whole-task evaluation and trained policy)", "eval_episodes"),
         show_default=False)] = None,
     target: Annotated[float | None, typer.Option(help=_budget_help(
-        "The whole task's success rate (0..1) at which the run is done", "target_success"),
+        "The whole task's success rate (0..1) at which the run is done (for the whole game, its score / 100)",
+        "target_success"),
         show_default=False)] = None,
     candidates: Annotated[int | None, typer.Option(help=_budget_help("Skill candidates per fast-agent step",
                                                                      "candidates"), show_default=False)] = None,

@@ -210,7 +210,8 @@ def follow(stub: planner_pb2_grpc.PlannerServiceStub, run_id: str, console: Cons
                     status["verdict"] = f"success {event.verdict.success_rate:.0%}: {event.verdict.diagnosis[:80]}"
                 elif kind == "iteration_end":
                     end = event.iteration_end
-                    rate = f"{end.success_rate:.0%}" if end.HasField("success_rate") else "not evaluated"
+                    rate = (f"score {end.score:.1f}" if end.HasField("score") else  # a game task's measure
+                            f"{end.success_rate:.0%}" if end.HasField("success_rate") else "not evaluated")
                     status["whole task"] = f"after iteration {end.iteration}: {rate} ({end.controller[:80]})"
                 elif kind == "llm":
                     status["tokens"] = str(int(status.get("tokens", "0")) + event.llm.prompt_tokens
@@ -284,7 +285,9 @@ def run_rlgpt(options: RunOptions) -> Path:
         raise Unavailable(f"the run stopped: {last.error.message}{where}. Resume with: rlgpt run {again}")
     if report is None:
         raise Unavailable(f"the planner has no report of run {started.run_id} (see the planner's log)")
-    console.print(f"final success {last.run_end.success_rate:.0%}; report: {report}" if last else f"report: {report}")
+    measure = ("" if last is None else f"final score {last.run_end.score:.1f}; " if last.run_end.HasField("score")
+               else f"final success {last.run_end.success_rate:.0%}; ")  # a game task is measured by its score
+    console.print(f"{measure}report: {report}")
     return report
 
 

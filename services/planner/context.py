@@ -13,6 +13,7 @@ from rlgpt import deadlines
 from rlgpt.config import LLMSettings
 from rlgpt.errors import FailedPrecondition
 from rlgpt.v1 import critic_pb2_grpc, env_pb2, env_pb2_grpc, learner_pb2_grpc, planner_pb2
+from services.planner import game_task
 from services.planner.budgets import resolve_budgets
 from services.planner.prompts import EvalProtocol
 from services.planner.runs import Run
@@ -80,11 +81,14 @@ class RunContext:
     def create(cls, run: Run, state: RunState, describe: env_pb2.DescribeResponse, stubs: Stubs,
                library: SkillLibrary, settings: PlannerSettings) -> RunContext:
         request = run.request
-        budgets = resolve_budgets(request.budgets, settings)  # the planner's defaults where the request has none
+        # The planner's defaults where the request has none.
+        budgets = resolve_budgets(request.budgets, settings, request.task)
         protocol = EvalProtocol(test_episodes=settings.test_episodes, test_steps=settings.test_steps,
                                 env_frames=budgets.env_frames_per_training, eval_episodes=budgets.eval_episodes,
-                                final_frames=settings.final_episode_frames).with_rules(describe.rules)
+                                final_frames=game_task.episode_frames(request.task, settings),
+                                game=game_task.is_game(request.task)).with_rules(describe.rules)
         (run.dir / "attempts").mkdir(exist_ok=True)
+        state.frame_budget = int(budgets.total_env_frames)
         return cls(run=run, state=state, describe=describe, stubs=stubs, library=library, settings=settings,
                    budgets=budgets, mode=Mode(request.mode or Mode.RL_GPT),
                    agents=AgentSetup(request.agents or AgentSetup.SLOW_FAST_CRITIC), protocol=protocol)
@@ -105,10 +109,38 @@ class RunContext:
             raise FailedPrecondition(f"the run used {self.run.tokens} LLM tokens, its budget "
                                      f"({self.budgets.max_tokens})")
 
+    @property
+    def game(self) -> bool:
+        """Whether the run's task is the whole game (:mod:`services.planner.game_task`)."""
+        return game_task.is_game(self.run.request.task)
+
+    def evaluations_due(self) -> int:
+        """A game task's whole-task evaluations still to come, whose frames the work keeps back: the final one, and
+        the iteration's own while an outer iteration runs; 0 for other tasks (their evaluations are not counted)."""
+        if not self.game or self.state.final is not None:
+            return 0
+        return 1 + (self.state.iteration_start is not None)
+
     def frames_left(self) -> int | None:
-        """Frames the run may still spend; None: unbounded."""
+        """Frames the run's work may still spend (a game task's evaluations still due kept back); None: unbounded."""
         total = self.budgets.total_env_frames
-        return None if not total else max(0, total - self.state.frames_used)
+        reserved = self.evaluations_due() * game_task.evaluation_frames(self.run.request.task, self.budgets,
+                                                                         self.settings)
+        return None if not total else max(0, total - self.state.frames_used - reserved)
+
+    def evaluation_fits(self) -> bool:
+        """Whether an iteration's whole-task evaluation fits the frame budget beside the final one's (always for
+        a task whose evaluations are not counted)."""
+        total = self.budgets.total_env_frames
+        one = game_task.evaluation_frames(self.run.request.task, self.budgets, self.settings)
+        return not self.game or not total or total - self.state.frames_used >= 2 * one
+
+    def spend_evaluation(self, frames: int) -> None:
+        """Counts a game task's whole-task evaluation against the run's budget (other tasks' are not counted)."""
+        if self.game:
+            with self._lock:
+                self.state.frames_used += frames
+                self.state.evaluation_frames += frames
 
     def spend(self, subtask: SubTaskState, frames: int) -> None:
         """Counts frames against the run's budget and the sub-task's; thread-safe."""

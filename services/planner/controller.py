@@ -6,7 +6,8 @@ episode counts when the whole task's conditions hold. When a plan has a trained 
 (``EvaluateRequest.chain``: several checkpoints and skills in one session); an all-code plan runs as the env
 server's plan (RunSkill with ``plan``: each skill until its sub-task is done). The same evaluation runs after every
 outer iteration (success per iteration) and at the end (:class:`~services.planner.state.FinalResult`), every
-controller on the same worlds (rlgpt/worlds.py).
+controller on the same worlds (rlgpt/worlds.py). A game task's evaluations (:mod:`services.planner.game_task`)
+play its own episodes, are measured by the game's score and count toward the run's frames.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import grpc
 
 from rlgpt import deadlines, worlds
 from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
+from services.planner import game_task
 from services.planner.context import RunContext
 from services.planner.state import Decision, FinalResult, RunState, SubTaskState
 
@@ -93,12 +95,13 @@ def evaluate_chain(ctx: RunContext, *, episodes: int, seed: int, label: str, ani
     ``animate``: GIFs of that many successful and failed episodes come back in the episodes)."""
     plan = ctx.state.plan_proto()
     task = ctx.run.request.task
-    whole = common_pb2.TaskSpec(name=task.name, description=task.description, success=list(task.success))
+    whole = common_pb2.TaskSpec(name=task.name, description=task.description, success=list(task.success),
+                                objective=task.objective)
     result = FinalResult(episodes=episodes, frames_used=ctx.state.frames_used, controller=NO_CONTROLLER, seed=seed)
     jobs, codes = rl_jobs(plan, ctx.state), coded_skills(plan, ctx.state)
     if not jobs:
         if plan is not None and codes and len(codes) == len(plan.subtasks):
-            return _code_chain(ctx, plan, codes, whole, result, seed, animate)
+            return measured(ctx, _code_chain(ctx, plan, codes, whole, result, seed, animate))
         if not codes:
             return result
     if ctx.stubs.learner is None:
@@ -114,15 +117,25 @@ def evaluate_chain(ctx: RunContext, *, episodes: int, seed: int, label: str, ani
         f"{link.name} ({'policy ' + link.job_id if link.job_id else 'code'})" for link in links)
     if missing:
         result.controller += f"; without a controller yet: {', '.join(missing)}"
-    return learner_evaluation(ctx, learner_pb2.EvaluateRequest(
-        chain=links, task=whole, episodes=episodes, seed=seed, episode_length=ctx.settings.final_episode_frames,
-        animate=animate), result, label)
+    return measured(ctx, learner_evaluation(ctx, learner_pb2.EvaluateRequest(
+        chain=links, task=whole, episodes=episodes, seed=seed,
+        episode_length=game_task.episode_frames(task, ctx.settings), animate=animate), result, label))
+
+
+def measured(ctx: RunContext, result: FinalResult) -> FinalResult:
+    """A game task's evaluation with its measure (the game's score and each achievement's success rate, from the
+    achievements its episodes unlocked) and its frames counted toward the run's; another task's as it is."""
+    if ctx.game and result.episode_summaries:
+        result.score, result.achievement_rates = game_task.measure(result.episode_summaries, ctx.describe.achievements)
+        ctx.spend_evaluation(sum(e.steps for e in result.episode_summaries))
+        result.frames_used = ctx.state.frames_used
+    return result
 
 
 def evaluation_seconds(ctx: RunContext, request: learner_pb2.EvaluateRequest, config_length: int = 0) -> float:
     """Evaluate's deadline: its episodes at their length (the request's, else ``config_length``, the job's config's,
     else the planner's final_episode_frames)."""
-    length = request.episode_length or config_length or ctx.settings.final_episode_frames
+    length = request.episode_length or config_length or game_task.episode_frames(ctx.run.request.task, ctx.settings)
     return deadlines.frames_seconds(request.episodes * length)
 
 
@@ -154,13 +167,14 @@ def _code_chain(ctx: RunContext, plan: planner_pb2.Plan, codes: list[tuple[str, 
     run until its sub-task's conditions hold, in plan order: the plan action a kept plan's policy steps in
     between, on the worlds every other controller is evaluated on."""
     result.controller = CHAIN_CONTROLLER
+    frames = game_task.episode_frames(ctx.run.request.task, ctx.settings)
     try:
         names = register_chain_skills(ctx, codes)
         response = ctx.stubs.env.RunSkill(env_pb2.RunSkillRequest(
             plan=[names[name] for name, _ in codes],
             stages=[env_pb2.Stage(success=list(st.success)) for st in plan.subtasks],
-            episodes=result.episodes, seed=seed, max_steps=ctx.settings.final_episode_frames, task=whole,
-            animate=animate), timeout=deadlines.frames_seconds(result.episodes * ctx.settings.final_episode_frames))
+            episodes=result.episodes, seed=seed, max_steps=frames, task=whole,
+            animate=animate), timeout=deadlines.frames_seconds(result.episodes * frames))
     except grpc.RpcError as exc:
         if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
             raise

@@ -28,7 +28,7 @@ from rlgpt import metrics, worlds
 from rlgpt.prompts import CompletesJSON
 from rlgpt.stats import rate_text
 from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
-from services.planner import kept_plan, task_review
+from services.planner import game_task, kept_plan, task_review
 from services.planner.action_space import SUCCESS_REWARD
 from services.planner.agents.fast import FastAgent
 from services.planner.agents.one import OneAgent
@@ -140,6 +140,13 @@ class TwoLoops(PlanMaking, InnerLoops):
             episode_length=ctx.settings.final_episode_frames, seed=ctx.seed,
             reward_terms=[common_pb2.RewardTerm(kind="success", weight=SUCCESS_REWARD),
                           common_pb2.RewardTerm(kind="achievement", target="*", weight=1.0)])
+        task = ctx.run.request.task
+        if ctx.game:  # the game's own reward and episodes; the frames its policy's and the final evaluation leave
+            left, evaluation = ctx.frames_left(), game_task.evaluation_frames(task, ctx.budgets, ctx.settings)
+            config.task.objective = task.objective
+            config.env_frames = ctx.budgets.env_frames_per_training if left is None else max(0, left - evaluation)
+            config.episode_length = game_task.episode_frames(task, ctx.settings)
+            config.reward_terms[:] = list(task.reward_terms)
         self.attempts.train(st, state, config)
 
     def _adopt_plan(self, plan: planner_pb2.Plan) -> None:
@@ -181,7 +188,7 @@ class TwoLoops(PlanMaking, InnerLoops):
             self.state.iteration_start = None
             ctx.run.emit(iteration_end=planner_pb2.IterationEnd(
                 tokens=record.tokens, seconds=record.seconds, iteration=record.iteration, frames=record.frames,
-                success_rate=record.success_rate, controller=record.controller))
+                success_rate=record.success_rate, controller=record.controller, score=record.score))
             self.state.outer_iteration += 1
             metrics.PLANNER_ITERATIONS.inc()
             self.state.stop_reason = self._stop_reason(record)
@@ -194,15 +201,18 @@ class TwoLoops(PlanMaking, InnerLoops):
     def _stop_reason(self, record: IterationRecord) -> str:
         """Why the outer loop ends after this iteration ("" while it goes on): the whole task decides, never every
         sub-task being marked done."""
-        ctx, target = self.ctx, self.ctx.budgets.target_success
-        if record.success_rate is not None and record.success_rate >= target:
-            return (f"the whole task reached its target: {rate_text(sum(record.successes), len(record.successes))}"
-                    f" >= {target:.0%}")
-        if ctx.frames_left() == 0:
-            return f"its frame budget is spent ({ctx.state.frames_used} of {ctx.budgets.total_env_frames} frames)"
+        ctx, target, task = self.ctx, self.ctx.budgets.target_success, self.ctx.run.request.task
+        if game_task.on_target(task, record.success_rate, record.score, target):
+            reached = (game_task.score_text(record.score) if ctx.game else
+                       rate_text(sum(record.successes), len(record.successes)))
+            return f"the whole task reached its target: {reached} >= {game_task.target_text(task, target)}"
+        if ctx.frames_left() == 0 or not ctx.evaluation_fits():
+            kept = " and the frames its final evaluation keeps" if ctx.game else ""
+            return (f"its frame budget is spent ({ctx.state.frames_used} of {ctx.budgets.total_env_frames} "
+                    f"frames{kept})")
         if self.state.outer_iteration >= ctx.budgets.max_outer_iterations:
             return (f"its {ctx.budgets.max_outer_iterations} outer iterations are spent, below its target of "
-                    f"{target:.0%}")
+                    f"{game_task.target_text(task, target)}")
         return ""
 
     def _keep_plan(self) -> None:
@@ -211,6 +221,8 @@ class TwoLoops(PlanMaking, InnerLoops):
         these trainings not (a stop during one)."""
         plan = self.state.plan_proto()
         last = self.state.iterations[-1] if self.state.iterations else {}
+        if self.ctx.game:
+            return  # RL around the plan on the game's own reward and score: issue 36, item 2
         if kept_plan.wanted(self.ctx, plan, last.get("success_rate")):
             assert plan is not None
             kept_plan.train_kept_plan(self.ctx, self.attempts, plan, last["success_rate"], last.get("failed", []))
@@ -224,17 +236,24 @@ class TwoLoops(PlanMaking, InnerLoops):
         the next iteration's work (:mod:`services.planner.task_review`)."""
         ctx = self.ctx
         self.state.slow_feedback = ""  # this iteration's plan answered it; the verdict below may set the next
+        if not ctx.evaluation_fits():  # a game task's evaluations count: the final one's frames come first
+            record.controller = "not evaluated: the frames left are kept for the final evaluation"
+            return
+        frames = ctx.state.frames_used
         evaluation = iteration_evaluation(ctx)
+        record.frames += ctx.state.frames_used - frames  # a game task's evaluation counts (0 for other tasks)
         record.controller = evaluation.controller + (f"; error: {evaluation.error}" if evaluation.error else "")
         record.episodes, record.failed = evaluation.episodes, evaluation.failed
         record.successes, record.links = evaluation.successes, evaluation.links
+        record.score, record.achievement_rates = evaluation.score, evaluation.achievement_rates
         if not evaluation.error and evaluation.controller != NO_CONTROLLER:
             record.success_rate = evaluation.success_rate
             record.kept = task_review.keep_best(ctx, record)
         log.info("iteration %d: whole task %s with %s (%s)", record.iteration,
-                 "not evaluated" if record.success_rate is None else f"{record.success_rate:.0%}",
+                 "not evaluated" if record.success_rate is None else
+                 game_task.score_text(record.score) if ctx.game else f"{record.success_rate:.0%}",
                  record.controller, record.kept)
-        if record.success_rate is not None and record.success_rate >= ctx.budgets.target_success:
+        if game_task.on_target(ctx.run.request.task, record.success_rate, record.score, ctx.budgets.target_success):
             return
         if self.state.outer_iteration + 1 >= ctx.budgets.max_outer_iterations or ctx.frames_left() == 0:
             return  # no iteration follows to act on a verdict

@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from rlgpt.prompts import conditions_text
 from rlgpt.v1 import common_pb2, planner_pb2
 from rlgpt.world_rules import Requirement, achievement_items, achievement_rule, ways_to_get
+from services.planner.game_task import is_game
 from services.planner.plans import implied_items, task_subtask
 from services.planner.state import Decision
 
@@ -39,7 +40,10 @@ def needs_named(feedback: str, names: Iterable[str]) -> set[str]:
 
 
 def goal_conditions(task: common_pb2.TaskSpec) -> list[common_pb2.Condition]:
-    """The task's success conditions; its name as the achievement where none are spelled out."""
+    """The task's success conditions; its name as the achievement where none are spelled out. A game task has
+    none (every achievement is its objective: no sub-task is a side quest, and every name stays offered)."""
+    if is_game(task):
+        return []
     return list(task.success) or ([common_pb2.Condition(achievement=task.name)] if task.name else [])
 
 

@@ -60,7 +60,7 @@ class PlanMaking:
             if exc.record is not None:
                 ctx.run.llm_call(exc.record)  # a replay must meet this call too
             why = shorten(str(exc), 300)
-            if self.check_plans:  # the rules' own chain up to the task, rather than the whole task in one step
+            if self.check_plans and not ctx.game:  # the rules' own chain up to the task, not the task in one step
                 return self._repaired(planner_pb2.Plan(subtasks=[goal],
                                                        rationale=f"the slow agent's answer was unusable: {why}"))
             return planner_pb2.Plan(subtasks=[self._task()], iteration=self.state.outer_iteration,
@@ -106,15 +106,19 @@ class PlanMaking:
         try:
             second, record = self._ask_again(plan, feedback)
         except StructuredOutputError as exc:
-            log.info("%s: no usable second plan (%s); the first is repaired from the rules", who, exc)
+            log.info("%s: no usable second plan (%s); the first is %s", who, exc,
+                     "kept" if ctx.game else "repaired from the rules")
             if exc.record is not None:
                 ctx.run.llm_call(exc.record)
-            return self._repaired(plan)
+            return plan if ctx.game else self._repaired(plan)
         ctx.run.llm_call(record)
         second = ending_in_goal(second, goal)
         left = plan_violations(second, task, ctx.describe.rules, ctx.items, allowed)
         if not left:
             log.info("%s: the second plan keeps the game's rules", who)
+            return second
+        if ctx.game:  # a curriculum has no one goal to repair it toward: it stays the agent's, the rest fails
+            log.info("%s: the second curriculum still breaks the game's rules (%s); kept", who, "; ".join(left))
             return second
         log.info("%s: the second plan still breaks the game's rules (%s); repaired from the rules", who,
                  "; ".join(left))

@@ -55,6 +55,9 @@ class EvalProtocol:
     eval_episodes: int = _DEFAULTS.eval_episodes
     final_frames: int = _DEFAULTS.final_episode_frames
     placed: tuple[str, ...] = ()
+    game: bool = False
+    """The task is the whole game (services/planner/game_task.py): its episodes never succeed, its achievements
+    are scored, and every frame counts."""
 
     def with_rules(self, rules: common_pb2.WorldRules) -> EvalProtocol:
         return dataclasses.replace(self, placed=tuple(rule.item for rule in rules.place))
@@ -126,7 +129,12 @@ class EvalProtocol:
             f"is evaluated on {self.eval_episodes} new worlds, starting with an empty inventory: when every "
             f"sub-task is coded, their skills run in plan order in one world for up to {self.final_frames} frames; "
             "otherwise the policy of the last RL sub-task runs (for its own episode length), with the earlier "
-            "sub-tasks' coded skills as actions.")
+            "sub-tasks' coded skills as actions." + (self._game_end() if self.game else ""))
+
+    def _game_end(self) -> str:
+        return (f" The task is the whole game: its evaluation episodes last {self.final_frames} frames or until the "
+                "player dies, none of them succeeds or ends early, and each counts the achievements unlocked in it. "
+                "Every frame counts toward the run's frame budget, the evaluations' too.")
 
     def judge_text(self, decision: str, start: list[common_pb2.ItemCount], env_frames: int | None = None,
                    after: Sequence[str] = ()) -> str:

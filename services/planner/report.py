@@ -18,6 +18,7 @@ from rlgpt.errors import FailedPrecondition
 from rlgpt.v1 import planner_pb2
 from services.planner.agents.texts import choices_text, last_shares
 from services.planner.animations import ANIMATIONS_DIR
+from services.planner.game_task import is_game
 from services.planner.program_code import program_of
 from services.planner.programs import step_text
 from services.planner.report_evaluations import (
@@ -27,6 +28,7 @@ from services.planner.report_evaluations import (
     links_section,
     verdicts_section,
 )
+from services.planner.report_game import achievements_section, frames_line, iteration_text, score_line
 from services.planner.report_plots import plot_iterations, plot_subtask_curves
 from services.planner.state import RunState
 
@@ -155,8 +157,10 @@ def write_run_report(run_dir: Path, state: RunState | None = None, ended: str = 
         lines.append(f"- outcome: {ended}")
     if state.stop_reason:
         lines.append(f"- stopped because: {state.stop_reason}")
-    lines += [final_line(final), f"- env frames spent (skill tests + training): {state.frames_used}", "",
-              "## Sub-tasks", "", "| sub-task | decision | status | success rate | frames | attempts |",
+    game = is_game(task)  # the whole game as the task: measured by its score, every frame counted
+    lines += [score_line(final, target) if game else final_line(final),
+              frames_line(state) if game else f"- env frames spent (skill tests + training): {state.frames_used}",
+              "", "## Sub-tasks", "", "| sub-task | decision | status | success rate | frames | attempts |",
               "|---|---|---|---:|---:|---:|"]
     for name, sub in state.subtasks.items():
         lines.append(f"| {name} | {sub.decision} | {sub.status} | {sub.success_rate:.0%} | {sub.frames} | "
@@ -167,8 +171,9 @@ def write_run_report(run_dir: Path, state: RunState | None = None, ended: str = 
     for it in state.iterations:
         chain = str(it.get("controller", "")).replace("|", "/")
         lines.append(f"| {int(it['iteration'])} | {int(it['tokens'])} | {it['seconds']:.0f} | {int(it['frames'])} | "
-                     f"{evaluation_text(it)} | {chain} |")
+                     f"{iteration_text(it) if game else evaluation_text(it)} | {chain} |")
     lines += ["", f"![tokens and success per iteration]({iterations_png.name})", ""]
+    lines += achievements_section(state)
     lines += animations_section(final) + links_section(state) + verdicts_section(state)
     lines += kept_plan_section(state.kept_plan)
     lines += skills_section(state)

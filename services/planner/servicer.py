@@ -104,10 +104,13 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         except grpc.RpcError as exc:
             if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
                 raise InvalidArgument(exc.details()) from None
+            if exc.code() == grpc.StatusCode.NOT_FOUND:  # a task name the env server does not offer: it lists those
+                raise NotFound(exc.details()) from None
             raise FailedPrecondition(f"env server at {self.settings.env_server} did not check the task: "
                                      f"{exc.code().name} {exc.details()}") from None
         request.task.CopyFrom(resolved.task)
-        if problems := evaluation_problems(resolve_budgets(request.budgets, self.settings), describe, self.settings):
+        budgets = resolve_budgets(request.budgets, self.settings, request.task)
+        if problems := evaluation_problems(budgets, describe, self.settings, request.task):
             raise InvalidArgument(join_problems(problems, max_bytes=MAX_REFUSAL_BYTES))
         return describe
 
@@ -152,7 +155,8 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
             report = self._write_report(run, state, planner_pb2.RUN_STATE_DONE)
             run.emit(run_end=planner_pb2.RunEnd(success_rate=float(final.get("success_rate", 0.0)),
                                                 report=str(report or ""), frames_used=state.frames_used,
-                                                controller=str(final.get("controller", ""))))
+                                                controller=str(final.get("controller", "")),
+                                                score=final.get("score")))  # a game task's measure
             run.finish(planner_pb2.RUN_STATE_DONE)
         except StopRequested:
             self._write_report(run, state, planner_pb2.RUN_STATE_STOPPED)

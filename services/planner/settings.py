@@ -29,6 +29,10 @@ class PlannerSettings(Settings):
     env_frames_per_training: int = setting(15000, "Budget: env frames of one RL training.", ge=1)
     total_env_frames: int = setting(60000, "Budget: env frames a whole run may spend on skill tests and "
                                            "training (the final evaluation is not counted); 0: unbounded.", ge=0)
+    game_env_frames: int = setting(1_000_000, "Budget: the frame budget of a task whose objective is the whole "
+                                              "game (TaskSpec.objective game) where StartRun leaves "
+                                              "total_env_frames unset: every frame counted, evaluations included "
+                                              "(the game's benchmark budget).", ge=1)
     eval_episodes: int = setting(32, "Budget: evaluation episodes E of a trained policy, of the whole task after "
                                      "every outer iteration and at the end (every controller of a run on the same "
                                      "worlds; 32 tell a 75% from a 50% controller, 8 do not).", ge=1, le=256)

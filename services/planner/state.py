@@ -94,9 +94,14 @@ class IterationRecord:
     verdict: dict[str, Any] = dataclasses.field(default_factory=dict)
     """The critic's whole-task verdict after the iteration (target, subtask, diagnosis, suggestion,
     death_causes), or the planner's own where no critic judges; empty: none (the target was reached)."""
+    score: float | None = None
+    """A game task's measure (services/planner/game_task.py): the game's score in percent; None otherwise."""
+    achievement_rates: dict[str, float] = dataclasses.field(default_factory=dict)
+    """A game task's: each achievement's success rate in percent over the evaluation's episodes."""
 
     def as_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        game = ("score", "achievement_rates")  # a game task's only
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in game or v not in (None, {})}
 
 
 @dataclasses.dataclass
@@ -124,11 +129,15 @@ class FinalResult:
     episode_summaries: list[Any] = dataclasses.field(default_factory=list, repr=False)
     """The evaluation's ``EpisodeSummary`` protos, in world order (for the critic and the animations; not
     saved)."""
+    score: float | None = None
+    """A game task's measure (services/planner/game_task.py): the game's score in percent; None otherwise."""
+    achievement_rates: dict[str, float] = dataclasses.field(default_factory=dict)
+    """A game task's: each achievement's success rate in percent over the episodes."""
 
     def as_json(self) -> dict[str, Any]:
         keep = ("episodes", "frames_used", "controller", "success_rate")
         return {f.name: value for f in dataclasses.fields(self) if f.name != "episode_summaries"
-                and ((value := getattr(self, f.name)) or f.name in keep)}
+                and ((value := getattr(self, f.name)) or f.name in keep or (f.name == "score" and value is not None))}
 
 
 @dataclasses.dataclass
@@ -185,6 +194,10 @@ class RunState:
     plans: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     subtasks: dict[str, SubTaskState] = dataclasses.field(default_factory=dict)
     frames_used: int = 0
+    frame_budget: int = 0
+    """The run's frame budget as resolved when it (last) started (0: unbounded); for its report."""
+    evaluation_frames: int = 0
+    """Of ``frames_used``, the whole-task evaluations' (counted for a game task only, whose every frame counts)."""
     slow_feedback: str = ""
     iterations: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     """Per outer iteration, an :class:`IterationRecord` as JSON."""

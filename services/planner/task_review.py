@@ -11,6 +11,8 @@ Every evaluation of a run plays the same worlds (rlgpt/worlds.py), so the contro
 compared with the best one so far world by world (:func:`rlgpt.stats.paired`, the exact McNemar test): it
 replaces the best only when it solved more worlds that the best did not than the reverse; otherwise the run goes
 back to the best plan and controllers (a skill's code, a pinned policy) and the next revision starts from there.
+A game task's episodes never succeed: its controller replaces the best when it scores higher on the same worlds
+(:mod:`services.planner.game_task`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from google.protobuf import json_format
 from rlgpt import stats
 from rlgpt.llm.client import record_from_json
 from rlgpt.v1 import common_pb2, critic_pb2, planner_pb2
+from services.planner import game_task
 from services.planner.context import RunContext
 from services.planner.controller import policy_of
 from services.planner.judging import JUDGE_ROLLOUTS, critic_judges, critic_terms
@@ -125,8 +128,9 @@ def snapshot(ctx: RunContext, record: IterationRecord) -> dict[str, Any]:
     """The controller just evaluated: its plan and each sub-task's controller (code, the policy the chain ran)."""
     plan = ctx.state.plan_proto()
     subs = {st.name: ctx.state.subtasks[st.name] for st in (plan.subtasks if plan else [])}
+    score = {"score": record.score} if record.score is not None else {}  # a game task's measure
     return {"iteration": record.iteration, "success_rate": record.success_rate, "successes": list(record.successes),
-            "plan": ctx.state.plan,
+            **score, "plan": ctx.state.plan,
             "controllers": {name: {"decision": str(sub.decision), "skill_code": sub.skill_code,
                                    "policy": policy_of(sub) if sub.decision == Decision.RL else ""}
                             for name, sub in subs.items()}}
@@ -139,12 +143,25 @@ def keep_best(ctx: RunContext, record: IterationRecord) -> str:
     if best is None or not best.get("successes"):
         ctx.state.best = snapshot(ctx, record)
         return "the first evaluated controller: kept"
+    if ctx.game:
+        return _keep_higher_score(ctx, record, best)
     comparison = stats.paired(record.successes, best["successes"])
     if comparison.new_is_better:
         ctx.state.best = snapshot(ctx, record)
         return f"kept: better than iteration {best['iteration']}'s, {comparison.text()}"
     restore(ctx, best)
     return f"not better than iteration {best['iteration']}'s ({comparison.text()}): that controller is restored"
+
+
+def _keep_higher_score(ctx: RunContext, record: IterationRecord, best: dict[str, Any]) -> str:
+    """A game task's comparison: the higher score on the same worlds is kept (the earlier among equals)."""
+    ours, theirs = record.score, best.get("score")
+    compared = f"{game_task.score_text(ours)} against iteration {best['iteration']}'s {game_task.score_text(theirs)}"
+    if ours is not None and (theirs is None or ours > theirs):
+        ctx.state.best = snapshot(ctx, record)
+        return f"kept: {compared}"
+    restore(ctx, best)
+    return f"not better ({compared}): that controller is restored"
 
 
 def restore(ctx: RunContext, best: dict[str, Any]) -> None:

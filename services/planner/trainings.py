@@ -147,6 +147,8 @@ class Training:
                                             frames_per_episode=frames_per_episode)
         evaluation = learner_of(ctx, st).Evaluate(asked, timeout=evaluation_seconds(ctx, asked,
                                                                                     self.config.episode_length))
+        if ctx.game:  # a game task counts its whole spend, evaluations too (services/planner/game_task.py)
+            ctx.spend(state, sum(e.steps for e in evaluation.episodes))
         state.record(TestRecord(iteration=ctx.state.outer_iteration, kind=Decision.RL, job_id=job_id,
                                 success_rate=evaluation.success_rate, frames=state.frames))
         ctx.attempt_file(f"{st.name}_rl{state.inner_iterations}", {

@@ -246,8 +246,8 @@ def test_llm_failing_forever_ends_in_an_error_event(planner) -> None:
 def test_bad_requests(planner) -> None:
     stub = planner([by_schema])
     for request, code, needle in [
-        (planner_pb2.StartRunRequest(task=common_pb2.TaskSpec(name="build_rocket")), "INVALID_ARGUMENT",
-         "task 'build_rocket' is not an achievement of crafter"),  # the env server's words
+        (planner_pb2.StartRunRequest(task=common_pb2.TaskSpec(name="build_rocket")), "NOT_FOUND",
+         "no task 'build_rocket' on crafter: crafter offers crafter"),  # the env server's words
         (planner_pb2.StartRunRequest(task=common_pb2.TaskSpec(name="x", success=[common_pb2.Condition(
             inventory=common_pb2.ItemCount(item="gold", count=1))])), "INVALID_ARGUMENT", "unknown item 'gold'"),
         (planner_pb2.StartRunRequest(), "INVALID_ARGUMENT", "task"),

@@ -77,7 +77,7 @@ def test_rlgpt_run_with_all_services(mixed_run) -> None:
 def test_unknown_task_and_zero_budget_are_refused(cluster, tmp_path) -> None:
     # The planner refuses them at StartRun: asked of the session's running planner instead of services started
     # for each request.
-    with pytest.raises(InvalidArgument, match="task 'fly_to_the_moon' is not an achievement of crafter"):
+    with pytest.raises(InvalidArgument, match="NOT_FOUND: no task 'fly_to_the_moon' on crafter"):
         run_rlgpt(options(tmp_path, task="fly_to_the_moon", planner=cluster.target))
     with pytest.raises(InvalidArgument, match="frames"):
         run_rlgpt(options(tmp_path, mode="pure-rl", frames_per_training=0, total_frames=0, planner=cluster.target))

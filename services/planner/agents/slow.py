@@ -15,6 +15,7 @@ from rlgpt.v1 import common_pb2, env_pb2, planner_pb2
 from services.planner.agents.texts import describe_env, library_text, offered_skills, rules_text, task_text
 from services.planner.answer_forms import plan_answer, plan_to_proto
 from services.planner.answer_limits import answer_limits
+from services.planner.game_task import is_game
 from services.planner.plan_rules import goal_conditions, needs_named
 from services.planner.programs import Vocabulary
 from services.planner.prompts import EvalProtocol, game_text, render
@@ -23,6 +24,18 @@ from services.planner.skill_library import SkillLibrary
 
 AGENT = "slow"
 """The agent's name in LLM records and metrics."""
+GOAL_OBJECTIVE = "The last sub-task's conditions must imply the task."
+"""What the plan must reach, for a task with success conditions."""
+GAME_OBJECTIVE = (
+    "The task is the whole game, so plan a curriculum: the achievements from the list below that you judge "
+    "reachable within one episode, in an order the rules allow (whatever an achievement needs, items, tools or a "
+    "placed thing nearby, is got by an earlier sub-task). Give each achievement its own sub-task (its success "
+    "condition that achievement, or an inventory threshold on the way to one), decided code or rl, and leave out "
+    "those you judge out of reach. The measure is the score exp(mean(ln(1 + s_i))) - 1 over the success rates s_i "
+    "(in percent, across the evaluation's episodes) of every achievement in the list, each counted once per "
+    "episode: an achievement never unlocked weighs on it, so many achievements unlocked reliably score higher "
+    "than a few hard ones.")
+"""What the plan must reach for a task whose objective is the game itself (services/planner/game_task.py)."""
 
 
 def closed_plan_schema(describe: env_pb2.DescribeResponse, task: common_pb2.TaskSpec, skills: tuple[str, ...],
@@ -72,7 +85,8 @@ class SlowAgent:
                         protocol=self.protocol.plan_test(), max_subtasks=str(MAX_SUBTASKS),
                         library=library_text(skills),
                         previous_plan=json.dumps(plan_answer(previous)) if previous else "(none)",
-                        feedback=feedback or "(none)", task=text, answer_limits=answer_limits(schema))
+                        feedback=feedback or "(none)", task=text, answer_limits=answer_limits(schema),
+                        objective=GAME_OBJECTIVE if is_game(task) else GOAL_OBJECTIVE)
         return prompt, schema
 
     def plan(self, task: common_pb2.TaskSpec, *, iteration: int = 0, previous: planner_pb2.Plan | None = None,

@@ -1,0 +1,61 @@
+"""A game task's part of the run's report (:mod:`services.planner.game_task`): the final score in the header, the
+frames spent against the budget (every frame counted), and each achievement's success rate with the score after
+every iteration and in the final evaluation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from services.planner.state import RunState
+
+
+def _score(record: dict[str, Any] | None) -> str:
+    score = (record or {}).get("score")
+    return "n/a" if score is None else f"{float(score):.1f}"
+
+
+def score_line(final: dict[str, Any], target: float | None) -> str:
+    """The header's line on the final evaluation: the score in bold, its episodes and worlds, the controller."""
+    if not final or final.get("score") is None:
+        why = final.get("error") or final.get("controller") if final else ""
+        return f"- final score: not evaluated{f' ({why})' if why else ''}"
+    episodes = int(final.get("episodes") or 0)
+    worlds = f" on worlds {final['seed']}..{final['seed'] + episodes - 1}" if "seed" in final and episodes else ""
+    aim = f", target {100.0 * target:.1f}" if target is not None else ""
+    return (f"- final score: **{_score(final)}** over {episodes} episodes{worlds}{aim} "
+            f"({final.get('controller', '')})")
+
+
+def frames_line(state: RunState) -> str:
+    """Every frame the run spent, against its budget, and how much of it the whole-task evaluations took."""
+    budget = f"{state.frame_budget:,}" if state.frame_budget else "no limit"
+    return (f"- env frames spent (everything: skill tests, trainings and evaluations): {state.frames_used:,} of "
+            f"{budget}; {state.evaluation_frames:,} of them in whole-task evaluations")
+
+
+def iteration_text(record: dict[str, Any]) -> str:
+    """An iteration's whole-task evaluation in the iterations table: its score and episodes."""
+    if record.get("score") is None:
+        return "n/a"
+    return f"score {_score(record)} ({int(record.get('episodes') or 0)} episodes)"
+
+
+def achievements_section(state: RunState) -> list[str]:
+    """Each achievement's success rate (percent of the evaluation's episodes that unlocked it) and the score,
+    after each iteration and in the final evaluation."""
+    columns = [(f"iteration {int(it['iteration'])}", it) for it in state.iterations if it.get("achievement_rates")]
+    if (state.final or {}).get("achievement_rates"):
+        columns.append(("final", state.final))
+    if not columns:
+        return []
+    names = list(columns[-1][1]["achievement_rates"])
+    lines = ["## The game's achievements", "",
+             "Success rate of each achievement: the percent of the evaluation's episodes that unlocked it. The "
+             "score is exp(mean(ln(1 + s_i))) - 1 over these rates (rlgpt/game_score.py).", "",
+             "| achievement | " + " | ".join(title for title, _ in columns) + " |",
+             "|---|" + "---:|" * len(columns)]
+    for name in names:
+        cells = [f"{float(record['achievement_rates'].get(name, 0.0)):.1f}%" for _, record in columns]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines.append("| **score** | " + " | ".join(f"**{_score(record)}**" for _, record in columns) + " |")
+    return [*lines, ""]
