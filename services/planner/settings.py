@@ -62,10 +62,11 @@ class PlannerSettings(Settings):
                               choices=("auto", "on", "off"))
     parallel_trainings: int = setting(2, "RL sub-tasks of one outer iteration that train at once (a learner job "
                                          "each); 1: one after another.", ge=1)
-    keep_plan: bool = setting(True, "When every sub-task is coded and done but the whole task's chain still fails "
-                                    "in some worlds, train a policy around the plan with the frames left (the plan "
-                                    "is one macro action next to the primitives; RL learns when to step in) and "
-                                    "keep it as the final controller if it scores better on the same worlds.")
+    keep_plan: bool = setting(True, "When every sub-task is done (coded, or trained by RL: its policy plays its "
+                                    "step) but the whole task's chain still fails in some worlds, train a policy "
+                                    "around the plan with the frames left (the plan is one macro action next to the "
+                                    "primitives; RL learns when to step in) and keep it as the final controller if "
+                                    "it scores better on the same worlds.")
     kept_plan_revisions: int = setting(1, "Times the fast agent revises its config for RL around the kept plan (told "
                                           "its previous answer, its refused macro actions, that training's "
                                           "learning curve, what the policy chose, and how the policy and the plan "
