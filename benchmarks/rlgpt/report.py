@@ -54,6 +54,18 @@ def final_worlds(run: dict[str, Any]) -> tuple[int, list[bool]] | None:
     return (int(final.get("seed", 0)), list(final["successes"])) if final.get("successes") else None
 
 
+def overspent(runs: list[dict[str, Any]], budget: int) -> str:
+    """The runs whose skill tests and trainings spent more frames than the budget every run had (a bug to fix,
+    not a setting: such a run's comparison at equal frames does not hold)."""
+    spent_by = {id(r): r.get("training_frames", 0) + r.get("skill_test_frames", 0) for r in runs}
+    over = [r for r in runs if spent_by[id(r)] > budget]
+    if not over:
+        return ""
+    spent = [f"`{r['task']}` / `{label(r)}` {spent_by[id(r)]:,}" for r in over]
+    return (f"Over the budget of {budget:,} frames (a learner overshoot, not a setting; these runs do not compare at "
+            f"equal frames): {joined(spent)}.")
+
+
 def paired_sentence(task: str, runs: list[dict[str, Any]]) -> str:
     """RL-GPT against each other mode on ``task``, world by world, where both were evaluated on the same worlds
     (the same first world and count); empty where no pair was."""
@@ -259,6 +271,9 @@ def render_section(results: dict[str, Any], figure: Path | None = None,
     pairs = [paired_sentence(task, [r for r in runs if r["task"] == task]) for task in tasks]
     if any(pairs):
         lines += [" ".join(p for p in pairs if p), ""]
+    over = overspent(runs, int(results["settings"]["frames"]))
+    if over:
+        lines += [over, ""]
     minutes = per_mode_minutes(runs)
     if minutes:
         lines += [minutes, ""]

@@ -17,6 +17,7 @@ from benchmarks.rlgpt.report import (
     ablation_table,
     iteration_sentence,
     iteration_table,
+    overspent,
     paired_sentence,
     paper_order_sentence,
     ranking,
@@ -263,3 +264,12 @@ def test_modes_are_compared_world_by_world_where_they_played_the_same_worlds() -
                     "world 7001000): 2 solved only by `rl-gpt (slow-fast-critic)`, 1 only by `pure-rl` (exact McNemar "
                     "p=1).")
     assert paired_sentence("collect_stone", [rl, old]) == ""
+
+
+def test_a_run_over_its_frame_budget_is_named() -> None:
+    within = run("pure-rl", 0.0, None) | {"training_frames": 20480, "skill_test_frames": 0}
+    over = run("rl-gpt", 0.0, None) | {"agents": "slow-fast-critic", "training_frames": 28616, "skill_test_frames": 306}
+    assert overspent([within, over], 30000) == ""
+    assert overspent([within, over], 20000) == (
+        "Over the budget of 20,000 frames (a learner overshoot, not a setting; these runs do not compare at equal "
+        "frames): `collect_stone` / `pure-rl` 20,480 and `collect_stone` / `rl-gpt (slow-fast-critic)` 28,922.")
