@@ -34,6 +34,8 @@ class Task:
     inventory: tuple[tuple[str, int], ...]
     start_inventory: tuple[tuple[str, int], ...]
     terminate_on_success: bool
+    game: bool = False
+    """The backend's whole-game task (open-ended: its episodes last until death or their length)."""
 
     @property
     def open_ended(self) -> bool:
@@ -128,7 +130,8 @@ def parse_task(spec: common_pb2.TaskSpec, backend: BackendSpec) -> Task:
     if problems:
         raise InvalidArgument(join_problems(problems))
     return Task(name=spec.name or "open_ended", achievements=tuple(achievements), inventory=tuple(inventory),
-                start_inventory=tuple(start), terminate_on_success=spec.terminate_on_success)
+                start_inventory=tuple(start), terminate_on_success=spec.terminate_on_success,
+                game=is_game_task(spec, backend))
 
 
 def parse_stages(stages: Sequence[env_pb2.Stage | common_pb2.PrefixStep], backend: BackendSpec,

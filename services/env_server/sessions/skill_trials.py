@@ -85,8 +85,14 @@ class SkillTrials:
 
 def run_plan(session: Session, plan_action: int, should_stop: Callable[[], bool]) -> None:
     """Plan actions for every env until its episode ends or every stage is done (the plan has nothing left to
-    run): an all-code chain with no policy, the same plan action a kept plan's policy steps in between."""
+    run): an all-code chain with no policy, the same plan action a kept plan's policy steps in between. On the
+    whole-game task an episode lasts as the game's benchmark plays it: an env whose stages are all done idles on
+    until its episode ends (death, or its length), as a learner's chain does."""
     live = list(range(session.num_envs))
     while live and not should_stop():
         session.step([plan_action] * len(live), should_stop=should_stop, indices=live)
         live = [i for i in live if not session.slots[i].needs_reset and plan_stage(session, i) is not None]
+    idle = [i for i in range(session.num_envs) if session.task.game and not session.slots[i].needs_reset]
+    while idle and not should_stop():
+        session.step([session.backend.spec.noop_action] * len(idle), should_stop=should_stop, indices=idle)
+        idle = [i for i in idle if not session.slots[i].needs_reset]

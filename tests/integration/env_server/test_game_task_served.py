@@ -9,6 +9,7 @@ from env_server_support import rpc_error
 
 from rlgpt.env_contract import GAME_OBJECTIVE
 from rlgpt.v1 import common_pb2, env_pb2
+from services.env_server.skills.reference import COLLECT_WOOD
 
 IDLE = "def skill(agent):\n    while True:\n        yield 'noop'\n"
 
@@ -53,3 +54,17 @@ def test_a_game_episode_lasts_until_death_and_never_succeeds(env_server) -> None
     assert not episode.success and run.success_rate == 0.0
     assert episode.end_reason == "death" and 0 < episode.steps < game.episode_length
     assert episode.death_cause  # the benchmark's episodes end at death, not at a success
+
+
+def test_a_game_plan_idles_on_after_its_stages_until_the_episode_ends(env_server) -> None:
+    stub = env_server.stub
+    game = stub.ResolveTask(env_pb2.ResolveTaskRequest(task=common_pb2.TaskSpec(name="crafter"))).task
+    stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="it_game_wood", code=COLLECT_WOOD, replace=True))
+    wood = env_pb2.Stage(success=[common_pb2.Condition(achievement="collect_wood")])
+    for task, ends in ((game, "death"), (common_pb2.TaskSpec(), "skill_finished")):
+        run = stub.RunSkill(env_pb2.RunSkillRequest(plan=["it_game_wood"], stages=[wood], episodes=1, seed=3,
+                                                    task=task, max_steps=10000))
+        episode = run.episodes[0]
+        assert list(episode.stages_done) == [True] and "collect_wood" in episode.achievements
+        # The whole game plays on after the plan (the benchmark's episodes); another task's plan stops there.
+        assert episode.end_reason == ends, (task.name, episode.end_reason, episode.steps)
