@@ -28,7 +28,7 @@ from services.planner.report_evaluations import (
     links_section,
     verdicts_section,
 )
-from services.planner.report_game import achievements_section, frames_line, iteration_text, score_line
+from services.planner.report_game import achievements_section, frames_line, score_line
 from services.planner.report_plots import plot_iterations, plot_subtask_curves
 from services.planner.state import RunState
 
@@ -171,7 +171,7 @@ def write_run_report(run_dir: Path, state: RunState | None = None, ended: str = 
     for it in state.iterations:
         chain = str(it.get("controller", "")).replace("|", "/")
         lines.append(f"| {int(it['iteration'])} | {int(it['tokens'])} | {it['seconds']:.0f} | {int(it['frames'])} | "
-                     f"{iteration_text(it) if game else evaluation_text(it)} | {chain} |")
+                     f"{evaluation_text(it)} | {chain} |")
     lines += ["", f"![tokens and success per iteration]({iterations_png.name})", ""]
     lines += achievements_section(state)
     lines += animations_section(final) + links_section(state) + verdicts_section(state)

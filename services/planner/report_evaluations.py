@@ -32,7 +32,9 @@ def evaluation_counts(record: dict[str, Any] | None) -> tuple[int, int] | None:
 
 def evaluation_text(record: dict[str, Any] | None) -> str:
     """``"75% (24/32, 95% CI 58-87%)"``; the bare rate when the episodes were not recorded; ``"n/a"`` when not
-    evaluated."""
+    evaluated; a game task's ``"score 12.3 (32 episodes)"`` (its episodes never succeed)."""
+    if (record or {}).get("score") is not None:
+        return f"score {float(record['score']):.1f} ({int(record.get('episodes') or 0)} episodes)"
     if (counts := evaluation_counts(record)) is not None:
         return rate_text(*counts)
     rate = (record or {}).get("success_rate")

@@ -33,13 +33,6 @@ def frames_line(state: RunState) -> str:
             f"{budget}; {state.evaluation_frames:,} of them in whole-task evaluations")
 
 
-def iteration_text(record: dict[str, Any]) -> str:
-    """An iteration's whole-task evaluation in the iterations table: its score and episodes."""
-    if record.get("score") is None:
-        return "n/a"
-    return f"score {_score(record)} ({int(record.get('episodes') or 0)} episodes)"
-
-
 def achievements_section(state: RunState) -> list[str]:
     """Each achievement's success rate (percent of the evaluation's episodes that unlocked it) and the score,
     after each iteration and in the final evaluation."""

@@ -66,11 +66,13 @@ def measured_task_verdict(record: IterationRecord, target: float) -> critic_pb2.
     rate = record.success_rate or 0.0
     link = weakest_link(record.links)
     where = "; ".join(f"{x['name']}: {x['succeeded']}/{x['reached']} episodes met its conditions" for x in record.links)
+    measured = (f"The whole game scored {record.score:.1f} in its evaluation (target {100.0 * target:.1f})."
+                if record.score is not None else  # only a game task's record has a score
+                f"The whole task succeeded in {rate:.0%} of its evaluation (target {target:.0%}).")
     return critic_pb2.Verdict(
-        success=rate >= target, success_rate=rate, subtask=link,
-        target=critic_pb2.TARGET_FAST if link else critic_pb2.TARGET_SLOW,
-        diagnosis=f"The whole task succeeded in {rate:.0%} of its evaluation (target {target:.0%})."
-                  + (f" Per link: {where}." if where else ""),
+        success=record.score / 100.0 >= target if record.score is not None else rate >= target, success_rate=rate,
+        subtask=link, target=critic_pb2.TARGET_FAST if link else critic_pb2.TARGET_SLOW,
+        diagnosis=measured + (f" Per link: {where}." if where else ""),
         suggestion=f"Make {link} succeed where the chain hands it over." if link else "Revise the plan.")
 
 
