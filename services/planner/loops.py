@@ -146,7 +146,8 @@ class TwoLoops(PlanMaking, InnerLoops):
             config.task.objective = task.objective
             config.env_frames = ctx.budgets.env_frames_per_training if left is None else max(0, left - evaluation)
             config.episode_length = game_task.episode_frames(task, ctx.settings)
-            config.reward_terms[:] = list(task.reward_terms)
+            del config.reward_terms[:]
+            config.reward_terms.extend(task.reward_terms)
         self.attempts.train(st, state, config)
 
     def _adopt_plan(self, plan: planner_pb2.Plan) -> None:
