@@ -232,7 +232,8 @@ def test_a_revision_sees_the_last_trainings_curve_and_the_verdict_in_a_prompt_of
     assert "Reward the make_wood_pickaxe achievement" in prompt.split("Critic feedback:", 1)[1]
     assert "`env_frames` (optional): train for fewer frames than that, at least 2000" in prompt
     assert "agent.step_to(name)" in prompt  # the served skill API, for the macro actions' code
-    assert len(prompt) < 18500, len(prompt)  # 18,2xx with the observation vector's description (2026-11-27)
+    # 18,2xx with the observation vector's description (2026-11-27); 18,7xx with the schema's limits (2026-11-28)
+    assert len(prompt) < 19000, len(prompt)
 
 
 def test_a_program_revision_sees_its_previous_program_and_error(rendered) -> None:
@@ -244,8 +245,10 @@ def test_a_program_revision_sees_its_previous_program_and_error(rendered) -> Non
 
 
 def test_the_code_prompts_state_the_schemas_limit_on_code(rendered) -> None:
-    for name in ("fast_code", "fast_rl"):
-        assert f"at most {SKILL_CODE_LIMITS['max_length']:,} characters" in " ".join(rendered[name].split()), name
+    code = f"code {SKILL_CODE_LIMITS['min_length']:,} to {SKILL_CODE_LIMITS['max_length']:,} characters"
+    assert code in " ".join(rendered["fast_code"].split())
+    assert f"at most {SKILL_CODE_LIMITS['max_length']:,} characters" in " ".join(rendered["fast_rl"].split())
+    assert f"macro_actions[].{code}" in " ".join(rendered["fast_rl"].split())
 
 
 def test_feedback_is_never_cut_mid_sentence(rendered) -> None:
