@@ -23,6 +23,7 @@ from google.protobuf import json_format
 from rlgpt.env_client import ManyEnvs, RemoteSession
 from rlgpt.v1 import env_pb2, learner_pb2
 from rlgpt.worlds import training_worlds
+from services.learner.frame_budget import FrameMeter
 from services.learner.plan_links import PlanLink, pinned_links, session_config
 from services.learner.plan_session import PlanPolicySession
 from services.learner.vec_env import SessionVecEnv, SharedSessions
@@ -106,12 +107,15 @@ def episode_log(job_dir: Path, worker: int, split: int) -> Callable[[dict[str, A
 
 
 def worker_env(config: learner_pb2.RLConfig, env_config: Any, new_session: Callable[[int, int], ManyEnvs],
-               owner: str, splits: int, record_episodes: Path | None = None) -> SessionVecEnv:
+               owner: str, splits: int, record_episodes: Path | None = None, budget_dir: Path | None = None
+               ) -> SessionVecEnv:
     """The vector env of one split of a rollout worker: its share of the worker's one session.
 
     ``new_session(num_envs, seed)`` creates a session; the ``splits`` of a worker of ``owner`` (a job) share it,
     each stepping its own group of ``envs_per_worker / splits`` envs.
     Sample Factory's probe for the spaces (no ``env_config``) gets a session of its own with one split's envs.
+    With ``budget_dir`` (the job's dir), each split counts its frames there and stops at ``config.env_frames``
+    (``frame_budget``).
     """
     envs = config.envs_per_worker
     group = envs // splits
@@ -122,7 +126,8 @@ def worker_env(config: learner_pb2.RLConfig, env_config: Any, new_session: Calla
     session = _WORKER_SESSIONS.acquire(key, lambda: new_session(envs, training_worlds(int(config.seed), worker)))
     return SessionVecEnv(session, range(split * group, (split + 1) * group),
                          on_close=lambda: _WORKER_SESSIONS.release(key),
-                         on_episode=episode_log(record_episodes, worker, split) if record_episodes else None)
+                         on_episode=episode_log(record_episodes, worker, split) if record_episodes else None,
+                         meter=FrameMeter(budget_dir, worker, split, int(config.env_frames)) if budget_dir else None)
 
 
 def make_sf_env(full_env_name: str, cfg: Any = None, env_config: Any = None, render_mode: str | None = None
@@ -136,4 +141,4 @@ def make_sf_env(full_env_name: str, cfg: Any = None, env_config: Any = None, ren
         return remote_session(config, env_server_for(doc, worker), num_envs, seed, job_dir)
 
     return worker_env(config, env_config, new_session, str(job_dir), int(cfg.worker_num_splits),
-                      job_dir if doc.get("record_episodes") else None)
+                      job_dir if doc.get("record_episodes") else None, budget_dir=job_dir)

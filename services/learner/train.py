@@ -2,8 +2,9 @@
 
 Runs Sample Factory APPO on the env server named in ``JOB_DIR/config.json`` and writes a progress
 record (JSON line) to ``JOB_DIR/progress.jsonl`` every few seconds. Frames are counted as the env
-consumed them (skill actions take up to K frames each), and training stops at the frame budget or
-when ``JOB_DIR/stop`` appears, saving a checkpoint either way.
+consumed them (skill actions take up to K frames each, a chain prefix its own), by the rollout workers' envs
+(``frame_budget``), which stop stepping at the frame budget; training stops there or when ``JOB_DIR/stop``
+appears, saving a checkpoint either way.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from sample_factory.envs.env_utils import register_env
 from sample_factory.train import make_runner
 
 from rlgpt.v1 import learner_pb2
+from services.learner.frame_budget import spent_frames
 from services.learner.job_watch import DEFAULT_STOP_GRACE, JobWatch, exit_later, pid_alive
 from services.learner.jobs import LEARNER_PID_ENV
 from services.learner.model import make_actor_critic, make_encoder
@@ -135,7 +137,12 @@ class ProgressObserver(AlgoObserver):
                                  for key, value in extra.items() if key.startswith(CHOICES + "/")})
 
     def frames(self, runner: Runner) -> int:
-        # Decisions the learner consumed, scaled by frames-per-decision of finished episodes.
+        """The job's env frames: the real count its vector envs keep (``frame_budget``, the one the budget holds
+        them to); an env that keeps none (the benchmark's in-process one) gets an estimate, the decisions the
+        learner consumed scaled by frames-per-decision of finished episodes."""
+        spent = spent_frames(self.job_dir)
+        if spent is not None:
+            return spent
         decisions = sum(runner.env_steps.values())
         per_decision = self.frames_done / self.decisions_done if self.decisions_done else 1.0
         return int(max(self.frames_done, decisions * per_decision))
@@ -172,6 +179,13 @@ class ProgressObserver(AlgoObserver):
     def on_training_step(self, runner: Runner, training_iteration_since_resume: int) -> None:
         if time.time() - self.last_write >= self.interval:
             self.record(runner)
+        self.check_budget(runner)
+
+    def check_budget(self, runner: Runner) -> None:
+        """Stops the job (a checkpoint first) at its frame budget or its stop file; the envs stopped stepping at
+        the budget already, so the check after a training step or a summary comes in time."""
+        if self.reason:
+            return
         if self.frames(runner) >= self.frame_budget:
             self.reason = "budget"
         elif (self.job_dir / "stop").exists():
@@ -187,6 +201,7 @@ class ProgressObserver(AlgoObserver):
             frames = self.frames(runner)
             writer.add_scalar("rlgpt/success_rate", sum(self.successes) / max(1, len(self.successes)), frames)
             writer.add_scalar("rlgpt/mean_return", sum(self.returns) / max(1, len(self.returns)), frames)
+        self.check_budget(runner)  # envs past the budget idle: training steps may come slowly
         if self.reason:
             return
         reason = "stopped" if self.terminated else self.watch.check() if self.watch is not None else None

@@ -25,6 +25,7 @@ import torch
 
 from rlgpt.env_client import ManyEnvs, Observation
 from rlgpt.env_contract import is_macro
+from services.learner.frame_budget import FrameMeter
 from services.learner.spaces import observation_space
 
 EXTRA_STATS = ("success", "frames", "skill_frames", "skill_uses", "skill_errors", "achievements")
@@ -56,7 +57,9 @@ class SessionVecEnv(gym.Env):
     """Envs ``indices`` of ``session`` as one Sample Factory vector env: Dict(image uint8 CHW, vector float32),
     Discrete(actions), ``num_agents`` = the group's size.
 
-    ``on_close`` runs instead of closing the session (a shared session is closed by its last user).
+    ``on_close`` runs instead of closing the session (a shared session is closed by its last user); ``meter``
+    counts the frames each step spent and, once the job's budget is spent, stops stepping the session
+    (``frame_budget``): the envs answer their last observations again, without reward, frames or an end.
     """
 
     metadata = {"render_modes": []}
@@ -64,8 +67,10 @@ class SessionVecEnv(gym.Env):
 
     def __init__(self, session: ManyEnvs, indices: Sequence[int], *, end_on_skill_error: bool = True,
                  on_close: Callable[[], None] | None = None,
-                 on_episode: Callable[[dict[str, Any]], None] | None = None):
+                 on_episode: Callable[[dict[str, Any]], None] | None = None, meter: FrameMeter | None = None):
         self._session = session
+        self._meter = meter
+        self._last: Observation | None = None
         self._closed = False
         self._on_episode = on_episode
         self._unlocked: list[set[str]] = [set() for _ in indices]
@@ -106,12 +111,21 @@ class SessionVecEnv(gym.Env):
             obs = self._session.reset(self._indices)
             prefix = prefix_frames(self._session, self.num_agents)
         self._sums["frames"] += prefix  # the prefix's frames are the new episodes' first
+        if self._meter is not None:
+            self._meter.add(int(prefix.sum()))
         self._fresh = False
-        return self._observation(obs), [{} for _ in self._indices]
+        self._last = self._observation(obs)
+        return self._last, [{} for _ in self._indices]
 
     def step(self, actions: Any) -> tuple[Observation, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         acts = np.asarray(actions.cpu() if isinstance(actions, torch.Tensor) else actions, np.int64).reshape(-1)
+        if self._meter is not None and self._last is not None and self._meter.over():
+            self._meter.idle()
+            none = np.zeros(self.num_agents, bool)
+            return self._last, np.zeros(self.num_agents, np.float32), none, none.copy(), {}
         batch = self._session.step_envs(acts.tolist(), self._indices)
+        if self._meter is not None:
+            self._meter.add(int(batch.frames.sum()))  # all of them: its own, skills', an autoreset's prefix
         # An env reset by the server ran the next episode's prefix: its frames are in the step's, the next episode's.
         carried = prefix_frames(self._session, len(acts)).copy()
         own = batch.frames - carried
@@ -130,6 +144,8 @@ class SessionVecEnv(gym.Env):
                 truncated[failed] = True
                 fresh = self._session.reset([self._indices[j] for j in failed])
                 carried[failed] = prefix_frames(self._session, failed.size)
+                if self._meter is not None:
+                    self._meter.add(int(carried[failed].sum()))  # that Reset ran the prefix again
                 obs = {k: v.copy() for k, v in obs.items()}
                 for key in obs:
                     obs[key][failed] = fresh[key]
@@ -146,8 +162,8 @@ class SessionVecEnv(gym.Env):
             total[done] = 0
         sums["frames"] += carried
         self._choices[done] = 0
-        return (self._observation(obs), batch.rewards, terminated, truncated,
-                {"episode_extra_stats": extra})
+        self._last = self._observation(obs)
+        return self._last, batch.rewards, terminated, truncated, {"episode_extra_stats": extra}
 
     def _report_episodes(self, batch: Any, done: np.ndarray) -> None:
         """Each finished episode's frames, achievements unlocked (names), success, return and decisions per action
