@@ -156,7 +156,11 @@ class ServerSettings(Settings):
     port: int = setting(0, "gRPC port; 0 picks a free one (the chosen port is logged).", ge=0, le=65535)
     metrics_port: int = setting(-1, "Prometheus /metrics port; 0 picks a free one, -1 disables.",
                                 ge=-1, le=65535)
-    max_workers: int = setting(16, "gRPC thread pool size (concurrent calls).", ge=1, le=1024)
+    max_workers: int = setting(16, "gRPC threads kept for unary calls (health, Describe, Step, ...), besides a "
+                               "thread for each stream the server may serve (max_streams).", ge=1, le=1024)
+    max_streams: int = setting(16, "Streaming calls (WatchRun, GetRunReport, WatchJob, health Watch) a service "
+                               "serves at once; one more is refused with RESOURCE_EXHAUSTED. The env server serves "
+                               "one StreamSteps per session instead (RLGPT_ENV_MAX_SESSIONS).", ge=1, le=1024)
     grace_seconds: float = setting(5.0, "On SIGTERM, seconds in-flight calls get before they are cancelled.",
                                    ge=0)
     max_message_mb: int = setting(64, "Max gRPC message size in MiB, both directions.", ge=1, le=1024)

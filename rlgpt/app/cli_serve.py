@@ -193,7 +193,8 @@ def _serve(name: str, server_settings: Any, service_name: str, add_fn: Any, serv
 
     server, bound = create_server(
         f"{server_settings.host}:{server_settings.port}", [ServiceBinding(service_name, add_fn, servicer)],
-        max_workers=server_settings.max_workers, max_message_mb=server_settings.max_message_mb, metrics_label=name)
+        max_workers=server_settings.max_workers, max_streams=server_settings.max_streams,
+        max_message_mb=server_settings.max_message_mb, metrics_label=name)
     metrics_bound = metrics.start_metrics_server(server_settings.metrics_port, server_settings.host)
 
     def announce() -> None:

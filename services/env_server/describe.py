@@ -38,7 +38,7 @@ def server_limits(s: EnvServerSettings) -> env_pb2.ServerLimits:
         max_frames_per_episode=s.max_frames_per_episode, max_stages=s.max_list_entries,
         max_threat_distance=s.max_threat_distance, default_skill_steps=s.default_skill_steps,
         max_animation_frames=s.max_animation_frames, max_animations=s.max_animations,
-        requests=env_limits(s).to_proto())
+        requests=env_limits(s).to_proto(), max_streams=s.max_streams)
 
 
 def describe(backend: str, settings: EnvServerSettings) -> env_pb2.DescribeResponse:

@@ -50,6 +50,8 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
         self.catalog = SkillCatalog(settings, self.skills)
         self.trials = SkillTrials(settings, self.skills)
         self.request_limits = env_limits(settings)
+        self.max_streams = settings.max_streams
+        """Streams served at once (create_server sizes the thread pool and refuses one more by it)."""
 
     def close(self) -> None:
         self.sessions.shutdown()

@@ -64,6 +64,12 @@ class EnvServerSettings(Settings):
     skill_probe_seconds: float = setting(10.0, "Wall-clock budget of RegisterSkill's test run; when it is spent, "
                                          "the skill is judged on the frames it ran.", gt=0)
 
+    @property
+    def max_streams(self) -> int:
+        """StreamSteps calls served at once, each on a thread of its own (rlgpt.grpc_server): one per session this
+        server may hold; one more is RESOURCE_EXHAUSTED."""
+        return self.max_sessions
+
     def extra_problems(self) -> list[str]:
         problems = []
         if self.default_skill_steps > self.max_skill_steps:
