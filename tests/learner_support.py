@@ -4,6 +4,8 @@ channel; its settings; the wood config the trainings use; following a job to its
 from __future__ import annotations
 
 import dataclasses
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -65,3 +67,13 @@ def wood_config(frames: int, skills=("learn_wood",), **fields) -> learner_pb2.RL
 
 def watch_until_done(learner: Learner, job_id: str, timeout: float = 400) -> list[learner_pb2.JobProgress]:
     return list(learner.stub.WatchJob(learner_pb2.WatchJobRequest(job_id=job_id), timeout=timeout))
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    """Polls ``predicate`` every 0.5 s until it holds; AssertionError naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")

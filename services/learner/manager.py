@@ -15,7 +15,7 @@ from typing import Any
 from rlgpt import metrics
 from rlgpt.errors import FailedPrecondition, NotFound, ResourceExhausted, found, shown
 from rlgpt.v1 import learner_pb2
-from services.learner.job_watch import ENV_SERVER_LOST, REASONS, touch_heartbeat
+from services.learner.job_watch import ENV_SERVER_LOST, LEARNER_GONE, REASONS, touch_heartbeat
 from services.learner.jobs import (
     JobRecord,
     JobRunner,
@@ -52,7 +52,8 @@ class JobManager:
 
     # --- lifecycle ----------------------------------------------------------------------------------
     def _recover(self) -> None:
-        """Lists jobs found on disk; ones that were running when the learner died become resumable STOPPED."""
+        """Lists jobs found on disk; one that was running when the learner died ends as its final record says (a
+        job whose learner is gone saves a checkpoint and exits: FAILED with that reason, resumable)."""
         for job_dir in sorted(p for p in self.root.iterdir() if (p / "state.json").exists()):
             try:
                 record = JobRecord.load(job_dir)
@@ -63,8 +64,7 @@ class JobManager:
                 runner = self.runners.get(record.config.runner or "local")
                 record.handle = runner.reattach(record.job_id, job_dir) if runner else None
                 if record.handle is None:
-                    record.state = learner_pb2.JOB_STATE_STOPPED
-                    record.message = "the learner restarted while this job ran; resume it from its last checkpoint"
+                    record.state, record.message = self._outcome(record, None)
                     record.save()
             self._jobs[record.job_id] = record
         self._update_gauges()
@@ -263,23 +263,31 @@ class JobManager:
                              f"no progress for {self.settings.watchdog_seconds:.0f} s: killed by the watchdog. "
                              f"Last error: {last_error(record.job_dir) or 'none recorded'}")
             return
-        final = progress[-1] if progress else {}
-        # The final record is the job's own word: a Kubernetes Job cleaned up after success polls as "failed".
-        if final.get("final") and final.get("reason") == "budget":
-            self._finish(record, learner_pb2.JOB_STATE_SUCCEEDED,
-                         f"trained {final.get('env_frames', 0)} frames; "
-                         f"success rate {final.get('success_rate', 0):.2f}")
-        elif final.get("final") and final.get("reason") == "stopped":
-            self._finish(record, learner_pb2.JOB_STATE_STOPPED, "stopped on request; resumable")
-        elif final.get("final") and final.get("reason") in REASONS:
+        self._finish(record, *self._outcome(record, code))
+
+    @staticmethod
+    def _outcome(record: JobRecord, code: int | None) -> tuple[int, str]:
+        """State and message of a job whose training ended, by its final progress record, the job's own word (a
+        Kubernetes Job cleaned up after success polls as "failed"), else by its exit ``code`` (None: unknown, the
+        learner that watched it died)."""
+        progress = read_progress(record.job_dir)
+        final = progress[-1] if progress and progress[-1].get("final") else {}
+        if final.get("reason") == "budget":
+            return learner_pb2.JOB_STATE_SUCCEEDED, (f"trained {final.get('env_frames', 0)} frames; "
+                                                     f"success rate {final.get('success_rate', 0):.2f}")
+        if final.get("reason") == "stopped":
+            return learner_pb2.JOB_STATE_STOPPED, "stopped on request; resumable"
+        resume = "resume it with StartTraining(resume_job_id) once the cause is fixed"
+        if final.get("reason") in REASONS:
             why = (last_error(record.job_dir) if final["reason"] == ENV_SERVER_LOST
                    else "the learner that watched it was gone")
-            self._finish(record, learner_pb2.JOB_STATE_FAILED,
-                         f"{final['reason']}: {why}; the job saved a checkpoint at {final.get('env_frames', 0)} "
-                         "frames and exited; resume it with StartTraining(resume_job_id) once the cause is fixed")
-        else:
-            self._finish(record, learner_pb2.JOB_STATE_FAILED,
-                         f"training exited with code {code}: {last_error(record.job_dir) or 'no error recorded'}")
+            return learner_pb2.JOB_STATE_FAILED, (f"{final['reason']}: {why}; the job saved a checkpoint at "
+                                                  f"{final.get('env_frames', 0)} frames and exited; {resume}")
+        if code is None:
+            return learner_pb2.JOB_STATE_FAILED, (f"{LEARNER_GONE}: the learner that watched it died and the job left "
+                                                  f"no final record; {resume} (from its last checkpoint)")
+        return learner_pb2.JOB_STATE_FAILED, (f"training exited with code {code}: "
+                                              f"{last_error(record.job_dir) or 'no error recorded'}")
 
     def _finish(self, record: JobRecord, state: int, message: str) -> None:
         with self._lock:

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import io
 import sys
-import time
 
 import grpc
 import PIL.Image
 import pytest
-from learner_support import Learner, settings_for, start_learner, watch_until_done, wood_config
+from learner_support import Learner, settings_for, start_learner, wait_for, watch_until_done, wood_config
 
 from rlgpt.app.launcher import start_service
 from rlgpt.grpc_client import create_channel
@@ -140,15 +139,6 @@ def test_watch_unknown_job_is_not_found(learner) -> None:
         learner.stub.StopJob(learner_pb2.StopJobRequest(job_id="j" * 5_000_000))
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert info.value.details() == "job_id is 5000000 chars; the limit is 128"
-
-
-def wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def job(learner: Learner, job_id: str) -> learner_pb2.JobInfo:

@@ -326,22 +326,31 @@ class StillRunning(JobHandle):
         return "adopted"
 
 
-def test_a_restarted_learner_lists_jobs_again_and_stops_the_ones_it_lost(make_manager, tmp_path: Path) -> None:
+def test_a_restarted_learner_lists_jobs_again_and_fails_the_ones_it_lost(make_manager, tmp_path: Path) -> None:
     manager = make_manager()
     done = manager.start(config(), {"behaviour": "budget"})
     wait_done(manager, done.job_id)
     lost = manager.start(config(), {"behaviour": "hang"})
+    gone = manager.start(config(), {"behaviour": "hang"})
     adopted = manager.start(config(), {"behaviour": "hang"})
     manager._stop.set()  # the learner dies: its monitor stops, its jobs' states stay RUNNING on disk
+    # What a training does when its learner is gone (job_watch): a checkpoint, then its final record.
+    with (gone.job_dir / "progress.jsonl").open("a") as f:
+        f.write(json.dumps({"time": time.time(), "env_frames": 200, "final": True, "reason": "learner_gone"}) + "\n")
     (tmp_path / "jobs" / "broken").mkdir()
     (tmp_path / "jobs" / "broken" / "state.json").write_text("{}")
     again = make_manager({"local": Reattaching({adopted.job_id})})
     states = {r.job_id: r for r in again.all()}
-    assert set(states) == {done.job_id, lost.job_id, adopted.job_id}  # the unreadable one is skipped
+    assert set(states) == {done.job_id, lost.job_id, gone.job_id, adopted.job_id}  # the unreadable one is skipped
     assert states[done.job_id].state == learner_pb2.JOB_STATE_SUCCEEDED
-    assert states[lost.job_id].state == learner_pb2.JOB_STATE_STOPPED
-    assert "the learner restarted while this job ran" in states[lost.job_id].message
-    assert json.loads(states[lost.job_id].state_path.read_text())["state"] == "JOB_STATE_STOPPED"
+    # FAILED with the reason, as the README says, and resumable.
+    assert states[gone.job_id].state == learner_pb2.JOB_STATE_FAILED
+    assert states[gone.job_id].message.startswith("learner_gone: the learner that watched it was gone; the job saved "
+                                                  "a checkpoint at 200 frames and exited; resume it with StartTraining")
+    assert states[lost.job_id].state == learner_pb2.JOB_STATE_FAILED
+    assert states[lost.job_id].message.startswith("learner_gone: the learner that watched it died and the job left "
+                                                  "no final record; resume it with StartTraining(resume_job_id)")
+    assert json.loads(states[lost.job_id].state_path.read_text())["state"] == "JOB_STATE_FAILED"
     assert states[adopted.job_id].state == learner_pb2.JOB_STATE_RUNNING
     assert states[lost.job_id].config == config()
 
