@@ -63,6 +63,23 @@ class Unavailable(RlgptError):
     code = grpc.StatusCode.UNAVAILABLE
 
 
+class ServiceFailed(Unavailable):
+    """Another service did not serve a call: it is unavailable (UNAVAILABLE: gone, unreachable, or short of a service
+    it needs itself) or did not answer within the call's deadline.
+    Named with its address, so that the caller pauses its work for the service rather than blame the code, answer
+    or agent whose call it was (``rlgpt.grpc_client.create_channel(peer=...)`` raises it)."""
+
+    def __init__(self, service: str, address: str, method: str, code: grpc.StatusCode, details: str,
+                 deadline_seconds: float | None = None):
+        self.service, self.address, self.method = service, address, method
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED and deadline_seconds is not None:
+            seconds = f"{deadline_seconds:.1f}".rstrip("0").rstrip(".")
+            why = f"did not answer {method} within its deadline of {seconds} s"
+        else:
+            why = f"is unavailable ({method}: {code.name}: {details[:300]})"  # gone, or short of a service it needs
+        super().__init__(f"the {service} at {address} {why}")
+
+
 class ConfigError(RlgptError):
     """Settings are invalid; the message lists every problem found, not only the first."""
 

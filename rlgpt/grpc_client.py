@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import collections
 import json
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
+
+from rlgpt.errors import ServiceFailed
 
 
 class _DefaultDeadline(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
@@ -26,6 +30,58 @@ class _DefaultDeadline(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientI
 
     def intercept_unary_stream(self, continuation: Any, details: grpc.ClientCallDetails, request: Any) -> Any:
         return continuation(self._details(details), request)
+
+
+class _NamedPeer(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
+    """Raises :class:`~rlgpt.errors.ServiceFailed`, naming the peer and its address, where a call fails because the
+    peer is unavailable (gone, or short of a service it needs) or did not answer within the call's deadline. A
+    DEADLINE_EXCEEDED the peer answered well before the deadline is its own answer about the work (a skill that ran
+    out of time): it stays an RpcError."""
+
+    def __init__(self, service: str, address: str):
+        self._service, self._address = service, address
+
+    def _failure(self, exc: grpc.RpcError, details: grpc.ClientCallDetails, start: float) -> ServiceFailed | None:
+        code, method = exc.code(), details.method.rsplit("/", 1)[-1]
+        timed_out = (code == grpc.StatusCode.DEADLINE_EXCEEDED and details.timeout is not None
+                     and time.monotonic() - start >= 0.95 * details.timeout)
+        if code != grpc.StatusCode.UNAVAILABLE and not timed_out:
+            return None
+        return ServiceFailed(self._service, self._address, method, code, exc.details() or "",
+                             details.timeout if timed_out else None)
+
+    def intercept_unary_unary(self, continuation: Any, details: grpc.ClientCallDetails, request: Any) -> Any:
+        start = time.monotonic()
+        outcome = continuation(details, request)
+        if isinstance(outcome, grpc.RpcError) and (failure := self._failure(outcome, details, start)) is not None:
+            raise failure from None
+        return outcome
+
+    def intercept_unary_stream(self, continuation: Any, details: grpc.ClientCallDetails, request: Any) -> Any:
+        start = time.monotonic()
+        return _PeerStream(continuation(details, request), lambda exc: self._failure(exc, details, start))
+
+
+class _PeerStream:
+    """A server stream whose errors pass through ``failure`` (:class:`_NamedPeer`); otherwise the call itself."""
+
+    def __init__(self, call: Any, failure: Callable[[grpc.RpcError], ServiceFailed | None]):
+        self._call, self._failure = call, failure
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            return next(self._call)
+        except grpc.RpcError as exc:
+            failure = self._failure(exc)
+            if failure is None:
+                raise
+            raise failure from None
+
+    def __getattr__(self, name: str) -> Any:  # cancel(), code(), details(), ... of the call
+        return getattr(self._call, name)
 
 
 class _CallDetails(collections.namedtuple("_CallDetails", ("method", "timeout", "metadata", "credentials",
@@ -50,12 +106,15 @@ pings at that rate (rlgpt.grpc_server), else they answer GOAWAY "too_many_pings"
 
 
 def create_channel(target: str, *, default_timeout: float = 30.0, max_message_mb: int = 64,
-                   wait_ready_seconds: float | None = None) -> grpc.Channel:
+                   wait_ready_seconds: float | None = None, peer: str = "") -> grpc.Channel:
     """An insecure channel to ``target`` ("host:port").
 
     Unary and server-streaming calls without an explicit ``timeout`` get ``default_timeout``
     seconds (streams that should outlive it pass their own). With ``wait_ready_seconds`` the call
-    blocks until the channel connects and raises ``grpc.FutureTimeoutError`` past it.
+    blocks until the channel connects and raises ``grpc.FutureTimeoutError`` past it. With ``peer`` (what the
+    target is: "env server", "learner"), a unary or server-streaming call to a peer that is unavailable or does not
+    answer in time raises :class:`~rlgpt.errors.ServiceFailed` naming it and ``target``, instead of
+    ``grpc.RpcError``.
     """
     limit = max_message_mb * 1024 * 1024
     channel = grpc.insecure_channel(target, options=[
@@ -68,4 +127,6 @@ def create_channel(target: str, *, default_timeout: float = 30.0, max_message_mb
     ])
     if wait_ready_seconds is not None:
         grpc.channel_ready_future(channel).result(timeout=wait_ready_seconds)
-    return grpc.intercept_channel(channel, _DefaultDeadline(default_timeout))
+    named = (_NamedPeer(peer, target),) if peer else ()
+    # The default deadline first: the peer's interceptor sees every call's deadline.
+    return grpc.intercept_channel(channel, _DefaultDeadline(default_timeout), *named)

@@ -7,22 +7,19 @@ import dataclasses
 import json
 import logging
 import os
-import signal
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
 from google.protobuf import json_format
 from rich.console import Console
-from rich.live import Live
-from rich.table import Table
 
 from rlgpt import deadlines
+from rlgpt.app.follow_run import follow
 from rlgpt.app.launcher import ServiceProcess, start_service
 from rlgpt.app.report_fetch import fetch_report
 from rlgpt.config import LLMSettings
-from rlgpt.errors import FailedPrecondition, InvalidArgument, Unavailable
+from rlgpt.errors import FailedPrecondition, InvalidArgument, ServiceFailed, Unavailable
 from rlgpt.grpc_client import create_channel
 from rlgpt.llm.chat_server import ChatServer
 from rlgpt.llm.factory import needs_local_server
@@ -168,62 +165,6 @@ def local_services(options: RunOptions, log_dir: Path,
             llm_server.stop()
 
 
-def _progress_table(status: dict[str, str]) -> Table:
-    table = Table(title="RL-GPT", show_header=False, expand=False)
-    for key in ("run", "iteration", "sub-task", "last", "training", "verdict", "whole task", "tokens", "frames"):
-        table.add_row(key, status.get(key, ""))
-    return table
-
-
-def follow(stub: planner_pb2_grpc.PlannerServiceStub, run_id: str, console: Console) -> planner_pb2.RunEvent | None:
-    """Shows events live until the run ends; Ctrl-C asks the planner to stop the run cleanly."""
-    status = {"run": run_id}
-    last: planner_pb2.RunEvent | None = None
-    stopping = threading.Event()
-
-    def on_interrupt(signum: int, _frame: object) -> None:
-        if not stopping.is_set():
-            stopping.set()
-            console.print("[yellow]stopping: training jobs are stopped, state is saved; --resume continues[/]")
-            stub.StopRun(planner_pb2.StopRunRequest(run_id=run_id), timeout=deadlines.QUICK_SECONDS)
-
-    previous = signal.signal(signal.SIGINT, on_interrupt)
-    try:
-        with Live(_progress_table(status), console=console, refresh_per_second=4) as live:
-            for event in stub.WatchRun(planner_pb2.WatchRunRequest(run_id=run_id),
-                                       timeout=deadlines.FOLLOW_RUN_SECONDS):
-                last = event
-                kind = event.WhichOneof("payload")
-                status["iteration"] = str(event.iteration)
-                if event.subtask:
-                    status["sub-task"] = event.subtask
-                status["last"] = kind
-                if kind == "plan":
-                    status["last"] = "plan: " + ", ".join(s.name for s in event.plan.subtasks)
-                elif kind == "code":
-                    status["last"] = f"skill candidate {event.code.candidate}: success {event.code.success_rate:.0%}"
-                elif kind == "training":
-                    t = event.training
-                    status["training"] = (f"{t.env_frames} frames, {t.fps:.0f} FPS, success {t.success_rate:.0%}, "
-                                          f"return {t.mean_return:.2f}")
-                elif kind == "verdict":
-                    status["verdict"] = f"success {event.verdict.success_rate:.0%}: {event.verdict.diagnosis[:80]}"
-                elif kind == "iteration_end":
-                    end = event.iteration_end
-                    rate = (f"score {end.score:.1f}" if end.HasField("score") else  # a game task's measure
-                            f"{end.success_rate:.0%}" if end.HasField("success_rate") else "not evaluated")
-                    status["whole task"] = f"after iteration {end.iteration}: {rate} ({end.controller[:80]})"
-                elif kind == "llm":
-                    status["tokens"] = str(int(status.get("tokens", "0")) + event.llm.prompt_tokens
-                                           + event.llm.completion_tokens)
-                elif kind == "error":
-                    status["last"] = f"error: {event.error.message[:120]}"
-                live.update(_progress_table(status))
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    return last
-
-
 def _resume_request(options: RunOptions, resume: Path) -> planner_pb2.StartRunRequest:
     """The StartRunRequest of ``--resume``: always a run id (a planner resumes only runs of its own runs directory,
     by id). A local run directory (services started here) gives its name as the id and its folder as the runs
@@ -265,23 +206,29 @@ def run_rlgpt(options: RunOptions) -> Path:
             console.print(f"replaying the LLM calls of {options.replay} (skills and trainings run live)")
         services = None if options.planner else stack.enter_context(local_services(options, log_dir, llm_env))
         planner_target = options.planner or services["planner"].target
-        channel = create_channel(planner_target, default_timeout=deadlines.START_RUN_SECONDS, wait_ready_seconds=60)
+        # A planner that is gone raises ServiceFailed, naming it and its address (never a gRPC traceback).
+        channel = create_channel(planner_target, default_timeout=deadlines.START_RUN_SECONDS, wait_ready_seconds=60,
+                                 peer="planner")
         stub = planner_pb2_grpc.PlannerServiceStub(channel)
         try:
             started = stub.StartRun(request)
         except grpc.RpcError as exc:
             raise InvalidArgument(f"the planner refused the run: {exc.code().name}: {exc.details()}") from None
         console.print(f"run {started.run_id} (on the planner at {planner_target}, in its {started.run_dir})")
-        last = follow(stub, started.run_id, console)
         local_dir = options.runs_dir / started.run_id  # the run directory itself when the planner runs here
+        again = (f"--resume {started.run_id} --planner {options.planner}" if options.planner
+                 else f"--resume {local_dir}")
+        try:
+            last = follow(stub, started.run_id, console)
+        except ServiceFailed as exc:
+            raise Unavailable(f"{exc}: run {started.run_id} stopped with it, its state kept up to its last step. "
+                              f"Resume with: rlgpt run {again} once the planner is back") from None
         report = fetch_report(stub, started.run_id, local_dir)
         channel.close()
     if replay is not None:
         _write_replay_summary(local_dir, options.replay, replay.answerer.calls, console)
     if last is not None and last.WhichOneof("payload") == "error":
         where = f"; partial report {report}" if report else ""
-        again = (f"--resume {started.run_id} --planner {options.planner}" if options.planner
-                 else f"--resume {local_dir}")
         raise Unavailable(f"the run stopped: {last.error.message}{where}. Resume with: rlgpt run {again}")
     if report is None:
         raise Unavailable(f"the planner has no report of run {started.run_id} (see the planner's log)")

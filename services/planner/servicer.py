@@ -18,6 +18,7 @@ from rlgpt.errors import (
     NotFound,
     ResourceExhausted,
     RlgptError,
+    ServiceFailed,
     found,
     grpc_errors,
     join_problems,
@@ -54,15 +55,19 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         self.llm = MeteredLLM(llm) if llm is not None else None
         self.library = SkillLibrary(Path(settings.library_path))
         self.judge_seconds = deadlines.judge_seconds(llm_settings or LLMSettings())
-        # A call with no deadline of its own gets the channel's: the serving side bounds those calls itself.
-        self._channels = [create_channel(settings.env_server, default_timeout=deadlines.SERVED_SECONDS)]
+        # A call with no deadline of its own gets the channel's: the serving side bounds those calls itself. A
+        # service that is gone or does not answer in time raises ServiceFailed naming it: the run pauses for it,
+        # and no skill, config or agent is blamed for it.
+        self._channels = [create_channel(settings.env_server, default_timeout=deadlines.SERVED_SECONDS,
+                                         peer="env server")]
         self.env = env_pb2_grpc.EnvServiceStub(self._channels[0])
         self.learner = self.critic = None
         if settings.learner:
-            self._channels.append(create_channel(settings.learner, default_timeout=deadlines.SERVED_SECONDS))
+            self._channels.append(create_channel(settings.learner, default_timeout=deadlines.SERVED_SECONDS,
+                                                 peer="learner"))
             self.learner = learner_pb2_grpc.LearnerServiceStub(self._channels[-1])
         if settings.critic:
-            self._channels.append(create_channel(settings.critic, default_timeout=self.judge_seconds))
+            self._channels.append(create_channel(settings.critic, default_timeout=self.judge_seconds, peer="critic"))
             self.critic = critic_pb2_grpc.CriticServiceStub(self._channels[-1])
         self.runs: dict[str, Run] = {}
         self._lock = threading.Lock()
@@ -241,6 +246,8 @@ def describe_failure(exc: BaseException) -> tuple[str, bool]:
     """Message and resumability of an error that ended a run."""
     if isinstance(exc, StopRequested):
         return "stopped on request; resume with --resume", True
+    if isinstance(exc, ServiceFailed):
+        return f"{exc}; the run is paused: resume it with --resume once the {exc.service} is back", True
     if isinstance(exc, RlgptError):
         return str(exc), True
     if isinstance(exc, grpc.RpcError):
