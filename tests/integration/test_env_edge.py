@@ -117,7 +117,7 @@ def test_values_under_the_limit_are_quoted_as_a_prefix(env_server) -> None:
     name = "z" * name_limit  # within the size limit, but unknown: the message quotes a prefix and the size
     code, details, _ = call(env_server.stub, "CreateSession", env_pb2.CreateSessionRequest(
         num_envs=1, task=common_pb2.TaskSpec(name=name)))
-    assert code == INVALID and f"... ({name_limit} chars)" in details and name not in details
+    assert code == NOT_FOUND and f"... ({name_limit} chars)" in details and name not in details
     code, details, _ = call(env_server.stub, "Describe", env_pb2.DescribeRequest(backend=name))
     assert code == INVALID and "unknown backend" in details and f"({name_limit} chars)" in details
     assert_healthy(env_server)
