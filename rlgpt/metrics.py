@@ -18,7 +18,7 @@ GRPC_REQUESTS = Counter("rlgpt_grpc_requests_total", "Unary gRPC calls by server
 GRPC_SECONDS = Histogram("rlgpt_grpc_request_seconds", "Unary gRPC call latency.", ["server", "method"],
                          buckets=_LATENCY_BUCKETS)
 GRPC_STREAMS_REFUSED = Counter("rlgpt_grpc_streams_refused_total", "Streaming calls refused with RESOURCE_EXHAUSTED "
-                               "because their service served its max_streams streams already.", ["service"])
+                               "because their service served its max_streams streams already.", ["server"])
 
 # --- env server ----------------------------------------------------------------------------------
 ENV_STEPS = Counter("rlgpt_env_steps_total", "Primitive env frames stepped (skill frames included).",
