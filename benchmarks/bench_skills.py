@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -29,7 +28,8 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 
-from benchmarks.common import machine_description, write_section
+from benchmarks.common import machine_description, save_results, utc_now, write_section
+from benchmarks.skills.report import EPISODES, MAX_ATTEMPTS, META, STEPS, SUBTASKS, TITLE, render_section
 from rlgpt import world_rules, worlds
 from rlgpt.app.launcher import start_service
 from rlgpt.grpc_client import create_channel
@@ -42,13 +42,6 @@ from services.planner.skill_library import SkillLibrary
 log = logging.getLogger("bench_skills")
 console = Console(stderr=True)
 app = typer.Typer(add_completion=False, help=__doc__)
-TITLE = "## A capable model writes skills from the fast agent's prompt (make bench-skills)"
-SUBTASKS = ("collect_wood", "place_table", "make_wood_pickaxe", "collect_stone", "place_stone", "collect_coal",
-            "make_stone_pickaxe", "place_furnace", "collect_iron", "collect_drink", "eat_cow", "collect_sapling",
-            "place_plant", "wake_up")
-EPISODES = 5
-STEPS = 500
-MAX_ATTEMPTS = 3
 
 
 class MissingAnswer(Exception):
@@ -212,44 +205,12 @@ def report(
     model: Annotated[str, typer.Option(help="The model that wrote the answers, as it should be named.")],
     output: Annotated[Path, typer.Option(help="Markdown file to update.")] = Path("docs/BENCHMARKS.md"),
 ) -> None:
-    """Writes the first-attempt and best success per sub-task into docs/BENCHMARKS.md."""
-    rows = []
-    for name in SUBTASKS:
-        results = [json.loads(p.read_text()) for p in sorted(answers.glob(f"{name}.a*.result.json"))]
-        results.sort(key=lambda r: r["attempt"])
-        if not results:
-            rows.append((name, None, None, "", ""))
-            continue
-        best = max(results, key=lambda r: r["success_rate"])
-        rows.append((name, results[0]["success_rate"], best["success_rate"],
-                     " / ".join(f"{r['success_rate']:.0%}" for r in results),
-                     ", ".join(f"{k} {v}" for k, v in results[0]["start_inventory"].items()) or "nothing"))
-    done = [r for r in rows if r[1] is not None]
-    first_ok = sum(1 for r in done if r[1] > 0)
-    best_ok = sum(1 for r in done if r[2] > 0)
-    full = sum(1 for r in done if r[2] >= 1.0)
-    mean_first = sum(r[1] for r in done) / len(done) if done else 0.0
-    lines = [
-        TITLE, "",
-        f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {machine_description()}. Model: {model}; "
-        "it was given only the fast agent's rendered code prompt (Describe's skill API and world rules included) and, "
-        "for a revision, the prompt with its previous code and RunSkill's error and trajectories. Each skill is "
-        f"tested on {EPISODES} fresh worlds of at most {STEPS} frames, starting with the items below (derived "
-        f"from the world's rules); at most {MAX_ATTEMPTS} attempts. Answers and prompts: `{answers}`.", "",
-        f"{first_ok} of {len(done)} sub-tasks had a skill that succeeded in at least one episode on the first "
-        f"attempt, {best_ok} of {len(done)} after revisions; {full} of {len(done)} reached 100%; mean first-attempt "
-        f"success {mean_first:.0%}.", "",
-        "| sub-task | starts with | first attempt | best | every attempt |", "|---|---|---:|---:|---|",
-    ]
-    for name, first, best, attempts, start in rows:
-        if first is None:
-            lines.append(f"| {name} | - | not run | - | - |")
-        else:
-            lines.append(f"| {name} | {start} | {first:.0%} | {best:.0%} | {attempts} |")
-    section = "\n".join(lines) + "\n"
+    """Records who answered, when and where (``report.json`` beside the answers), then writes the first-attempt
+    and best success per sub-task into docs/BENCHMARKS.md from the answers' result files alone."""
+    save_results(answers / META, {"model": model, "date_utc": utc_now(), "machine": machine_description()})
+    section = render_section(answers)
     write_section(output, TITLE, section)
     console.print(section)
-
 
 if __name__ == "__main__":
     app()

@@ -1,0 +1,1 @@
+"""bench-skills' report: its section rebuilt from the answers' committed result files."""
