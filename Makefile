@@ -14,7 +14,7 @@ TEST_TIMEOUT ?= 600
 TEST_ALL_TIMEOUT ?= 3000
 PYTEST := $(PY) -m pytest -q -p no:cacheprovider
 
-.PHONY: setup setup-system proto run test test-all test-e2e vllm-setup llm-vllm lint bench-env bench-learner bench-crafter bench-diamond bench-diamond-rules bench-llm bench-rlgpt bench-skills bench-replay bench-run clean help \
+.PHONY: setup setup-system proto run test test-all test-e2e vllm-setup llm-vllm lint bench-env bench-learner bench-crafter bench-diamond bench-diamond-rules bench-llm bench-rlgpt bench-skills bench-replay bench-run bench-report clean help \
 	images images-local smoke-images play-kube check-deploy kind-up deploy kind-down
 
 help:
@@ -34,6 +34,7 @@ help:
 	@echo "make bench-skills - a capable model's recorded skills for 14 sub-tasks, re-tested -> docs/BENCHMARKS.md"
 	@echo "make bench-replay - a capable model's RL-GPT runs (docs/runs, recorded through the relay) replayed -> docs/BENCHMARKS.md"
 	@echo "make bench-run - make run once per seed (0,1,2), each from an empty runs directory: iterations, frames, final success, time -> docs/BENCHMARKS.md"
+	@echo "make bench-report - docs/BENCHMARKS.md (headline table first), docs/benchmarks/history.md, their figures and the README's results table, from the committed raw data alone"
 	@echo "make images  - build every service image with docker or podman"
 	@echo "make images-local - build the CPU images with podman on a debootstrap base (no registry)"
 	@echo "make smoke-images - run the service + LLM containers and a short rlgpt run against them"
@@ -173,6 +174,12 @@ bench-replay: setup
 BENCH_RUN_ARGS ?=
 bench-run: setup
 	$(PY) -m benchmarks.bench_run --output docs/BENCHMARKS.md $(BENCH_RUN_ARGS)
+
+# Measures nothing: every section and the headline table from the raw results committed with each bench (the
+# registry is benchmarks/sections.py); BENCH_REPORT_ARGS=--no-draw leaves the figures as they are.
+BENCH_REPORT_ARGS ?=
+bench-report: setup
+	$(PY) -m benchmarks.bench_report $(BENCH_REPORT_ARGS)
 
 clean:
 	rm -rf $(VENV) $(STAMPS) rlgpt/v1/*_pb2*.py rlgpt/v1/*_pb2.pyi

@@ -18,7 +18,7 @@ import psutil
 
 HEADER = "# Benchmarks\n\nMeasured performance of the rlgpt services; each section is written by its benchmark.\n"
 REPO_ROOT = Path(__file__).resolve().parent.parent
-RAW_DIR = Path("docs/bench-raw")  # gitignored: raw results, logs and profiles of the last run
+RAW_DIR = Path("docs/bench-raw")  # per bench: results.json tracked (sections are rendered from it), logs ignored
 MIB = 1024 * 1024
 
 

@@ -1,0 +1,183 @@
+"""The headline of each current benchmark, from its committed raw results alone: its result in one cell, what it
+is measured against, the date, the machine and the LLM. docs/BENCHMARKS.md opens with these rows and the README's
+results table is the same table (benchmarks/bench_report.py writes both)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import fmt_pct, joined, markdown_table
+from benchmarks.crafter.diamond_results import comparisons, p_text, paired
+from benchmarks.crafter.report import LABELS, PUBLISHED_SCORES
+from benchmarks.env.numbers import ratios as env_ratios
+from benchmarks.learner.reading import ratios as learner_ratios
+from benchmarks.replay.report import verdict
+from benchmarks.rlgpt.runs import fmt_pct as rl_pct
+from benchmarks.rlgpt.runs import label
+from benchmarks.run.report import final_rate, median_success
+from benchmarks.skills import report as skills
+
+NONE = "-"
+
+
+@dataclass(frozen=True)
+class Headline:
+    """One row of the headline table."""
+
+    bench: str
+    """The make target that measures it."""
+    result: str
+    """The current result, in one cell."""
+    anchor: str = NONE
+    """What the result is measured against."""
+    date: str = NONE
+    """When it was measured (UTC)."""
+    machine: str = NONE
+    """Where: CPU and cores."""
+    llm: str = NONE
+    """Which LLM answered, where one did."""
+    raw: str = NONE
+    """The committed raw file(s) it is computed from."""
+
+
+def table(rows: list[Headline]) -> list[str]:
+    """The headline table's markdown lines."""
+    return markdown_table(("benchmark", "current result", "against", "date", "machine", "LLM", "raw data"),
+                          [(f"`{h.bench}`", h.result, h.anchor, h.date, h.machine, h.llm, h.raw) for h in rows],
+                          "lllllll")
+
+
+def cores(machine: dict[str, Any] | str) -> str:
+    """'AMD EPYC, 2 cores' from a machine dict (``machine_info``) or a machine line."""
+    if isinstance(machine, str):
+        return ", ".join(machine.split(", ")[:2])
+    return f"{machine['cpu_model']}, {machine['cpu_count']} cores"
+
+
+def who(llm: str) -> str:
+    """A model as the table names it: its name before the first comma ('Claude (Anthropic)')."""
+    return llm.split(", ")[0]
+
+
+def raw_cell(*paths: Path) -> str:
+    return ", ".join(f"`{p}`" for p in paths)
+
+
+def env(results: dict[str, Any], raw: Path) -> Headline:
+    rel, counts = env_ratios(results), results["machine"]["envs"]
+
+    def path(name: str) -> str:
+        return ", ".join(f"{fmt_pct(rel[n].get(name))} at {n}" for n in counts)
+
+    return Headline("make bench-env", f"gRPC unary Step {path('grpc_unary')} envs per session; StreamSteps lockstep "
+                    f"{path('grpc_stream_lockstep')}", "in-process Crafter stepping (goal: 85% at 16+ envs)",
+                    results["date_utc"], cores(results["machine"]), NONE, raw_cell(raw))
+
+
+def learner(results: dict[str, Any], raw: Path) -> Headline:
+    rel, workers = learner_ratios(results), results["settings"]["num_workers"]
+
+    def fps(variant: str) -> str:
+        return f"{results[variant]['fps_second_half']:,.0f} frames/s"
+
+    return Headline(
+        "make bench-learner",
+        f"APPO with the env in-process {fps('inprocess')} ({rel['inprocess_vs_raw2']:.1%} of raw {workers}-process "
+        f"stepping); through one env server {fps('env_server')} ({rel['env_server_vs_inprocess']:.1%} of "
+        f"in-process), through 2 env servers {fps('env_servers_2')} ({rel['env_servers_2_vs_inprocess']:.1%})",
+        "raw Crafter stepping (goal: 55%); in-process training (goal: 90%)", results["date_utc"],
+        cores(results["machine"]), NONE, raw_cell(raw))
+
+
+def rlgpt(results: dict[str, Any], raw: Path) -> Headline:
+    runs = results["runs"]
+    tasks = list(dict.fromkeys(r["task"] for r in runs))
+    parts = [f"{task}: " + ", ".join(f"{label(r)} {rl_pct(r['success_rate'])}" for r in runs if r["task"] == task)
+             for task in tasks]
+    return Headline("make bench-rlgpt", "; ".join(parts) + f" ({results['settings']['eval_episodes']} final "
+                    f"episodes each, {results['settings']['frames']:,} frames per run)",
+                    "the modes against each other, on the same final worlds", results["date_utc"],
+                    cores(results["machine"]), results["llm"], raw_cell(raw))
+
+
+def replay(results: dict[str, Any], raw: Path) -> Headline:
+    runs = results["runs"]
+    verdicts = [verdict(r) for r in runs]
+    counted = joined([f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts)])
+    replays = [r["replay"] for r in runs if r.get("replay")]
+    models = joined(sorted({who(r["recorded"]["model"]) for r in runs}))
+    return Headline("make bench-replay", f"{len(runs)} kept records of a capable model's runs: {counted}",
+                    "each record's recorded success, frames and prompts",
+                    max((r["date"] for r in replays), default=NONE),
+                    joined(sorted({cores(r["machine"]) for r in replays})) or NONE, f"{models} (recorded)",
+                    raw_cell(raw))
+
+
+def skills_row(answers: Path, shown: Path) -> Headline:
+    meta = skills.load_meta(answers)
+    done, first_ok, _, full, mean_first = skills.summary(answers)
+    stale = "; stale: the answers answer an older prompt" if meta.get("stale") else ""
+    return Headline("make bench-skills", f"{first_ok} of {done} sub-tasks' first skills succeed, {full} at 100%, mean "
+                    f"first-attempt success {mean_first:.0%}{stale}", f"{skills.EPISODES} fresh worlds per skill",
+                    meta["date_utc"], cores(meta["machine"]), who(meta["model"]),
+                    raw_cell(shown / "*.result.json", shown / skills.META))
+
+
+def diamond(results: dict[str, Any], raw: Path) -> Headline:
+    own = "run" if results.get("run") else "agent"
+    found = [f"{label_} {100 * result['success_rate']:.1f}% against {chain_label} "
+             f"{100 * chain['success_rate']:.1f}% ({diamond_pairs(result, chain)})"
+             for label_, result, chain_label, chain in comparisons(results)]
+    where = results if own == "run" else results["agent"]
+    episodes = next(iter(comparisons(results)))[1]["episodes"]
+    return Headline("make bench-diamond", "; ".join(found), f"the kept plan's chain alone, on the same {episodes:,} "
+                    "held-out worlds", where["date_utc"], cores(where["machine"]),
+                    who(results["agent"]["llm"]) if results.get("agent") else NONE, raw_cell(raw))
+
+
+def diamond_pairs(result: dict[str, Any], chain: dict[str, Any]) -> str:
+    if result["ends"] == chain["ends"]:
+        return "the chain's own episodes"
+    won, lost, p = paired(result, chain)
+    return f"{won} worlds won, {lost} lost, McNemar {p_text(p)}"
+
+
+def diamond_rules(results: dict[str, Any], raw: Path) -> Headline:
+    rules = results["run"]["results"]
+    chain = rules["chain"]
+    cells = [f"`{rule}` {100 * r['success_rate']:.1f}% ({diamond_pairs(r, chain)})" for rule, r in rules.items()
+             if rule != "chain"]
+    return Headline("make bench-diamond-rules", f"the chain alone {100 * chain['success_rate']:.1f}%; "
+                    + "; ".join(cells), f"the chain alone, on the same {chain['episodes']} held-out worlds",
+                    results["date_utc"], cores(results["machine"]), who(results["answer_llm"]), raw_cell(raw))
+
+
+def run(results: dict[str, Any], raw: Path) -> Headline:
+    runs = results["runs"]
+    rates = " / ".join(f"{final_rate(r):.0%}" for r in runs)
+    minutes = [r["wall_seconds"] / 60 for r in runs]
+    llms = joined(sorted({r["llm"] for r in runs if r.get("llm")})) or NONE
+    return Headline("make bench-run", f"median final success {median_success(results):.0%} over seeds "
+                    f"{joined([str(r['seed']) for r in runs])} ({rates}), {min(minutes):.0f}-{max(minutes):.0f} min "
+                    "each", f"the bar: median {results['criteria']['median_success']:.0%} within "
+                    f"{results['criteria']['minutes']} min", results["date_utc"], cores(results["machine"]), llms,
+                    raw_cell(raw))
+
+
+def llm(results: dict[str, Any], raw: Path) -> Headline:
+    models = results["models"] if isinstance(results, dict) else results
+    cells = [f"{m['model']}: valid plans {fmt_pct(m['valid_plan_rate'])}, skills passing their test "
+             f"{fmt_pct(m['skill_passes_rate'])}" for m in models]
+    return Headline("make bench-llm", "; ".join(cells), "each other, on the same sub-tasks and worlds",
+                    results.get("date_utc", NONE), cores(results.get("machine", NONE)),
+                    joined([m["model"] for m in models]), raw_cell(raw))
+
+
+def crafter(results: dict[str, Any], raw: Path) -> Headline:
+    runs = list(results["variants"].values())
+    cells = [f"{LABELS.get(r['variant'], r['variant'])} score {r['score']:.1f}"
+             + (f" (held-out {r['held_out']['score']:.1f})" if r.get("held_out") else "") for r in runs]
+    return Headline("make bench-crafter", "; ".join(cells), f"published at 1M frames: PPO {PUBLISHED_SCORES['PPO']}",
+                    results["date_utc"], cores(results["machine"]), NONE, raw_cell(raw))
