@@ -3,7 +3,11 @@ docs/benchmarks/history.md (``HISTORY``), the committed raw files it is rendered
 the bench's own report code (what its ``--report-only`` writes). ``make bench-report`` (benchmarks/bench_report.py)
 writes the documents from this registry alone, and tests/unit/benchmarks/test_sections.py renders them and
 compares them with the committed files. A bench whose raw results are not in the repository gets a one-sentence
-section saying so; its last numbers are frozen history (docs/benchmarks/frozen.md), not results."""
+section saying so; its last numbers are frozen history (docs/benchmarks/frozen.md), not results.
+
+A new bench (or a new run of one, e.g. a ``--tag``) adds a ``Section`` here whose renderer calls the bench's own
+report code on its committed raw file: in ``CURRENT`` with its headline row (the run it supersedes moves to
+``HISTORY``); then ``make bench-report``. The unit test fails on a committed raw file no section names."""
 
 from __future__ import annotations
 
