@@ -140,13 +140,14 @@ class Attempts:
              start: list[common_pb2.ItemCount]) -> critic_pb2.Verdict | None:
         """N skill candidates tested with RunSkill; the best is kept and judged."""
         ctx, fast = self.ctx, self._fast()
+        # Each LLM call is recorded as its answer comes, before its test: a service that dies during the test
+        # pauses the run, and the call still counts (a resume asks again).
         candidates = fast.write_skill(st, iteration=ctx.state.outer_iteration, candidates=ctx.budgets.candidates,
                                       previous_code=state.skill_code, error=state.last_error,
                                       feedback=state.feedback, start_inventory=start,
-                                      frames_per_episode=frames_per_episode(ctx))
+                                      frames_per_episode=frames_per_episode(ctx),
+                                      on_call=lambda record: ctx.run.llm_call(record, st.name))
         for c in candidates:
-            if c.record is not None:
-                ctx.run.llm_call(c.record, st.name)
             ctx.spend(state, sum(e.steps for e in c.episodes))
             ctx.run.emit(st.name, code=planner_pb2.CodeEvent(
                 skill=st.name, code=c.answer.code if c.answer else "", candidate=c.index,

@@ -6,7 +6,7 @@ is :class:`~services.planner.agents.answers.AnswerHandler`'s."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -120,11 +120,14 @@ class FastAgent:
     def write_skill(self, subtask: planner_pb2.SubTask, *, iteration: int = 0, candidates: int = 1,
                     previous_code: str = "", error: str = "", feedback: str = "",
                     start_inventory: list[common_pb2.ItemCount] | None = None,
-                    frames_per_episode: int = 0) -> list[SkillCandidate]:
+                    frames_per_episode: int = 0,
+                    on_call: Callable[[CallRecord], None] | None = None) -> list[SkillCandidate]:
         """Draws ``candidates`` skills, registers and tests each, returns them best first (Eureka-style).
 
         ``start_inventory``: what earlier sub-tasks of the chain produce, given at the start of each test.
         ``frames_per_episode``: PNG frames RunSkill samples from each test episode (for a critic that looks).
+        ``on_call``: given each LLM call's record as soon as its answer is in, before the candidate is tested (a
+        run records the call even when a service dies during the test); the candidates keep their records too.
         """
         if self.skill_format == "program":
             prompt = program_prompt(self.describe, self.protocol, subtask, previous_code=previous_code, error=error,
@@ -140,8 +143,12 @@ class FastAgent:
                 answer, record = self.draw_skill(subtask, prompt, iteration=iteration, seed=seed)
             except StructuredOutputError as exc:
                 # An unusable answer is a failed candidate; an unreachable LLM propagates and pauses the run.
+                if on_call is not None and exc.record is not None:
+                    on_call(exc.record)
                 results.append(SkillCandidate.unusable(index, exc))
                 continue
+            if on_call is not None:
+                on_call(record)
             results.append(self.answers.test_skill(subtask, answer, index, record, start_inventory,
                                                    frames_per_episode=frames_per_episode))
         return self.answers.keep_best(subtask, results)

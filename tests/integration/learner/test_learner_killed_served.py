@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import psutil
 import pytest
+from fault_support import trainings_of
 from learner_support import register_skills, settings_for, start_learner, wait_for, wood_config
 
 from rlgpt.app.launcher import start_service
@@ -24,18 +24,6 @@ def final_record(job_dir: Path) -> dict | None:
     lines = path.read_text().splitlines() if path.exists() else []
     last = json.loads(lines[-1]) if lines else {}
     return last if last.get("final") else None
-
-
-def trainings_of(job_dir: Path) -> list[psutil.Process]:
-    """The processes training ``job_dir`` (the job and its Sample Factory workers): this test's to end."""
-    found = []
-    for process in psutil.process_iter(["cmdline"]):
-        try:
-            if str(job_dir) in " ".join(process.info["cmdline"] or []):
-                found.append(process)
-        except psutil.Error:
-            pass
-    return found
 
 
 def test_a_job_whose_learner_was_killed_is_failed_with_the_reason(env_server, tmp_path) -> None:
