@@ -10,6 +10,7 @@ import dataclasses
 import json
 import re
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,9 +39,10 @@ RESUME = re.compile(r"Resume with: rlgpt run --resume (\S+) --planner (\S+)")
 
 
 class KillDuringSkillTest:
-    """Answers each schema as WOOD_ANSWERS (the plan ``plan``), the ``at``-th skill it is asked for with
-    ``SLOW_SKILL`` and SIGKILLs ``victim`` ``delay`` seconds after that answer (the planner tests the skill by then);
-    ``at`` 0: never (the test kills). Keeps the schema of every request."""
+    """Answers each schema as WOOD_ANSWERS (the plan ``plan``; ``answers`` adds schemas, a list answering the n-th
+    call with its n-th entry, its last one after), the ``at``-th skill it is asked for with ``SLOW_SKILL`` and
+    SIGKILLs ``victim`` ``delay`` seconds after that answer (the planner tests the skill by then); ``at`` 0: never
+    (the test kills, e.g. :func:`kill_when_training`). Keeps the schema of every request."""
 
     def __init__(self, delay: float, at: int = 1, plan: dict[str, Any] | None = None,
                  answers: dict[str, Any] | None = None) -> None:
@@ -62,7 +64,10 @@ class KillDuringSkillTest:
         if name == "SkillAnswer" and self.asked.count(name) == self.at:
             threading.Timer(self.delay, self.kill).start()
             return Reply.json({**self.answers[name], "code": SLOW_SKILL})
-        return Reply.json(self.answers[name])
+        answer = self.answers[name]
+        if isinstance(answer, list):
+            answer = answer[min(self.asked.count(name), len(answer)) - 1]
+        return Reply.json(answer)
 
 
 @dataclasses.dataclass
@@ -129,6 +134,30 @@ def killable_services(root: Path, victim: str, delay: float, *, at: int = 1, pla
                         process.stop()
 
 
+def kill_when_training(services: Services, timeout: float = 300) -> threading.Thread:
+    """A thread that SIGKILLs the script's victim once a run of ``services`` has a training event with frames (the
+    learner reported the job's first frames), or after ``timeout`` seconds without one (the test then finds it
+    killed too late)."""
+
+    def watch() -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not services.script.killed.is_set():
+            for path in services.runs.glob("*/events.jsonl"):
+                for line in path.read_text().splitlines():
+                    try:
+                        event = json_format.Parse(line, planner_pb2.RunEvent())
+                    except json_format.ParseError:  # a line being written
+                        continue
+                    if event.WhichOneof("payload") == "training" and event.training.env_frames > 0:
+                        services.script.kill()
+                        return
+            time.sleep(0.2)
+
+    thread = threading.Thread(target=watch, daemon=True, name="kill-when-training")
+    thread.start()
+    return thread
+
+
 def trainings_of(job_dir: Path) -> list[psutil.Process]:
     """The processes training ``job_dir`` (the job and its Sample Factory workers): a test's to end."""
     found = []
@@ -167,13 +196,17 @@ class RunFiles:
         """The events of one payload kind ("llm", "code", "training", ...)."""
         return [e for e in self.events if e.WhichOneof("payload") == kind]
 
-    def event_frames(self) -> int:
-        """The frames the events show spent: every skill candidate's tests, and each training's last report."""
+    def training_frames(self) -> dict[str, int]:
+        """Each training's frames by its job id: the most its events report."""
         trainings: dict[str, int] = {}
         for event in self.of("training"):
             job = event.training.job_id
             trainings[job] = max(trainings.get(job, 0), event.training.env_frames)
-        return sum(e.code.frames for e in self.of("code")) + sum(trainings.values())
+        return trainings
+
+    def event_frames(self) -> int:
+        """The frames the events show spent: every skill candidate's tests, and each training's last report."""
+        return sum(e.code.frames for e in self.of("code")) + sum(self.training_frames().values())
 
     def event_tokens(self) -> int:
         return sum(e.llm.prompt_tokens + e.llm.completion_tokens for e in self.of("llm"))

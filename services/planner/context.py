@@ -148,6 +148,19 @@ class RunContext:
             self.state.frames_used += frames
             subtask.frames += frames
 
+    def spend_training(self, subtask: SubTaskState, job_id: str, frames: int, *, ended: bool = False) -> None:
+        """Counts a training's frames as its learner reports them (``frames``: the job's total so far) against the
+        run's budget and the sub-task's, keeping what was counted of the job in ``RunState.trainings`` until it
+        ``ended`` (a run that pauses during the training counts the rest on resume); thread-safe."""
+        with self._lock:
+            counted = self.state.trainings.setdefault(job_id, {"subtask": subtask.name, "frames": 0})
+            more = max(0, frames - int(counted["frames"]))
+            self.state.frames_used += more
+            subtask.frames += more
+            counted["frames"] = int(counted["frames"]) + more
+            if ended:
+                del self.state.trainings[job_id]
+
     def save(self) -> None:
         """Writes state.json (tmp then rename, one tmp path) and status.json; thread-safe."""
         with self._lock:

@@ -47,6 +47,7 @@ from services.planner.runs import Run
 from services.planner.settings import PlannerSettings
 from services.planner.skill_library import SkillLibrary
 from services.planner.state import Decision, IterationRecord, RunState, Status
+from services.planner.trainings import settle_trainings
 
 log = logging.getLogger(__name__)
 ANIMATIONS = 1
@@ -88,6 +89,8 @@ class TwoLoops(PlanMaking, InnerLoops):
         if self.state.finished:
             return
         self._register_known_skills()
+        self.ctx.run.iteration = self.state.outer_iteration
+        settle_trainings(self.ctx)  # trainings under way when the run paused count all their frames
         if self.ctx.mode == Mode.PURE_RL:
             self._pure_rl()
         else:

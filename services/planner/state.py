@@ -204,6 +204,10 @@ class RunState:
     iteration_start: dict[str, Any] | None = None
     """The outer iteration under way: its number, the frames used as it began, its seconds in earlier processes
     and when this process's part began (:mod:`services.planner.iteration_costs`); None between iterations."""
+    trainings: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    """The trainings under way, by job id: their sub-task and the frames counted of them so far
+    (RunContext.spend_training). One left here when the run paused during it is settled on resume
+    (services/planner/trainings.py: settle_trainings)."""
     final: dict[str, Any] | None = None
     """The :class:`FinalResult` as JSON, once the whole task was evaluated."""
     kept_plan: dict[str, Any] | None = None

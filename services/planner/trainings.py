@@ -105,16 +105,19 @@ class Training:
                 ctx.attempt_file(f"{st.name}_rl{state.inner_iterations}", {**self.details, "error": state.feedback})
                 return ""
         state.job_id, state.policy_job = job_id, ""  # the chain runs the best evaluated policy again
+        ctx.spend_training(state, job_id, 0)  # under way: a pause during it counts the rest on resume
         ctx.save()
         return job_id
 
     def _watch(self, job_id: str) -> list[dict[str, Any]]:
         """The job's progress to its end: emitted, on the sub-task's curve (on the frames the sub-task had spent
-        by then), its frames spent. A stop (or ``halt``) stops the job; a job that did not succeed is a
-        FailedPrecondition (the run pauses)."""
+        by then), its frames spent as they are reported (a run paused by a service that died mid-training, or a
+        planner killed then, still counts what its events show). A stop (or ``halt``) stops the job; a job that
+        did not succeed is a FailedPrecondition (the run pauses)."""
         ctx, st, state, learner = self.ctx, self.st, self.state, learner_of(self.ctx, self.st)
         curve: list[dict[str, Any]] = []
         final = None
+        before = state.frames  # the sub-task's frames before this training
         watching = deadlines.training_seconds(self.config.env_frames)
         for progress in learner.WatchJob(learner_pb2.WatchJobRequest(job_id=job_id), timeout=watching):
             if self._halted():
@@ -122,14 +125,16 @@ class Training:
                 raise StopRequested()
             curve.append({"env_frames": progress.env_frames, "success_rate": progress.success_rate,
                           "mean_return": progress.mean_return, "skill_frame_fraction": progress.skill_frame_fraction})
+            ctx.spend_training(state, job_id, progress.env_frames)
             ctx.run.emit(st.name, training=progress)
+            ctx.save()  # the frames its event shows are in the state too
             final = progress
+        ctx.spend_training(state, job_id, final.env_frames if final else 0, ended=True)
         if curve and final is not None and final.action_shares:  # what the policy chose by the end: once
             curve[-1]["action_shares"] = dict(final.action_shares)
-        state.curve.extend({**point, "env_frames": state.frames + point["env_frames"],
+        state.curve.extend({**point, "env_frames": before + point["env_frames"],
                             "training_frames": point["env_frames"], "job_id": job_id,
                             "iteration": ctx.state.outer_iteration} for point in curve)
-        ctx.spend(state, final.env_frames if final else 0)
         if final is None or final.state != learner_pb2.JOB_STATE_SUCCEEDED:
             message = final.message if final else "no progress"
             state.record(TestRecord(iteration=ctx.state.outer_iteration, kind=Decision.RL, error=message,
@@ -155,6 +160,32 @@ class Training:
             **self.details, "job_id": job_id, "env_frames": self.config.env_frames, "curve": curve,
             "evaluation_success_rate": evaluation.success_rate})
         return evaluation, asked
+
+
+def settle_trainings(ctx: RunContext) -> None:
+    """The trainings a run was watching when it paused (its learner or its planner died, a stop came during one):
+    each is stopped (StopJob checkpoints a job that still runs; an ended one answers its last progress), its last
+    progress emitted and the frames it spent after the run's last count counted on its sub-task, so that a resumed
+    run counts every frame its trainings spent. The paused attempt itself is redone."""
+    for job_id, under_way in list(ctx.state.trainings.items()):
+        state = ctx.state.subtasks.get(str(under_way.get("subtask", "")))
+        if state is None or ctx.stubs.learner is None:
+            del ctx.state.trainings[job_id]
+            continue
+        try:
+            final = ctx.stubs.learner.StopJob(learner_pb2.StopJobRequest(job_id=job_id))
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.NOT_FOUND:
+                raise
+            log.warning("job %s of %s is unknown to the learner: its frames since the pause are not counted",
+                        job_id, state.name)
+            del ctx.state.trainings[job_id]
+            continue
+        ctx.run.emit(state.name, training=final)
+        ctx.spend_training(state, job_id, final.env_frames, ended=True)
+        log.info("job %s of %s, under way when the run paused: %d frames in all", job_id, state.name,
+                 final.env_frames)
+    ctx.save()
 
 
 def run_trainings(attempts: list[Any], train_and_evaluate: Callable[[Any, threading.Event], None],
