@@ -32,6 +32,36 @@ class _DefaultDeadline(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientI
         return continuation(self._details(details), request)
 
 
+BUSY = ("rlgpt-busy", "retry-later")
+"""Trailing metadata of a RESOURCE_EXHAUSTED that refused a long unary call because the server served as many of its
+method as it serves at once (rlgpt.call_slots): the same call may be served once one of them has ended."""
+BUSY_WAIT_SECONDS = (0.5, 5.0)
+"""The first and the longest wait before asking a busy server again (:class:`_WaitWhenBusy`), doubling in between."""
+
+
+class _WaitWhenBusy(grpc.UnaryUnaryClientInterceptor):
+    """Asks again, waiting longer each time (:data:`BUSY_WAIT_SECONDS`) until the call's deadline, a unary call that
+    a busy server refused (RESOURCE_EXHAUSTED with :data:`BUSY`); the last refusal is the answer when the deadline
+    comes first. The server keeps no thread for a waiting caller, the caller keeps its place in its own work."""
+
+    def intercept_unary_unary(self, continuation: Any, details: grpc.ClientCallDetails, request: Any) -> Any:
+        start, wait = time.monotonic(), BUSY_WAIT_SECONDS[0]
+        asked = details
+        while True:
+            outcome = continuation(asked, request)
+            if not (isinstance(outcome, grpc.RpcError) and outcome.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                    and BUSY in [tuple(m) for m in outcome.trailing_metadata() or ()]):
+                return outcome
+            left = None if details.timeout is None else details.timeout - (time.monotonic() - start)
+            if left is not None and left <= wait:
+                return outcome
+            time.sleep(wait)
+            wait = min(2 * wait, BUSY_WAIT_SECONDS[1])
+            if details.timeout is not None:
+                asked = _CallDetails(details.method, details.timeout - (time.monotonic() - start), details.metadata,
+                                     details.credentials, details.wait_for_ready, details.compression)
+
+
 class _NamedPeer(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
     """Raises :class:`~rlgpt.errors.ServiceFailed`, naming the peer and its address, where a call fails because the
     peer is unavailable (gone, or short of a service it needs) or did not answer within the call's deadline. A
@@ -106,7 +136,8 @@ pings at that rate (rlgpt.grpc_server), else they answer GOAWAY "too_many_pings"
 
 
 def create_channel(target: str, *, default_timeout: float = 30.0, max_message_mb: int = 64,
-                   wait_ready_seconds: float | None = None, peer: str = "") -> grpc.Channel:
+                   wait_ready_seconds: float | None = None, peer: str = "",
+                   wait_when_busy: bool = False) -> grpc.Channel:
     """An insecure channel to ``target`` ("host:port").
 
     Unary and server-streaming calls without an explicit ``timeout`` get ``default_timeout``
@@ -114,7 +145,8 @@ def create_channel(target: str, *, default_timeout: float = 30.0, max_message_mb
     blocks until the channel connects and raises ``grpc.FutureTimeoutError`` past it. With ``peer`` (what the
     target is: "env server", "learner"), a unary or server-streaming call to a peer that is unavailable or does not
     answer in time raises :class:`~rlgpt.errors.ServiceFailed` naming it and ``target``, instead of
-    ``grpc.RpcError``.
+    ``grpc.RpcError``. With ``wait_when_busy``, a unary call the peer refused because it serves as many calls of that
+    method as it may at once (a skill's test, an evaluation, a verdict) is asked again until its deadline.
     """
     limit = max_message_mb * 1024 * 1024
     channel = grpc.insecure_channel(target, options=[
@@ -128,5 +160,6 @@ def create_channel(target: str, *, default_timeout: float = 30.0, max_message_mb
     if wait_ready_seconds is not None:
         grpc.channel_ready_future(channel).result(timeout=wait_ready_seconds)
     named = (_NamedPeer(peer, target),) if peer else ()
-    # The default deadline first: the peer's interceptor sees every call's deadline.
-    return grpc.intercept_channel(channel, _DefaultDeadline(default_timeout), *named)
+    waits = (_WaitWhenBusy(),) if wait_when_busy else ()
+    # The default deadline first: the other interceptors see every call's deadline.
+    return grpc.intercept_channel(channel, _DefaultDeadline(default_timeout), *waits, *named)

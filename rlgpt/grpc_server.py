@@ -1,9 +1,11 @@
 """``create_server(addr, services) -> (server, port)``: gRPC servers with health, reflection and graceful stop.
 
-A streaming call holds one of the server's threads for as long as it is open. So that streams can never starve the
-server (a queued stream waits for a thread forever, and every unary call, health checks included, waits behind
-it), each service serves at most its ``max_streams`` streams at once and refuses one more with RESOURCE_EXHAUSTED;
-the thread pool has a thread for each of those streams plus ``max_workers`` threads kept for unary calls."""
+A streaming call holds one of the server's threads for as long as it is open, and so does a long unary call (a
+skill's test episodes, an evaluation, an LLM verdict) until it ends. So that neither can starve the server (a call
+queued for a thread waits, and every unary call, health checks included, waits behind it), each service serves at
+most its ``max_streams`` streams and, of each long unary method its request limits name (``calls_at_once``), that
+many calls at once, and refuses one more at once with RESOURCE_EXHAUSTED; the thread pool has a thread for each of
+those calls plus ``max_workers`` threads kept for the other unary calls (health, Describe, Step)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent import futures
 from typing import Any
 
@@ -21,6 +23,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from rlgpt import metrics
+from rlgpt.call_slots import CallSlots
 from rlgpt.errors import InvalidArgument
 from rlgpt.grpc_client import KEEPALIVE_MS
 from rlgpt.request_limits import RequestLimits, check_request
@@ -134,67 +137,6 @@ class _RequestCheckInterceptor(grpc.ServerInterceptor):
         return make(streaming, request_deserializer=parse, response_serializer=handler.response_serializer)
 
 
-class _StreamSlots(grpc.ServerInterceptor):
-    """Serves at most ``limits[service]`` streaming calls of each service at once; one more is refused at once with
-    RESOURCE_EXHAUSTED rather than queued for a thread. A slot is freed when its call ends, however it ends."""
-
-    def __init__(self, limits: dict[str, int]):
-        self._limits = limits
-        self._free = {name: threading.BoundedSemaphore(limit) for name, limit in limits.items()}
-
-    def intercept_service(self, continuation: Callable, handler_call_details: grpc.HandlerCallDetails) -> Any:
-        handler = continuation(handler_call_details)
-        if handler is None or handler.unary_unary is not None:
-            return handler
-        service, _, method = handler_call_details.method.strip("/").partition("/")
-        free = self._free.get(service)
-        if free is None:  # not mounted by create_server: nothing to count
-            return handler
-        refusal = (f"{service.rsplit('.', 1)[-1]} serves at most {self._limits[service]} streams at once (this "
-                   f"{method} would be one more); close one or retry later")
-
-        def take(context: grpc.ServicerContext) -> Callable[[], None]:
-            """A slot, and the function that gives it back (once); aborts the call when none is free."""
-            if not free.acquire(blocking=False):
-                metrics.GRPC_STREAMS_REFUSED.labels(service).inc()
-                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, refusal)
-            lock, held = threading.Lock(), [True]
-
-            def give_back() -> None:
-                with lock:
-                    if held[0]:
-                        held[0] = False
-                        free.release()
-
-            context.add_callback(give_back)  # a call the client cancels or drops ends here too
-            return give_back
-
-        if handler.unary_stream or handler.stream_stream:
-            inner = handler.unary_stream or handler.stream_stream
-
-            def streamed(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
-                give_back = take(context)
-                try:
-                    yield from inner(request, context)
-                finally:
-                    give_back()
-
-            make = (grpc.unary_stream_rpc_method_handler if handler.unary_stream
-                    else grpc.stream_stream_rpc_method_handler)
-            return make(streamed, request_deserializer=handler.request_deserializer,
-                        response_serializer=handler.response_serializer)
-
-        def answered(requests: Any, context: grpc.ServicerContext) -> Any:
-            give_back = take(context)
-            try:
-                return handler.stream_unary(requests, context)
-            finally:
-                give_back()
-
-        return grpc.stream_unary_rpc_method_handler(answered, request_deserializer=handler.request_deserializer,
-                                                    response_serializer=handler.response_serializer)
-
-
 def stream_limits(services: Sequence[ServiceBinding], default: int) -> dict[str, int]:
     """Streams each mounted service serves at once: its servicer's ``max_streams``, else ``default`` (health's
     Watch and reflection get ``default`` too)."""
@@ -207,24 +149,33 @@ def request_limits(services: Sequence[ServiceBinding]) -> dict[str, RequestLimit
     return {b.name: b.servicer.request_limits for b in services if hasattr(b.servicer, "request_limits")}
 
 
+def long_call_limits(services: Sequence[ServiceBinding]) -> dict[str, dict[str, int]]:
+    """The long unary methods of each mounted service and how many calls of each it serves at once (its request
+    limits' ``calls_at_once``)."""
+    return {name: dict(limits.calls_at_once) for name, limits in request_limits(services).items()
+            if limits.calls_at_once}
+
+
 def create_server(addr: str, services: Sequence[ServiceBinding], *, max_workers: int = 16, max_streams: int = 16,
                   max_message_mb: int = 64, metrics_label: str = "") -> tuple[grpc.Server, int]:
     """Builds and starts a server on ``addr`` ("host:port"; port 0 picks a free one).
 
     Every request of a servicer that declares ``request_limits`` is checked against them before it runs. Each
     service serves at most its servicer's ``max_streams`` streaming calls at once (``max_streams`` where it
-    declares none); the pool has ``max_workers`` threads for unary calls besides one for each of those streams.
+    declares none), and of each long unary method its request limits name, their ``calls_at_once``; the pool has
+    ``max_workers`` threads for the other unary calls besides one for each of those streams and long calls.
     Mounts the servicers plus ``grpc.health.v1.Health`` (each service and "" report SERVING) and
     server reflection. Returns the started server and the bound port. Stop it with
     :func:`stop_server` so health turns NOT_SERVING before in-flight calls drain.
     """
     limit = max_message_mb * 1024 * 1024
-    streams = stream_limits(services, max_streams)
+    streams, long_calls = stream_limits(services, max_streams), long_call_limits(services)
+    threads = max_workers + sum(streams.values()) + sum(sum(methods.values()) for methods in long_calls.values())
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=max_workers + sum(streams.values()), thread_name_prefix="grpc"),
-        interceptors=[_StreamSlots(streams),
-                      _MetricsInterceptor(metrics_label or (services[0].name if services else "none")),
-                      _RequestCheckInterceptor(request_limits(services))],
+        futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="grpc"),
+        # The metrics first: a long call refused for want of a slot is counted (code RESOURCE_EXHAUSTED).
+        interceptors=[_MetricsInterceptor(metrics_label or (services[0].name if services else "none")),
+                      CallSlots(streams, long_calls), _RequestCheckInterceptor(request_limits(services))],
         options=[
             ("grpc.max_send_message_length", limit),
             ("grpc.max_receive_message_length", limit),

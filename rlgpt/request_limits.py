@@ -14,6 +14,10 @@ DescribePlanner). The walk follows the request's proto descriptors, so a field a
 Each problem names the field (``task.success[0].item``), its size and the limit, never more than a few characters
 of the value (:class:`~rlgpt.validation.Problems`); the message stays under 300 bytes
 (:func:`rlgpt.errors.join_problems`).
+
+``calls_at_once`` bounds the service's unary methods that may run long (a skill's test, an evaluation, an LLM
+verdict): :func:`~rlgpt.grpc_server.create_server` gives each such call a thread of its own and refuses one more with
+RESOURCE_EXHAUSTED, so that they can never take the threads health checks and Describe need.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ MAX_BYTES = 2_000_000
 """Default max bytes of a bytes field of a request (a PNG frame)."""
 PATH_CHARS = 4096
 """Max characters of a path in a request (PATH_MAX on Linux)."""
+CALLS_AT_ONCE = 16
+"""Default number of calls of one long unary method (an evaluation, an LLM verdict) a service serves at once."""
 
 _NAME_BAD = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 """What a name may not hold: control characters (C0, DEL, C1) and lone surrogates."""
@@ -72,6 +78,9 @@ class RequestLimits:
     """The string fields (``Message.field``) that hold free text: code, descriptions, trajectories, errors."""
     fields: Mapping[str, int] = dataclasses.field(default_factory=dict)
     """Fields (``Message.field``) with a limit of their own: chars of a string, bytes, or entries when repeated."""
+    calls_at_once: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    """The unary methods (by name, e.g. ``RunSkill``) that may run long, and how many calls of each are served at
+    once (rlgpt.grpc_server: each on a thread of its own; one more is RESOURCE_EXHAUSTED)."""
 
     def problems(self, request: Message) -> list[str]:
         """Every problem of ``request`` (empty: it keeps every limit)."""
@@ -83,7 +92,8 @@ class RequestLimits:
         """The limits as clients read them."""
         return common_pb2.RequestLimits(
             max_name_chars=self.name_chars, max_text_chars=self.text_chars, max_list_entries=self.list_entries,
-            max_bytes=self.max_bytes, text_fields=sorted(self.text_fields), fields=dict(self.fields))
+            max_bytes=self.max_bytes, text_fields=sorted(self.text_fields), fields=dict(self.fields),
+            calls_at_once=dict(self.calls_at_once))
 
     # --- the walk -------------------------------------------------------------------------------------------
     def _message(self, p: Problems, prefix: str, message: Message) -> None:

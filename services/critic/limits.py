@@ -3,7 +3,7 @@ JudgeTask runs and served by DescribeCritic."""
 
 from __future__ import annotations
 
-from rlgpt.request_limits import RequestLimits
+from rlgpt.request_limits import CALLS_AT_ONCE, RequestLimits
 from services.critic.settings import CriticSettings
 from services.critic.task_checks import MAX_LINKS
 
@@ -24,10 +24,11 @@ RULES_LISTS = ("WorldRules.materials", "WorldRules.walkable", "WorldRules.collec
 def critic_limits(settings: CriticSettings) -> RequestLimits:
     """Texts (code, descriptions, trajectories) of at most ``max_code_bytes`` characters, bytes fields (frames,
     animations) of at most ``max_frame_bytes``, and the request's own counts: rollouts, errors, frames, curve
-    points, links."""
+    points, links; 16 Judge and 16 JudgeTask calls at once (each may wait on the LLM for as long as its timeout)."""
     return RequestLimits(
         text_chars=settings.max_code_bytes, max_bytes=settings.max_frame_bytes, text_fields=TEXT_FIELDS,
         fields={"JudgeRequest.rollouts": settings.max_rollouts, "JudgeRequest.errors": settings.max_rollouts,
                 "JudgeTaskRequest.episodes": settings.max_rollouts, "JudgeRequest.frames": settings.max_frames,
                 "JudgeRequest.curve": settings.max_curve_points, "JudgeTaskRequest.links": MAX_LINKS,
-                "WorldRules.text": RULES_TEXT_CHARS, **dict.fromkeys(RULES_LISTS, RULES_ENTRIES)})
+                "WorldRules.text": RULES_TEXT_CHARS, **dict.fromkeys(RULES_LISTS, RULES_ENTRIES)},
+        calls_at_once={"Judge": CALLS_AT_ONCE, "JudgeTask": CALLS_AT_ONCE})

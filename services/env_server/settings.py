@@ -65,6 +65,12 @@ class EnvServerSettings(Settings):
                                          "the skill is judged on the frames it ran.", gt=0)
 
     @property
+    def max_skill_tests(self) -> int:
+        """RunSkill calls served at once: their private sessions share the session limit's budget, half of it. One
+        more is RESOURCE_EXHAUSTED (rlgpt.grpc_server), so they never take the threads health and Describe need."""
+        return max(1, self.max_sessions // 2)
+
+    @property
     def max_streams(self) -> int:
         """StreamSteps calls served at once, each on a thread of its own (rlgpt.grpc_server): one per session this
         server may hold; one more is RESOURCE_EXHAUSTED."""

@@ -57,17 +57,19 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         self.judge_seconds = deadlines.judge_seconds(llm_settings or LLMSettings())
         # A call with no deadline of its own gets the channel's: the serving side bounds those calls itself. A
         # service that is gone or does not answer in time raises ServiceFailed naming it: the run pauses for it,
-        # and no skill, config or agent is blamed for it.
+        # and no skill, config or agent is blamed for it. A service busy with as many long calls (skill tests,
+        # evaluations, verdicts) as it serves at once is asked again until the call's deadline.
         self._channels = [create_channel(settings.env_server, default_timeout=deadlines.SERVED_SECONDS,
-                                         peer="env server")]
+                                         peer="env server", wait_when_busy=True)]
         self.env = env_pb2_grpc.EnvServiceStub(self._channels[0])
         self.learner = self.critic = None
         if settings.learner:
             self._channels.append(create_channel(settings.learner, default_timeout=deadlines.SERVED_SECONDS,
-                                                 peer="learner"))
+                                                 peer="learner", wait_when_busy=True))
             self.learner = learner_pb2_grpc.LearnerServiceStub(self._channels[-1])
         if settings.critic:
-            self._channels.append(create_channel(settings.critic, default_timeout=self.judge_seconds, peer="critic"))
+            self._channels.append(create_channel(settings.critic, default_timeout=self.judge_seconds, peer="critic",
+                                                 wait_when_busy=True))
             self.critic = critic_pb2_grpc.CriticServiceStub(self._channels[-1])
         self.runs: dict[str, Run] = {}
         self._lock = threading.Lock()

@@ -39,7 +39,7 @@ class SkillTrials:
         self.settings = settings
         self.registry = registry
         # RunSkill sessions are private but still cost envs: they share the session limit's budget.
-        self._slots = threading.BoundedSemaphore(max(1, settings.max_sessions // 2))
+        self._slots = threading.BoundedSemaphore(settings.max_skill_tests)
 
     def run(self, request: env_pb2.RunSkillRequest, should_stop: Callable[[], bool]) -> list[TrialEpisode]:
         """``request.episodes`` episodes, in env order."""

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from probe_support import Probe
 
 from rlgpt.config import ServerSettings
 from rlgpt.grpc_client import create_channel
@@ -44,36 +44,6 @@ class Client:
     def close(self) -> None:
         self._requests.put(None)
         self._responses.cancel()
-        self.channel.close()
-
-
-class Probe(threading.Thread):
-    """Asks health every 0.25 s (and Describe every 2 s) until stopped; keeps the slowest answers and failures."""
-
-    def __init__(self, target: str):
-        super().__init__(daemon=True, name="probe")
-        self.channel = create_channel(target)
-        self.stop = threading.Event()
-        self.health_seconds: list[float] = []
-        self.describe_seconds: list[float] = []
-        self.failures: list[str] = []
-
-    def run(self) -> None:
-        health = health_pb2_grpc.HealthStub(self.channel)
-        env = env_pb2_grpc.EnvServiceStub(self.channel)
-        asked = 0
-        while not self.stop.wait(0.25):
-            start = time.perf_counter()
-            try:
-                health.Check(health_pb2.HealthCheckRequest(service=SERVICE_NAME), timeout=5)
-                self.health_seconds.append(time.perf_counter() - start)
-                asked += 1
-                if asked % 8 == 1:
-                    start = time.perf_counter()
-                    env.Describe(env_pb2.DescribeRequest(), timeout=10)
-                    self.describe_seconds.append(time.perf_counter() - start)
-            except grpc.RpcError as exc:
-                self.failures.append(f"{exc.code().name} after {time.perf_counter() - start:.1f} s")
         self.channel.close()
 
 

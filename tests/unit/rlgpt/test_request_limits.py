@@ -117,3 +117,18 @@ def test_every_service_names_real_fields(limits: RequestLimits) -> None:
         message, field = key.split(".")
         assert pool.FindMessageTypeByName(f"rlgpt.v1.{message}").fields_by_name[field].type == \
             FieldDescriptor.TYPE_STRING, key
+
+
+@pytest.mark.parametrize(("limits", "service"), [
+    (env_limits(EnvServerSettings()), "EnvService"), (critic_limits(CriticSettings()), "CriticService"),
+    (LEARNER_LIMITS, "LearnerService"), (PLANNER_LIMITS, "PlannerService")],
+    ids=["env_server", "critic", "learner", "planner"])
+def test_every_long_call_is_a_unary_method_of_its_service(limits: RequestLimits, service: str) -> None:
+    """A misspelt method would be bounded nowhere: each of ``calls_at_once`` is a unary RPC of the service, served
+    at least once at a time, and reported as it is declared."""
+    methods = descriptor_pool.Default().FindServiceByName(f"rlgpt.v1.{service}").methods_by_name
+    for name, at_once in limits.calls_at_once.items():
+        assert name in methods and at_once >= 1, name
+        assert not methods[name].client_streaming and not methods[name].server_streaming, name
+    assert dict(limits.to_proto().calls_at_once) == dict(limits.calls_at_once)
+    assert service == "PlannerService" or limits.calls_at_once  # the env server's, learner's and critic's are long
