@@ -15,7 +15,8 @@ TEXT_FIELDS = frozenset({"TaskSpec.description", "RegisterSkillRequest.descripti
 def env_limits(settings: EnvServerSettings) -> RequestLimits:
     """Names of at most ``max_name_chars``, descriptions of ``max_text_chars``, code of ``max_code_bytes`` characters
     (its bytes are checked when it is registered), lists of ``max_list_entries`` entries but a step's actions and env
-    indices: ``max_envs_per_session``; ``max_skill_tests`` RunSkill calls at once."""
+    indices: ``max_envs_per_session``; ``max_skill_tests`` RunSkill calls at once, and as many RegisterSkill calls (each
+    test-runs its skill, up to its registration timeout, on a thread of its own)."""
     envs = settings.max_envs_per_session
     return RequestLimits(
         name_chars=settings.max_name_chars, text_chars=settings.max_text_chars,
@@ -23,4 +24,4 @@ def env_limits(settings: EnvServerSettings) -> RequestLimits:
         fields={"RegisterSkillRequest.code": settings.max_code_bytes,
                 "ListSkillsRequest.page_token": PAGE_TOKEN_MAX_CHARS, "ResetRequest.env_indices": envs,
                 "StepRequest.actions": envs, "StepRequest.env_indices": envs},
-        calls_at_once={"RunSkill": settings.max_skill_tests})
+        calls_at_once={"RunSkill": settings.max_skill_tests, "RegisterSkill": settings.max_skill_tests})

@@ -96,4 +96,5 @@ def test_long_calls_past_their_limit_are_refused_and_health_answers_throughout(b
         stub = env_pb2_grpc.EnvServiceStub(channel)
         # The slots came back; the limit is reported where clients read the server's limits.
         assert len(stub.RunSkill(TEST).episodes) == 1
-        assert dict(stub.Describe(env_pb2.DescribeRequest()).limits.requests.calls_at_once) == {"RunSkill": at_once}
+        assert dict(stub.Describe(env_pb2.DescribeRequest()).limits.requests.calls_at_once) == {"RunSkill": at_once,
+                                                                                     "RegisterSkill": at_once}
