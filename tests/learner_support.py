@@ -26,6 +26,8 @@ class Learner:
     server: grpc.Server
     channel: grpc.Channel
     settings: LearnerSettings
+    target: str = ""
+    """Its address (HOST:PORT), for a planner to reach it."""
 
     def close(self) -> None:
         self.channel.close()
@@ -42,7 +44,8 @@ def start_learner(settings: LearnerSettings, runners=None) -> Learner:
         ServiceBinding(SERVICE_NAME, learner_pb2_grpc.add_LearnerServiceServicer_to_server, servicer)],
         metrics_label="learner")
     channel = create_channel(f"127.0.0.1:{port}", default_timeout=120, wait_ready_seconds=10)
-    return Learner(learner_pb2_grpc.LearnerServiceStub(channel), servicer, server, channel, settings)
+    return Learner(learner_pb2_grpc.LearnerServiceStub(channel), servicer, server, channel, settings,
+                   f"127.0.0.1:{port}")
 
 
 def register_skills(env_server, skills: dict[str, str]) -> None:

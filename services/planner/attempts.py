@@ -259,14 +259,16 @@ class Attempts:
         self.train_and_evaluate(attempt)
         return self.verdict(attempt)
 
-    def train_and_evaluate(self, attempt: RLAttempt, halt: threading.Event | None = None) -> None:
+    def train_and_evaluate(self, attempt: RLAttempt, halt: threading.Event | None = None,
+                           eval_seed: int | None = None) -> None:
         """Step 2: the attempt's training watched to its end, then its evaluation (``attempt.trained``); nothing
         when it has no config (:class:`~services.planner.trainings.Training`: thread-safe, so it runs in a thread
-        of its own next to other sub-tasks'; a stop or ``halt`` raises StopRequested)."""
+        of its own next to other sub-tasks'; a stop or ``halt`` raises StopRequested); ``eval_seed``: the worlds
+        of its evaluation, if not the sub-tasks' held-out ones."""
         if attempt.config is None:
             return
         attempt.trained = Training(self.ctx, attempt.st, attempt.state, attempt.config, attempt.details,
-                                   halt).run(frames_per_episode(self.ctx))
+                                   halt, eval_seed).run(frames_per_episode(self.ctx))
 
     def verdict(self, attempt: RLAttempt) -> critic_pb2.Verdict | None:
         """Step 3: the verdict on a trained attempt (the critic's, an LLM call: one after another in plan order),

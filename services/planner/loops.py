@@ -28,7 +28,7 @@ from rlgpt import metrics, worlds
 from rlgpt.prompts import CompletesJSON
 from rlgpt.stats import rate_text
 from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
-from services.planner import game_task, kept_plan, task_review
+from services.planner import game_controller, game_task, kept_plan, task_review
 from services.planner.action_space import SUCCESS_REWARD
 from services.planner.agents.fast import FastAgent
 from services.planner.agents.one import OneAgent
@@ -97,10 +97,12 @@ class TwoLoops(PlanMaking, InnerLoops):
             self._iterate()
         if self.state.final is None:
             self.ctx.check_stop()
-            kept = kept_plan.final_controller(self.ctx)
-            final = (kept_plan.evaluate_kept_plan(self.ctx, kept, episodes=self.ctx.budgets.eval_episodes,
-                                                  seed=worlds.final_worlds(self.ctx.seed), animate=ANIMATIONS)
-                     if kept else final_evaluation(self.ctx, animate=ANIMATIONS))
+            kept, macro = kept_plan.final_controller(self.ctx), game_controller.final_job(self.ctx)
+            seed, episodes = worlds.final_worlds(self.ctx.seed), self.ctx.budgets.eval_episodes
+            final = (kept_plan.evaluate_kept_plan(self.ctx, kept, episodes=episodes, seed=seed, animate=ANIMATIONS)
+                     if kept else
+                     game_controller.evaluate(self.ctx, macro, episodes=episodes, seed=seed, animate=ANIMATIONS)
+                     if macro else final_evaluation(self.ctx, animate=ANIMATIONS))
             final.animations = write_animations(self.ctx.run.dir, final.episode_summaries)
             self.state.final = final.as_json()
             self.ctx.run.success_rate = final.success_rate
@@ -225,8 +227,10 @@ class TwoLoops(PlanMaking, InnerLoops):
         these trainings not (a stop during one)."""
         plan = self.state.plan_proto()
         last = self.state.iterations[-1] if self.state.iterations else {}
-        if self.ctx.game:
-            return  # RL around the plan on the game's own reward and score: issue 36, item 2
+        if self.ctx.game:  # the game's own reward: the plan's coded skills as macro actions (issue 36, item 2)
+            if game_controller.wanted(self.ctx, plan):
+                game_controller.train(self.ctx, self.attempts, plan)
+            return
         if kept_plan.wanted(self.ctx, plan, last.get("success_rate")):
             assert plan is not None
             kept_plan.train_kept_plan(self.ctx, self.attempts, plan, last["success_rate"], last.get("failed", []))

@@ -37,6 +37,9 @@ def achievements_section(state: RunState) -> list[str]:
     """Each achievement's success rate (percent of the evaluation's episodes that unlocked it) and the score,
     after each iteration and in the final evaluation."""
     columns = [(f"iteration {int(it['iteration'])}", it) for it in state.iterations if it.get("achievement_rates")]
+    macro = state.game_controller or {}
+    if macro.get("achievement_rates"):
+        columns.append(("macro-action policy", macro))
     if (state.final or {}).get("achievement_rates"):
         columns.append(("final", state.final))
     if not columns:
@@ -51,4 +54,20 @@ def achievements_section(state: RunState) -> list[str]:
         cells = [f"{float(record['achievement_rates'].get(name, 0.0)):.1f}%" for _, record in columns]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines.append("| **score** | " + " | ".join(f"**{_score(record)}**" for _, record in columns) + " |")
-    return [*lines, ""]
+    return [*lines, "", *macro_lines(macro)]
+
+
+def macro_lines(macro: dict[str, Any]) -> list[str]:
+    """What the policy with the plan's coded skills as macro actions did against the best chain, on the same
+    worlds (the iterations'), and which became the final controller."""
+    if not macro:
+        return []
+    if macro.get("error"):
+        return [f"The policy with the plan's coded skills as macro actions was not trained: {macro['error']}", ""]
+    ours, chain = macro.get("score"), macro.get("chain_score")
+    chosen = "it is the final controller" if ours is not None and (chain is None or ours > chain) else \
+        "the chain stays the final controller"
+    return [f"APPO on the game's reward with the primitives and the plan's coded skills as macro actions "
+            f"({', '.join(macro.get('macro_actions', []))}; {int(macro.get('env_frames', 0)):,} frames, job "
+            f"{macro.get('job_id', '')}) scored {_score(macro)} on the iterations' worlds, the best chain "
+            f"{_score({'score': chain})} (iteration {macro.get('chain_iteration')}): {chosen}.", ""]

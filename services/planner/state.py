@@ -213,6 +213,9 @@ class RunState:
     kept_plan: dict[str, Any] | None = None
     """The training around the kept plan (kept_plan.py): chain_success_rate, job_id and success_rate on the
     iteration's worlds, or error; None: none was trained."""
+    game_controller: dict[str, Any] | None = None
+    """A game task's policy with the plan's coded skills as macro actions (game_controller.py): its job_id, score
+    and rates on the iterations' worlds beside the best chain's score there, or error; None: none was trained."""
     best: dict[str, Any] | None = None
     """The best controller so far (services/planner/task_review.py): the iteration, its per-world successes, its
     plan and each sub-task's controller; a revision replaces it only when better on the same worlds, paired."""

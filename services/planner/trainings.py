@@ -58,6 +58,8 @@ class Training:
     details: dict[str, Any]
     """More for the attempt's file (its macro actions, accepted and refused)."""
     halt: threading.Event | None = None
+    eval_seed: int | None = None
+    """The first world of the trained policy's evaluation; None: the sub-tasks' held-out worlds."""
 
     def run(self, frames_per_episode: int = 0) -> Trained | None:
         """The training watched to its end, then its evaluation (``frames_per_episode``: frames asked for, for a
@@ -148,7 +150,8 @@ class Training:
         """The trained policy's evaluation, recorded (a TestRecord, the attempt's file), and its request."""
         ctx, st, state = self.ctx, self.st, self.state
         asked = learner_pb2.EvaluateRequest(job_id=job_id, episodes=ctx.budgets.eval_episodes,
-                                            seed=worlds.held_out_worlds(ctx.seed),
+                                            seed=worlds.held_out_worlds(ctx.seed) if self.eval_seed is None
+                                            else self.eval_seed,
                                             frames_per_episode=frames_per_episode)
         evaluation = learner_of(ctx, st).Evaluate(asked, timeout=evaluation_seconds(ctx, asked,
                                                                                     self.config.episode_length))

@@ -6,6 +6,7 @@ refused."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -38,12 +39,14 @@ def reply(body: dict) -> Reply:
     return Reply.json({"Plan": CURRICULUM}[name])
 
 
-@pytest.fixture
-def planner(env_server, tmp_path) -> Iterator[tuple[planner_pb2_grpc.PlannerServiceStub, FakeOpenAIServer]]:
+@contextlib.contextmanager
+def serving_planner(env_server, tmp_path: Path, learner: str = ""
+                    ) -> Iterator[tuple[planner_pb2_grpc.PlannerServiceStub, FakeOpenAIServer]]:
+    """A planner on the env server (and ``learner``, an address, if given) with the scripted LLM."""
     with FakeOpenAIServer([reply]) as fake:
         llm = LLMClient(LLMSettings(max_retries=0, timeout_seconds=10, model="scripted"), base_url=fake.base_url,
                         record_dir=tmp_path / "llm")
-        settings = PlannerSettings(env_server=env_server.target, run_dir=str(tmp_path / "runs"),
+        settings = PlannerSettings(env_server=env_server.target, run_dir=str(tmp_path / "runs"), learner=learner,
                                    library_path=str(tmp_path / "library.json"), test_episodes=2, test_steps=150,
                                    skill_format="python")
         server, port = create_server("127.0.0.1:0", [ServiceBinding(
@@ -54,6 +57,24 @@ def planner(env_server, tmp_path) -> Iterator[tuple[planner_pb2_grpc.PlannerServ
         finally:
             channel.close()
             stop_server(server, 1)
+
+
+@pytest.fixture
+def planner(env_server, tmp_path) -> Iterator[tuple[planner_pb2_grpc.PlannerServiceStub, FakeOpenAIServer]]:
+    with serving_planner(env_server, tmp_path) as served:
+        yield served
+
+
+def run_game(stub: planner_pb2_grpc.PlannerServiceStub, tmp_path: Path, *, seed: int, iterations: int,
+             budget: int) -> tuple[list[planner_pb2.RunEvent], Path]:
+    """A `crafter` run of 2 evaluation episodes (target a score of 90) watched to its end: its events (the last
+    one its end) and its directory."""
+    budgets = planner_pb2.Budgets(max_outer_iterations=iterations, eval_episodes=2, total_env_frames=budget,
+                                  target_success=0.9)
+    run = stub.StartRun(planner_pb2.StartRunRequest(task=GAME, seed=seed, agents="slow-fast", budgets=budgets))
+    events = list(stub.WatchRun(planner_pb2.WatchRunRequest(run_id=run.run_id), timeout=800))
+    assert events[-1].WhichOneof("payload") == "run_end", events[-1]
+    return events, tmp_path / "runs" / run.run_id
 
 
 def refused(call: Callable[[], object]) -> tuple[str, str]:
@@ -76,12 +97,8 @@ def test_a_budget_below_one_evaluation_and_an_unknown_task_are_refused(planner) 
 def test_a_run_on_the_whole_game_is_scored_and_counts_every_frame(planner, tmp_path: Path) -> None:
     stub, fake = planner
     budget = 60_000
-    run = stub.StartRun(planner_pb2.StartRunRequest(task=GAME, seed=4, agents="slow-fast", budgets=planner_pb2.Budgets(
-        max_outer_iterations=2, eval_episodes=2, total_env_frames=budget, target_success=0.9)))
-    events = list(stub.WatchRun(planner_pb2.WatchRunRequest(run_id=run.run_id), timeout=500))
+    events, run_dir = run_game(stub, tmp_path, seed=4, iterations=2, budget=budget)
     end = events[-1]
-    assert end.WhichOneof("payload") == "run_end", end
-    run_dir = tmp_path / "runs" / run.run_id
     request = json.loads((run_dir / "request.json").read_text())
     assert request["task"]["objective"] == "game" and request["task"]["episodeLength"] == 10000
     state = json.loads((run_dir / "state.json").read_text())
