@@ -16,7 +16,7 @@ import time
 import grpc
 
 from rlgpt import metrics
-from rlgpt.errors import MAX_REFUSAL_BYTES, InvalidArgument, grpc_errors, join_problems
+from rlgpt.errors import MAX_REFUSAL_BYTES, InvalidArgument, grpc_errors, join_problems, shown
 from rlgpt.llm.client import record_json
 from rlgpt.prompts import CompletesJSON
 from rlgpt.v1 import common_pb2, critic_pb2, critic_pb2_grpc
@@ -144,6 +144,12 @@ class CriticServicer(critic_pb2_grpc.CriticServiceServicer):
             problems.append(f"target_success={target:.6g}: must be in 0..1")
         if request.iteration < 0:
             problems.append(f"iteration={request.iteration}: must be >= 0")
+        if request.HasField("score") and not 0 <= request.score <= 100:  # NaN fails too
+            problems.append(f"score={request.score:.6g}: must be in 0..100 (Crafter's score, percent)")
+        problems.extend(f"achievement_rates[{shown(name)}]={rate:.6g}: must be in 0..100 (percent)"
+                        for name, rate in request.achievement_rates.items() if not 0 <= rate <= 100)
+        if request.achievement_rates and not request.HasField("score"):
+            problems.append("achievement_rates: given without a score; send the evaluation's score with them")
         problems.extend(link_problems(list(request.links)))
         problems.extend(episode_problems("episodes", list(request.episodes)))
         if problems:

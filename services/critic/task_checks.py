@@ -4,7 +4,9 @@ end and why, and who acts next.
 Measured:
 
 - success rate: successful episodes over the evaluation's episodes (0 with none); success when at least one
-  episode ran and the rate is at or above the request's ``target_success``.
+  episode ran and the rate is at or above the request's ``target_success``. The whole game (a request with a
+  ``score``): success when the score is at or above ``target_success`` x 100; the diagnosis names the achievements
+  never unlocked and the lowest rates (what holds the score down).
 - death causes (``Verdict.death_causes``): the failed episodes per ``death_cause``; one that ended in "death"
   with no cause counts as "unknown". An episode *died* when it has either.
 - where a failed episode ended: the first link whose conditions never held in it (``stages_done``, one flag per
@@ -157,13 +159,28 @@ def _counted(counts: Counter[str], failed: int) -> str:
     return ", ".join(f"{name} {count}" for name, count in counts.most_common()) + f" of {failed} failed episodes"
 
 
+def game_text(request: critic_pb2.JudgeTaskRequest, shown: int = 6) -> str:
+    """The whole game's measure in words: its score against the target, the achievements never unlocked and the
+    lowest rates of the others (what holds the score down)."""
+    rates = dict(request.achievement_rates)
+    never = sorted(name for name, rate in rates.items() if rate <= 0)
+    low = sorted(((rate, name) for name, rate in rates.items() if 0 < rate < 100))[:shown]
+    text = f"The whole game scored {request.score:.1f} (target {100 * request.target_success:.1f})."
+    if never:
+        text += f" Never unlocked ({len(never)} of {len(rates)}): {', '.join(never)}."
+    if low:
+        text += " Lowest rates: " + ", ".join(f"{name} {rate:.0f}%" for rate, name in low) + "."
+    return text
+
+
 def task_checks(request: critic_pb2.JudgeTaskRequest, settings: CriticSettings | None = None) -> TaskFindings:
     """Measures the whole task's evaluation and applies the target rule of this module, with no LLM."""
     settings = settings or CriticSettings()
     episodes, links = list(request.episodes), list(request.links)
     n, successes = len(episodes), sum(e.success for e in episodes)
     rate, target = (successes / n if n else 0.0), float(request.target_success)
-    success = bool(n) and rate >= target
+    game = request.HasField("score")  # the whole game: measured by its score, no episode "succeeds"
+    success = bool(n) and (request.score / 100.0 >= target if game else rate >= target)
     failed = n - successes
     deaths = death_causes(episodes)
     died_count = sum(deaths.values())
@@ -171,11 +188,16 @@ def task_checks(request: critic_pb2.JudgeTaskRequest, settings: CriticSettings |
     kinds = failure_kinds(episodes, links)
     weak = weakest_link(links)
 
-    findings = [f"success_rate {rate:.2f} {'>=' if success else '<'} target {target:.2f} ({successes}/{n} episodes)"
-                if n else "no_episodes: the evaluation ran no episode"]
+    if game:
+        findings = [f"score {request.score:.1f} {'>=' if success else '<'} target {100 * target:.1f} ({n} episodes)"
+                    if n else "no_episodes: the evaluation ran no episode"]
+        diagnosis = [game_text(request)]
+    else:
+        findings = [f"success_rate {rate:.2f} {'>=' if success else '<'} target {target:.2f} ({successes}/{n} "
+                    "episodes)" if n else "no_episodes: the evaluation ran no episode"]
+        diagnosis = [f"The whole task succeeded in {successes}/{n} episodes ({rate:.0%}; target {target:.0%})."]
     findings += [f"link {link.subtask}: {link.reached} reached, {link.succeeded} succeeded ({own_text(link)})"
                  for link in links]
-    diagnosis = [f"The whole task succeeded in {successes}/{n} episodes ({rate:.0%}; target {target:.0%})."]
     if weak is not None:
         lost = weak.reached - weak.succeeded
         findings.append(f"weakest_link {weak.subtask}: lost {lost} of {weak.reached} episodes that reached it")

@@ -14,6 +14,7 @@ from services.critic.task_checks import (
     FailureKind,
     TaskFindings,
     episodes_text,
+    game_text,
     link_rate,
     own_text,
     tail_lines,
@@ -57,12 +58,19 @@ def prompt_text(request: critic_pb2.JudgeTaskRequest, findings: TaskFindings) ->
     """The critic prompt for one whole-task evaluation, with the checks' findings."""
     deaths = ", ".join(f"{cause} {count}" for cause, count in
                        sorted(findings.death_causes.items(), key=lambda x: -x[1])) or "none"
+    if request.HasField("score"):  # the whole game: no episode succeeds, its score is the measure
+        success = "none: the whole game, measured by its score (0..100) over its achievements' success rates"
+        target = f"none; instead a score of {100 * request.target_success:.1f}"
+        measured = f"none; instead: {game_text(request)}"
+    else:
+        success = conditions_text(list(request.success), "(none given)")
+        target = f"{request.target_success:.2f}"
+        measured = (f"{findings.success_rate:.2f} ({sum(e.success for e in request.episodes)}/"
+                    f"{len(request.episodes)} episodes)")
     return render(
         PROMPT_DIR, "critic_task", game=f"the game {request.game}" if request.game else "a game",
         iteration=str(request.iteration), task=request.task, description=request.description or "(none)",
-        success=conditions_text(list(request.success), "(none given)"), target=f"{request.target_success:.2f}",
-        success_rate=f"{findings.success_rate:.2f} ({sum(e.success for e in request.episodes)}/"
-                     f"{len(request.episodes)} episodes)",
+        success=success, target=target, success_rate=measured,
         links=links_text(list(request.links)), deaths=deaths,
         findings="\n".join(f"- {f}" for f in findings.findings) or "(none)",
         failures=failures_text(findings.kinds, list(request.episodes)),

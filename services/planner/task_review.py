@@ -18,6 +18,7 @@ A game task's episodes never succeed: its controller replaces the best when it s
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 import grpc
@@ -94,14 +95,21 @@ def review(ctx: RunContext, plan: planner_pb2.Plan, record: IterationRecord,
     response = ctx.stubs.critic.JudgeTask(critic_pb2.JudgeTaskRequest(
         task=task.name, description=task.description, success=list(task.success),
         links=task_links(plan, ctx, record.links), episodes=shown, target_success=target,
-        rules=ctx.describe.rules, game=ctx.describe.display_name, iteration=record.iteration),
-        timeout=ctx.stubs.judge_seconds)
+        rules=ctx.describe.rules, game=ctx.describe.display_name, iteration=record.iteration,
+        **game_measure(record)), timeout=ctx.stubs.judge_seconds)
     if response.llm_record:
         try:
             ctx.run.llm_call(record_from_json(response.llm_record), "whole task")
         except ValueError as exc:  # a critic of another version: the verdict still counts
             log.warning("critic's LLM record of the whole task is unreadable: %s", exc)
     return response.verdict
+
+
+def game_measure(record: IterationRecord) -> dict[str, Any]:
+    """A game task's score and rates for the critic (it judges them instead of a success rate); {} otherwise."""
+    if record.score is None or math.isnan(record.score):
+        return {}
+    return {"score": record.score, "achievement_rates": dict(record.achievement_rates or {})}
 
 
 def verdict_json(verdict: critic_pb2.Verdict) -> dict[str, Any]:

@@ -155,3 +155,18 @@ def test_the_diagnosis_is_bounded_and_quotes_at_most_a_few_kinds() -> None:
     found = task_checks(task_request(episodes=episodes), SETTINGS)
     assert len(found.diagnosis) <= MAX_TASK_TEXT and found.diagnosis.count("] episode ") <= MAX_KINDS
     assert found.diagnosis.count("] episode ") >= 2  # the quotes are short enough for several kinds
+
+
+def test_the_whole_game_is_judged_by_its_score_and_names_what_holds_it_down() -> None:
+    rates = {"collect_wood": 100.0, "place_table": 75.0, "eat_cow": 25.0, "collect_diamond": 0.0, "wake_up": 0.0}
+    episodes = [died([True, True], "zombie")] * 3 + [ended([True, True], end_reason="time_limit")]
+    below = task_checks(task_request(episodes=episodes, target_success=0.273, score=12.5, achievement_rates=rates),
+                        SETTINGS)
+    assert not below.success and has(below.findings, "score 12.5 < target 27.3 (4 episodes)")
+    assert below.diagnosis.startswith("The whole game scored 12.5 (target 27.3). Never unlocked (2 of 5): "
+                                      "collect_diamond, wake_up. Lowest rates: eat_cow 25%, place_table 75%.")
+    assert below.target == critic_pb2.TARGET_SLOW and "survival" in below.suggestion  # mostly deaths
+    # No episode "succeeds" in the whole game: the score alone reaches the target.
+    above = task_checks(task_request(episodes=episodes, target_success=0.1, score=12.5, achievement_rates=rates),
+                        SETTINGS)
+    assert above.success and above.target == critic_pb2.TARGET_KEEP

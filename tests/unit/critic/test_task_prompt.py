@@ -74,3 +74,13 @@ def test_sections_say_when_they_are_empty() -> None:
     assert task_prompt.failures_text(task_checks(many).kinds, list(many.episodes)).endswith("(2 more kinds not shown)")
     [message] = task_prompt.messages(req, task_checks(req))
     assert message["role"] == "user" and isinstance(message["content"], str)
+
+
+def test_a_game_prompt_states_the_score_and_its_target_not_a_success_rate() -> None:
+    request = task_request(episodes=[episode(end_reason="death", death_cause="zombie")], target_success=0.273,
+                           score=4.2, achievement_rates={"collect_wood": 100.0, "collect_diamond": 0.0})
+    text = task_prompt.prompt_text(request, task_checks(request))
+    assert "Target success rate: none; instead a score of 27.3" in text
+    assert ("Measured success rate: none; instead: The whole game scored 4.2 (target 27.3). Never unlocked (1 of 2): "
+            "collect_diamond.") in text
+    assert "0.27" not in text and "0.00 (0/1 episodes)" not in text

@@ -153,3 +153,14 @@ def test_wilson_intervals_and_the_exact_mcnemar_test() -> None:
     assert stats.exact_mcnemar_p(0, 0) == 1.0 and stats.exact_mcnemar_p(6, 0) == pytest.approx(2 / 64)
     comparison = stats.paired([True, True, False, True], [False, True, True, False])
     assert (comparison.only_new, comparison.only_old, comparison.new_is_better) == (2, 1, True)
+
+
+def test_a_game_iteration_sends_the_critic_its_score_and_rates_and_another_sends_neither() -> None:
+    game = IterationRecord(iteration=0, tokens=0, seconds=0.0, frames=0, success_rate=0.0, score=3.5,
+                           achievement_rates={"collect_wood": 100.0})
+    request = critic_pb2.JudgeTaskRequest(task="crafter", **task_review.game_measure(game))
+    assert request.HasField("score") and request.score == pytest.approx(3.5)
+    assert dict(request.achievement_rates) == {"collect_wood": 100.0}
+    other = IterationRecord(iteration=0, tokens=0, seconds=0.0, frames=0, success_rate=0.5)
+    assert task_review.game_measure(other) == {}
+    assert not critic_pb2.JudgeTaskRequest(**task_review.game_measure(other)).HasField("score")
