@@ -145,7 +145,7 @@ class CriticServicer(critic_pb2_grpc.CriticServiceServicer):
         if request.iteration < 0:
             problems.append(f"iteration={request.iteration}: must be >= 0")
         if request.HasField("score") and not 0 <= request.score <= 100:  # NaN fails too
-            problems.append(f"score={request.score:.6g}: must be in 0..100 (Crafter's score, percent)")
+            problems.append(f"score={request.score:.6g}: must be in 0..100 (the game's score, percent)")
         problems.extend(f"achievement_rates[{shown(name)}]={rate:.6g}: must be in 0..100 (percent)"
                         for name, rate in request.achievement_rates.items() if not 0 <= rate <= 100)
         if request.achievement_rates and not request.HasField("score"):

@@ -11,12 +11,18 @@ from rlgpt.v1 import critic_pb2, planner_pb2
 from services.planner.agents.one import OneAgent
 from services.planner.attempts import Attempts, training_frames
 from services.planner.context import Mode, RunContext
+from services.planner.controller import coded_skills
 from services.planner.plans import start_inventory
 from services.planner.state import Decision, RunState, Status, SubTaskState
 from services.planner.trainings import run_trainings
 
 FRAMES_SPENT = "the run's frame budget is spent"
 """The feedback of a sub-task left unattempted because the run's frames are spent."""
+
+
+def waiting_text(blocker: str) -> str:
+    return (f"not trained this iteration: {blocker}, before it in the plan, is not done, so its training could not "
+            "start where the chain hands it over; it trains once that link is done")
 
 
 class Step(enum.Enum):
@@ -73,12 +79,17 @@ class InnerLoops:
         ctx = self.ctx
         inner_budget = self._inner_budget()
         starts = {st.name: start_inventory(plan, st, ctx.describe.rules, ctx.items) for st in subtasks}
-        active = [st for st in subtasks if self.state.subtasks[st.name].status != Status.DONE]
+        pending = [st for st in subtasks if self.state.subtasks[st.name].status != Status.DONE]
         while True:
-            spent = [st.name for st in active if self.state.subtasks[st.name].inner_iterations >= inner_budget]
+            spent = [st.name for st in pending if self.state.subtasks[st.name].inner_iterations >= inner_budget]
             for name in spent:
                 self._give_up(self.state.subtasks[name], inner_budget)
-            active = [st for st in active if st.name not in spent]
+            pending = [st for st in pending if st.name not in spent]
+            # A link trained behind one that is not done would start where the chain cannot hand it over: it waits.
+            blocked = {st.name: blocker for st in pending if (blocker := self._unfinished_before(plan, st))}
+            for name, blocker in blocked.items():
+                self.state.subtasks[name].feedback = waiting_text(blocker)
+            active = [st for st in pending if st.name not in blocked]
             if not active:
                 return
             ctx.check_stop()
@@ -93,13 +104,25 @@ class InnerLoops:
                 attempts.append(self.attempts.configure(st, self.state.subtasks[st.name], starts[st.name], plan,
                                                         env_frames=share))
             run_trainings(attempts, self.attempts.train_and_evaluate, self.ctx.settings.parallel_trainings)
-            active = []
+            pending = [st for st in pending if st.name in blocked]  # they may start once their link is done
             for attempt in attempts:
                 step = self._apply_verdict(attempt.st, attempt.state, self.attempts.verdict(attempt))
                 if step is Step.TO_SLOW:
                     self._give_up(attempt.state, inner_budget)
                 elif step is Step.AGAIN:
-                    active.append(attempt.st)
+                    pending.append(attempt.st)
+            pending.sort(key=lambda st: [s.name for s in plan.subtasks].index(st.name))
+
+    def _unfinished_before(self, plan: planner_pb2.Plan, st: planner_pb2.SubTask) -> str:
+        """The first link of ``st``'s chain prefix (every earlier sub-task has code: attempts.chain_prefix) that is
+        not done, e.g. code that failed its tests; "" when none is or no prefix applies (an earlier link with no
+        code: the training starts from the rules' start items, beside the trainings of the earlier links)."""
+        names = [other.name for other in plan.subtasks]
+        earlier = names[:names.index(st.name)] if st.name in names else []
+        codes = dict(coded_skills(plan, self.state))
+        if not all(name in codes for name in earlier):
+            return ""
+        return next((name for name in earlier if self.state.subtasks[name].status != Status.DONE), "")
 
     def _apply_verdict(self, st: planner_pb2.SubTask, state: SubTaskState,
                        verdict: critic_pb2.Verdict | None) -> Step:

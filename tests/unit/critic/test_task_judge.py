@@ -112,7 +112,7 @@ def refused(**fields) -> str:
     ({"links": [link("get_a", 1, 2)]}, "links[0]: reached=1 succeeded=2: must be 0 <= succeeded <= reached"),
     ({"links": [link("get_a", 1, 0, decision="vibes" * 20)]}, "links[0].decision='vibesvibes"),
     ({"links": [link("get_a", 1, 0, own=1.5)]}, "links[0].own_success_rate=1.5: must be in 0..1, or -1"),
-    ({"score": 101.0}, "score=101: must be in 0..100 (Crafter's score, percent)"),
+    ({"score": 101.0}, "score=101: must be in 0..100 (the game's score, percent)"),
     ({"score": 5.0, "achievement_rates": {"collect_wood": 150.0}}, "achievement_rates['collect_wood']=150: must be"),
     ({"achievement_rates": {"collect_wood": 50.0}}, "achievement_rates: given without a score"),
 ])
