@@ -14,7 +14,7 @@ TEST_TIMEOUT ?= 600
 TEST_ALL_TIMEOUT ?= 3000
 PYTEST := $(PY) -m pytest -q -p no:cacheprovider
 
-.PHONY: setup setup-system proto run test test-all test-e2e vllm-setup llm-vllm lint bench-env bench-learner bench-crafter bench-diamond bench-diamond-rules bench-llm bench-rlgpt bench-skills bench-replay bench-run bench-report clean help \
+.PHONY: setup setup-system proto run test test-all test-e2e vllm-setup llm-vllm lint bench-env bench-learner bench-crafter bench-game bench-diamond bench-diamond-rules bench-llm bench-rlgpt bench-skills bench-replay bench-run bench-report clean help \
 	images images-local smoke-images play-kube check-deploy kind-up deploy kind-down
 
 help:
@@ -27,6 +27,7 @@ help:
 	@echo "make bench-env - env server throughput benchmark -> docs/BENCHMARKS.md"
 	@echo "make bench-learner - learner training FPS vs raw Crafter stepping -> docs/BENCHMARKS.md"
 	@echo "make bench-crafter - Crafter's benchmark: 1M frames, 22 achievements, the score (resumable) -> docs/BENCHMARKS.md"
+	@echo "make bench-game - a finished RL-GPT run's final controller on the whole game, once per declared held-out set (BENCH_GAME_ARGS=\"--run DIR --episodes 256\") -> docs/BENCHMARKS.md"
 	@echo "make bench-diamond - collect_diamond: an RL-GPT run's chain alone vs APPO around it as a kept plan -> docs/BENCHMARKS.md"
 	@echo "make bench-diamond-rules - collect_diamond: the fast agent's macro actions used by fixed rules around the kept plan -> docs/BENCHMARKS.md"
 	@echo "make bench-llm - embedded LLMs on the agents' prompts (valid answers, skill tests, dead loops) -> docs/BENCHMARKS.md"
@@ -133,6 +134,13 @@ bench-learner: setup
 # make bench-crafter BENCH_CRAFTER_ARGS="--variants appo --frames 200000"
 bench-crafter: setup
 	$(PY) -m benchmarks.bench_crafter --output docs/BENCHMARKS.md $(BENCH_CRAFTER_ARGS)
+
+# A finished run's final controller on the whole game, on a declared held-out set scored once (--set k for another),
+# every episode in docs/bench-raw/game/<name>/results.json, e.g.
+# make bench-game BENCH_GAME_ARGS="--run docs/runs/claude-relay-collect_diamond --episodes 256"; --report-only rewrites
+# the Crafter section and its plot from the raw files alone
+bench-game: setup
+	$(PY) -m benchmarks.bench_game $(BENCH_GAME_ARGS)
 
 # collect_diamond: a recorded RL-GPT run's all-code chain alone vs APPO around it as a kept plan (1M frames,
 # resumable), e.g. make bench-diamond BENCH_DIAMOND_ARGS="--frames 200000"

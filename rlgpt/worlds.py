@@ -23,6 +23,9 @@ BRIEFING = 3_000_000
 """bench-diamond's briefing worlds (the chain alone, played to tell the fast agent how it fails)."""
 SKILL_BENCH_SEED = 1000
 """The run seed bench-skills' fast agent tests its skills with (worlds 1000 upward)."""
+GAME_BENCH, GAME_BENCH_SET = 100_000, 10_000
+"""bench-game's held-out sets of a run: set ``k`` starts ``GAME_BENCH + k * GAME_BENCH_SET`` above the run's
+held-out worlds (above its final, iteration and revision evaluations), each set at most ``GAME_BENCH_SET`` worlds."""
 
 
 def skill_test_worlds(run_seed: int) -> int:
@@ -62,6 +65,12 @@ def revision_worlds(run_seed: int) -> int:
 def briefing_worlds(seed: int) -> int:
     """bench-diamond's briefing of the fast agent, apart from its training and held-out worlds."""
     return seed + BRIEFING
+
+
+def game_bench_worlds(run_seed: int, set_index: int) -> int:
+    """The first world of bench-game's held-out set ``set_index`` of a run: declared before it is scored, scored
+    once, apart from every world the run itself played (benchmarks/game/sets.py checks that)."""
+    return held_out_worlds(run_seed + GAME_BENCH + set_index * GAME_BENCH_SET)
 
 
 def candidate_seed(run_seed: int, index: int) -> int:

@@ -10,9 +10,10 @@ import typer
 from rich.console import Console
 
 from benchmarks.cli_common import LogLevel, ReportOnly, progress_bar
-from benchmarks.common import load_results, machine_info, raw_path, save_results, setup_logging, utc_now, write_section
-from benchmarks.crafter.report import SECTION_TITLE, plot_rates, render_section
+from benchmarks.common import load_results, machine_info, raw_path, setup_logging, utc_now, write_section
+from benchmarks.crafter.report import SECTION_TITLE, crafter_section, plot_achievements, variant_numbers
 from benchmarks.crafter.run import ENVS_PER_WORKER, EPISODE_LENGTH, NUM_WORKERS, VARIANTS, load_library, run_variant
+from benchmarks.game import raw as game_raw
 
 log = logging.getLogger("benchmarks.crafter")
 console = Console(stderr=True)
@@ -72,11 +73,13 @@ def main(
                 run["date_utc"] = previous.get("date_utc", began) if run.get("rc") == 0 and previous.get(
                     "frames", 0) >= run["budget"] else began
                 results["variants"][variant] = run
-                save_results(raw_json, results)  # each variant as soon as it is done
-                log.info("%s: %s frames, %d episodes, score %.2f", variant, f"{run['frames']:,}", run["episodes"],
-                         run["score"])
-    if not results["variants"]:
-        raise typer.BadParameter("no variant has results yet; run without --report-only first")
-    plot = plot_rates(results, figure)
-    write_section(output, SECTION_TITLE, render_section(results, str(plot.relative_to(output.parent))))
-    log.info("wrote %s and %s from %s", output, plot, raw_json)
+                game_raw.save(raw_json, results)  # each variant as soon as it is done, an episode a line
+                numbers = variant_numbers(run) or {}
+                log.info("%s: %s frames, %d episodes, score %.2f", variant, f"{run['frames']:,}",
+                         numbers.get("episodes", 0), numbers.get("score", float("nan")))
+    appo = results if results["variants"] else None  # None: the section says its rows have no data on disk
+    games = game_raw.load_all(game_raw.ROOT)  # the section's RL-GPT rows (make bench-game), kept beside these
+    plot = plot_achievements(appo, games, figure)
+    link = str(plot.resolve().relative_to(output.resolve().parent)) if plot else None
+    write_section(output, SECTION_TITLE, crafter_section(appo, games, link))
+    log.info("wrote %s and %s from %s and %s", output, plot, raw_json, game_raw.ROOT)

@@ -3,8 +3,9 @@ term, the env's ``native`` reward) for the frame budget, through env servers as 
 
 The job directory lives under ``--work`` and is kept: running the same variant again resumes its training from
 the last checkpoint (Sample Factory's resume) and keeps appending to its episode log, so a run interrupted at
-any point goes on where it stopped. Every training episode is logged (``sf_env.episode_log``); the rates and
-the score are computed over those that ended within the budget, as Crafter's protocol counts training episodes.
+any point goes on where it stopped. Every training episode is logged (``sf_env.episode_log``); those that ended
+within the budget are kept, per episode, in the raw results, and the report computes the rates and the score from
+them, as Crafter's protocol counts training episodes.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from typing import Any
 
 from rich.progress import Progress
 
+from benchmarks.game.raw import episode_records
 from benchmarks.training import follow_training, launch_training, stop_training
 from rlgpt import worlds
 from rlgpt.app.launcher import ServiceProcess, start_service
-from rlgpt.game_score import crafter_score, success_rates, within_budget
+from rlgpt.game_score import within_budget
 from rlgpt.grpc_client import create_channel
 from rlgpt.v1 import common_pb2, env_pb2, env_pb2_grpc, learner_pb2
 from services.env_server.skills.reference import REFERENCE_SKILLS
@@ -101,17 +103,22 @@ def training_span(progress: list[dict[str, Any]]) -> dict[str, Any]:
             "to_utc": time.strftime(stamp, time.gmtime(progress[-1]["time"])), "invocations": resumed + 1}
 
 
-def summarise(job_dir: Path, budget: int, achievements: list[str]) -> dict[str, Any]:
+def training_record(episode: dict[str, Any]) -> dict[str, Any]:
+    """A training episode as the raw results keep it: what it unlocked, its frames, the training's frames by its
+    end, its return and how it ended."""
+    return {"achievements": list(episode["achievements"]), "frames": int(episode["frames"]),
+            "end_frame": int(episode["end_frame"]), "return": round(float(episode["return"]), 3),
+            "end": episode.get("end_reason", "")}
+
+
+def summarise(job_dir: Path, budget: int) -> dict[str, Any]:
+    """The training's episodes that ended within the budget (per episode: the report computes the rates and the
+    score from them alone), its frames and its training time."""
     episodes = within_budget(read_episodes(job_dir), budget)
-    rates = success_rates([e["achievements"] for e in episodes], achievements)  # type: ignore[misc]
     progress = read_progress(job_dir)
     frames = max((r["env_frames"] for r in progress), default=0)
-    train_s = training_seconds(progress)
-    return {"episodes": len(episodes), "frames": frames, "complete": frames >= budget, "rates": rates,
-            "train_s": train_s,
-            "score": crafter_score(rates), "mean_return": (sum(float(e["return"]) for e in episodes) / len(episodes)
-                                                           if episodes else None),
-            "mean_length": sum(int(e["frames"]) for e in episodes) / len(episodes) if episodes else None}
+    return {"frames": frames, "complete": frames >= budget, "train_s": training_seconds(progress),
+            "episodes": [training_record(e) for e in episodes]}
 
 
 def start_env_servers(count: int, logs: Path, skills: dict[str, str], config: learner_pb2.RLConfig,
@@ -133,16 +140,14 @@ def start_env_servers(count: int, logs: Path, skills: dict[str, str], config: le
     return servers, achievements
 
 
-def held_out(job_dir: Path, target: str, episodes: int, seed: int, achievements: list[str]) -> dict[str, Any]:
+def held_out(job_dir: Path, target: str, episodes: int, seed: int) -> dict[str, Any]:
     """The trained policy on ``episodes`` worlds it never trained on (``worlds.held_out_worlds``, apart from
-    every training world), scored like the training episodes."""
+    every training world), per episode."""
     from services.learner.evaluate import evaluate
 
     first = worlds.held_out_worlds(seed)
     response = evaluate(job_dir, target, episodes, first, max_frames=episodes * EPISODE_LENGTH, sampling_seed=seed)
-    rates = success_rates([list(e.achievements) for e in response.episodes], achievements)
-    return {"episodes": len(response.episodes), "first_seed": first, "rates": rates,
-            "score": crafter_score(rates)}
+    return {"first_seed": first, "episodes": episode_records(response.episodes, first)}
 
 
 def train_job(job_dir: Path, config: learner_pb2.RLConfig, servers: list[ServiceProcess], timeout: float,
@@ -189,12 +194,11 @@ def run_variant(variant: str, work: Path, frames: int, seed: int, timeout: float
     servers, achievements = start_env_servers(NUM_WORKERS, work / "logs", skills, config)
     try:
         rc = train_job(job_dir, config, servers, timeout, progress, variant)
-        evaluation = (held_out(job_dir, servers[0].target, eval_episodes, seed, achievements)
-                      if eval_episodes else None)
+        evaluation = held_out(job_dir, servers[0].target, eval_episodes, seed) if eval_episodes else None
     finally:
         for server in servers:
             server.stop()
-    summary = summarise(job_dir, frames, achievements)
+    summary = summarise(job_dir, frames)
     summary["held_out"] = evaluation
     summary.update(variant=variant, skills=list(skills), achievements=achievements, budget=frames,
                    wall_s=time.time() - started, rc=rc, job_dir=str(job_dir))

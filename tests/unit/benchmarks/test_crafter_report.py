@@ -1,4 +1,5 @@
-"""bench-crafter's section and plot come from the saved results alone; partial runs are marked partial."""
+"""bench-crafter's section and plot come from the per-episode raw results alone (rates and score recomputed from
+them); partial runs are marked partial; a row without per-episode data shows no number and says so."""
 
 from __future__ import annotations
 
@@ -7,17 +8,21 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from benchmarks.crafter.report import SECTION_TITLE, plot_rates, render_section
+from benchmarks.crafter.report import NO_APPO_DATA, SECTION_TITLE, crafter_section, plot_rates, render_section
 from rlgpt.game_score import crafter_score
 
 NAMES = ["collect_wood", "place_table", "collect_diamond"]
 
 
+def episodes(rates: list[float], count: int = 10, frames: int = 250) -> list[dict]:
+    """``count`` training episodes in which achievement k is unlocked in the first rates[k]% of them."""
+    return [{"achievements": [n for n, r in zip(NAMES, rates, strict=True) if i < r * count / 100],
+             "frames": frames, "end_frame": frames * (i + 1), "return": 2.5, "end": "death"} for i in range(count)]
+
+
 def run(variant: str, rates: list[float], frames: int, skills: list[str]) -> dict:
-    by_name = dict(zip(NAMES, rates, strict=True))
-    return {"variant": variant, "skills": skills, "achievements": NAMES, "rates": by_name,
-            "score": crafter_score(by_name), "episodes": 40, "frames": frames, "budget": 1_000_000,
-            "complete": frames >= 1_000_000, "mean_return": 2.5, "mean_length": 250.0, "wall_s": 60.0,
+    return {"variant": variant, "skills": skills, "achievements": NAMES, "episodes": episodes(rates),
+            "frames": frames, "budget": 1_000_000, "complete": frames >= 1_000_000, "wall_s": 60.0,
             "train_s": 1800.0}
 
 
@@ -27,28 +32,54 @@ def results() -> dict:
             "machine": {"cpu_model": "Test CPU", "cpu_count": 2, "ram_gib": 8.0, "python": "3.11", "torch": "2",
                         "sample_factory": "2", "crafter": "1.8"},
             "variants": {"appo": run("appo", [90.0, 40.0, 0.0], 1_000_000, []),
-                         "reference-skills": run("reference-skills", [95.0, 80.0, 0.0], 400_000,
+                         "reference-skills": run("reference-skills", [90.0, 80.0, 0.0], 400_000,
                                                  ["collect_wood", "place_table"])}}
 
 
-def test_a_held_out_evaluation_is_reported_with_its_seeds() -> None:
+def test_a_held_out_evaluation_is_reported_with_its_seeds_and_its_score_from_its_episodes() -> None:
     data = results()
-    data["variants"]["appo"]["held_out"] = {"episodes": 16, "first_seed": 7_000_001, "score": 3.25,
-                                            "rates": dict.fromkeys(NAMES, 10.0)}
-    assert ("APPO, primitives on 16 held-out worlds (seeds from 7,000,001, never trained on), the trained policy "
-            "sampling its actions: score 3.2.") in render_section(data, None)
+    held = [{"seed": 7_000_001 + i, "achievements": ["collect_wood"] if i < 2 else [], "length": 100,
+             "end": "death", "death_cause": "zombie", "return": 1.0} for i in range(16)]
+    data["variants"]["appo"]["held_out"] = {"first_seed": 7_000_001, "episodes": held}
+    score = crafter_score({"collect_wood": 12.5, "place_table": 0.0, "collect_diamond": 0.0})
+    assert (f"APPO, primitives on 16 held-out worlds (seeds from 7,000,001, never trained on), the trained policy "
+            f"sampling its actions: score {score:.1f}.") in render_section(data, None)
 
 
-def test_section_is_rendered_from_the_data() -> None:
+def test_section_is_rendered_from_the_episodes() -> None:
     section = render_section(results(), "figures/crafter.png")
     assert section.startswith(SECTION_TITLE)
     score = crafter_score({"a": 90.0, "b": 40.0, "c": 0.0})
-    assert f"| APPO, primitives | - | 1,000,000 of 1,000,000 | 40 | {score:.1f} | 2.50 | 250 | 30 |" in section
+    assert f"| APPO, primitives | - | 1,000,000 of 1,000,000 | 10 | {score:.1f} | 2.50 | 250 | 30 |" in section
     assert "| APPO + reference skills | collect_wood, place_table | 400,000 of 1,000,000 (partial) |" in section
     assert "| place_table | 40.0% | 80.0% |" in section
-    assert f"APPO, primitives: score {score:.1f} over 40 episodes; 2 of 3 achievements unlocked at least once " \
-           "(never: collect_diamond)." in section
+    assert f"APPO, primitives: score {score:.1f}, 2 of 3 achievements unlocked at least once" in section
     assert "PPO 4.6" in section and "![Crafter success rates](figures/crafter.png)" in section
+
+
+def test_an_episode_changed_in_the_raw_data_changes_the_rates_and_the_score() -> None:
+    data = results()
+    data["variants"]["appo"]["episodes"][9]["achievements"].append("collect_diamond")
+    section = render_section(data, None)
+    assert "| collect_diamond | 10.0% | 0.0% |" in section
+    assert f"| {crafter_score({'a': 90.0, 'b': 40.0, 'c': 10.0}):.1f} |" in section
+
+
+def test_only_episodes_within_the_budget_count() -> None:
+    data = results()
+    data["variants"]["appo"]["budget"] = 1000  # episodes end at 250, 500, ...: the first 4 count
+    assert "| collect_wood | 100.0% |" in render_section(data, None)
+
+
+def test_a_row_without_per_episode_data_shows_no_number_and_says_so() -> None:
+    data = results()
+    old = data["variants"]["reference-skills"]
+    old.update(episodes=5798, score=6.0, rates=dict.fromkeys(NAMES, 50.0))  # the format before per-episode data
+    section = render_section(data, None)
+    assert "APPO + reference skills: its per-episode data is not on disk" in section
+    assert "6.0" not in section and "50.0%" not in section
+    nothing = crafter_section(None, [], "figures/x.png")  # bench-crafter's raw results not on disk at all
+    assert nothing.startswith(f"{SECTION_TITLE}\n\n{NO_APPO_DATA}\n") and "![" not in nothing  # no data: no plot
 
 
 def test_the_plot_is_a_png(tmp_path: Path) -> None:
@@ -85,6 +116,7 @@ def test_training_time_sums_every_invocation_and_episodes_are_ordered(tmp_path: 
     (tmp_path / "progress.jsonl").write_text("".join(json.dumps({"elapsed": e, "env_frames": f}) + "\n" for e, f in
                                                      [(10, 100), (60, 400), (5, 420), (30, 700)]))
     assert [e["end_frame"] for e in read_episodes(tmp_path)] == [100, 150]
-    summary = summarise(tmp_path, 120, NAMES)
-    assert summary["train_s"] == 90 and summary["frames"] == 700 and summary["episodes"] == 1  # within 120 frames
-    assert summary["rates"]["collect_wood"] == 100.0 and summary["rates"]["place_table"] == 0.0
+    summary = summarise(tmp_path, 120)
+    assert summary["train_s"] == 90 and summary["frames"] == 700  # within 120 frames: the first episode alone
+    assert summary["episodes"] == [{"achievements": ["collect_wood"], "frames": 100, "end_frame": 100,
+                                    "return": 1.0, "end": ""}]
