@@ -10,8 +10,9 @@ from typing import Any
 
 from benchmarks.common import fmt_pct, joined, markdown_table
 from benchmarks.crafter.diamond_results import comparisons, p_text, paired
-from benchmarks.crafter.report import LABELS, PUBLISHED_SCORES
+from benchmarks.crafter.report import LABELS, PUBLISHED_SCORES, held_out_numbers, variant_numbers
 from benchmarks.env.numbers import ratios as env_ratios
+from benchmarks.game import raw as game_raw
 from benchmarks.learner.reading import ratios as learner_ratios
 from benchmarks.replay.report import verdict
 from benchmarks.rlgpt.runs import fmt_pct as rl_pct
@@ -175,9 +176,30 @@ def llm(results: dict[str, Any], raw: Path) -> Headline:
                     joined([m["model"] for m in models]), raw_cell(raw))
 
 
+def game(docs: list[dict[str, Any]], raw: tuple[Path, ...]) -> Headline:
+    """bench-game's row: each run's latest scoring on the whole game, recomputed from its episodes (no APPO row
+    has per-episode data yet)."""
+    cells, dates, llms = [], [], []
+    for doc in docs:
+        scorings = [s for s in doc.get("scorings", []) if game_raw.scored(s)]
+        if not scorings:
+            continue
+        n = game_raw.numbers(scorings[-1])
+        cells.append(f"{doc['name']}: score {n['score']:.1f} over {n['episodes']} held-out episodes")
+        dates.append(scorings[-1].get("scored_utc", NONE))
+        llms.append(str(doc.get("run", {}).get("llm", NONE)).split(",")[0])
+    published = ", ".join(f"{name} {score}" for name, score in PUBLISHED_SCORES.items())
+    return Headline("make bench-game", "; ".join(cells) or "no scoring yet", f"published at 1M frames: {published}",
+                    max(dates, default=NONE), NONE, llms[-1] if llms else NONE, raw_cell(*raw))
+
+
 def crafter(results: dict[str, Any], raw: Path) -> Headline:
-    runs = list(results["variants"].values())
-    cells = [f"{LABELS.get(r['variant'], r['variant'])} score {r['score']:.1f}"
-             + (f" (held-out {r['held_out']['score']:.1f})" if r.get("held_out") else "") for r in runs]
+    """bench-crafter's row, each variant's numbers recomputed from its episodes (none without per-episode data)."""
+    cells = []
+    for r in results["variants"].values():
+        numbers, held = variant_numbers(r), held_out_numbers(r)
+        cells.append(f"{LABELS.get(r['variant'], r['variant'])} "
+                     + (f"score {numbers['score']:.1f}" if numbers else "no per-episode data")
+                     + (f" (held-out {held['score']:.1f})" if held else ""))
     return Headline("make bench-crafter", "; ".join(cells), f"published at 1M frames: PPO {PUBLISHED_SCORES['PPO']}",
                     results["date_utc"], cores(results["machine"]), NONE, raw_cell(raw))

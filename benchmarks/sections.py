@@ -23,6 +23,7 @@ from benchmarks.crafter import diamond_report, diamond_rules_report
 from benchmarks.crafter import report as crafter_report
 from benchmarks.crafter.diamond_plot import plot_diamond
 from benchmarks.env import report as env_report
+from benchmarks.game import raw as game_raw
 from benchmarks.headlines import Headline
 from benchmarks.learner import report as learner_report
 from benchmarks.llm import report as llm_report
@@ -140,14 +141,24 @@ def skills(answers: Path) -> Section:
 
 
 def crafter(raw: Path) -> Section:
-    """bench-crafter's section from its raw results where they are committed (its own report code)."""
+    """The Crafter section from bench-crafter's raw results where they are committed and every bench-game scoring
+    (docs/bench-raw/game/*/results.json), each recomputed from its episodes (their own report code)."""
     figure = "crafter_achievements.png"
+    games = tuple(sorted(p.relative_to(REPO_ROOT) for p in (REPO_ROOT / game_raw.ROOT).glob(f"*/{game_raw.RESULTS}")))
 
-    def render(results: dict[str, Any], figures: Figures) -> str:
-        if figures.draw:
-            crafter_report.plot_rates(results, figure_path(figure))
-        return crafter_report.render_section(results, figures.link(figure))
-    return optional("crafter", raw, crafter_report.SECTION_TITLE, "make bench-crafter", render, headlines.crafter)
+    def render(figures: Figures) -> str:
+        results = load(raw) if (REPO_ROOT / raw).exists() else None
+        docs = game_raw.load_all(REPO_ROOT / game_raw.ROOT)
+        drawn = (crafter_report.plot_achievements(results, docs, figure_path(figure)) if figures.draw
+                 else (results or docs) and figure)
+        return crafter_report.crafter_section(results, docs, figures.link(figure) if drawn else None)
+
+    def row() -> Headline:
+        if (REPO_ROOT / raw).exists():
+            return headlines.crafter(load(raw), raw)
+        docs = game_raw.load_all(REPO_ROOT / game_raw.ROOT)
+        return headlines.game(docs, games) if docs else missing("make bench-crafter")
+    return Section("crafter", (raw, *games), render, row)
 
 
 def llm(raw: Path) -> Section:
