@@ -157,8 +157,9 @@ class ServerSettings(Settings):
     metrics_port: int = setting(-1, "Prometheus /metrics port; 0 picks a free one, -1 disables.",
                                 ge=-1, le=65535)
     max_workers: int = setting(16, "gRPC threads kept for unary calls (health, Describe, Step, ...), besides a "
-                               "thread for each stream (max_streams) and each long unary call (RunSkill, Evaluate, "
-                               "Judge: its service's calls_at_once) the server may serve at once.", ge=1, le=1024)
+                               "thread for each stream (max_streams) and each long unary call (RunSkill, "
+                               "RegisterSkill, Evaluate, Judge: its service's calls_at_once) the server may serve at "
+                               "once.", ge=1, le=1024)
     max_streams: int = setting(16, "Streaming calls (WatchRun, GetRunReport, WatchJob, health Watch) a service "
                                "serves at once; one more is refused with RESOURCE_EXHAUSTED. The env server serves "
                                "one StreamSteps per session instead (RLGPT_ENV_MAX_SESSIONS).", ge=1, le=1024)
