@@ -28,7 +28,7 @@ from rlgpt import metrics, worlds
 from rlgpt.prompts import CompletesJSON
 from rlgpt.stats import rate_text
 from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
-from services.planner import game_controller, game_task, kept_plan, task_review
+from services.planner import game_final, game_task, kept_plan, survival, task_review
 from services.planner.action_space import SUCCESS_REWARD
 from services.planner.agents.fast import FastAgent
 from services.planner.agents.one import OneAgent
@@ -97,12 +97,12 @@ class TwoLoops(PlanMaking, InnerLoops):
             self._iterate()
         if self.state.final is None:
             self.ctx.check_stop()
-            kept, macro = kept_plan.final_controller(self.ctx), game_controller.final_job(self.ctx)
+            kept = None if self.ctx.game else kept_plan.final_controller(self.ctx)
             seed, episodes = worlds.final_worlds(self.ctx.seed), self.ctx.budgets.eval_episodes
-            final = (kept_plan.evaluate_kept_plan(self.ctx, kept, episodes=episodes, seed=seed, animate=ANIMATIONS)
-                     if kept else
-                     game_controller.evaluate(self.ctx, macro, episodes=episodes, seed=seed, animate=ANIMATIONS)
-                     if macro else final_evaluation(self.ctx, animate=ANIMATIONS))
+            final = (game_final.evaluate(self.ctx, episodes=episodes, seed=seed, animate=ANIMATIONS)
+                     if self.ctx.game else
+                     kept_plan.evaluate_kept_plan(self.ctx, kept, episodes=episodes, seed=seed, animate=ANIMATIONS)
+                     if kept else final_evaluation(self.ctx, animate=ANIMATIONS))
             final.animations = write_animations(self.ctx.run.dir, final.episode_summaries)
             self.state.final = final.as_json()
             self.ctx.run.success_rate = final.success_rate
@@ -227,9 +227,8 @@ class TwoLoops(PlanMaking, InnerLoops):
         these trainings not (a stop during one)."""
         plan = self.state.plan_proto()
         last = self.state.iterations[-1] if self.state.iterations else {}
-        if self.ctx.game:  # the game's own reward: the plan's coded skills as macro actions (issue 36, item 2)
-            if game_controller.wanted(self.ctx, plan):
-                game_controller.train(self.ctx, self.attempts, plan)
+        if self.ctx.game:  # the game's own reward: coded skills as macro actions, and RL around the kept plan
+            game_final.train(self.ctx, self.attempts, plan)
             return
         if kept_plan.wanted(self.ctx, plan, last.get("success_rate")):
             assert plan is not None
@@ -266,10 +265,13 @@ class TwoLoops(PlanMaking, InnerLoops):
         if self.state.outer_iteration + 1 >= ctx.budgets.max_outer_iterations or ctx.frames_left() == 0:
             return  # no iteration follows to act on a verdict
         pending = [s for s in plan.subtasks if self.state.subtasks[s.name].status != Status.DONE]
+        deaths = survival.deaths_text(ctx, evaluation.episode_summaries, plan)  # a game task's, for a re-plan
         if pending:  # sub-tasks that failed: the slow agent sees why, as before any whole-task verdict
-            self.state.slow_feedback = summary(plan, self.state)
+            self.state.slow_feedback = survival.joined(summary(plan, self.state), deaths)
             return
         verdict = task_review.judged(ctx, plan, record, evaluation.episode_summaries, ctx.budgets.target_success)
         record.verdict = task_review.verdict_json(verdict)
         reopened = task_review.apply(ctx, plan, verdict)
+        if self.state.slow_feedback:
+            self.state.slow_feedback = survival.joined(self.state.slow_feedback, deaths)
         ctx.run.emit(reopened, verdict=verdict)

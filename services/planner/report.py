@@ -175,7 +175,7 @@ def write_run_report(run_dir: Path, state: RunState | None = None, ended: str = 
     lines += ["", f"![tokens and success per iteration]({iterations_png.name})", ""]
     lines += achievements_section(state)
     lines += animations_section(final) + links_section(state) + verdicts_section(state)
-    lines += kept_plan_section(state.kept_plan)
+    lines += [] if game else kept_plan_section(state.kept_plan)  # a game's is a candidate in its achievements
     lines += skills_section(state)
     lines += ["## The plan as it evolved", ""]
     for number, plan in enumerate(state.plans):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from services.planner.game_final import KEPT, MACRO, chosen
 from services.planner.state import RunState
 
 
@@ -35,15 +36,16 @@ def frames_line(state: RunState) -> str:
 
 def achievements_section(state: RunState) -> list[str]:
     """Each achievement's success rate (percent of the evaluation's episodes that unlocked it) and the score,
-    after each iteration and in the final evaluation."""
+    after each iteration, for each policy trained after them and in the final evaluation; then the candidates
+    for the final controller."""
     columns = [(f"iteration {int(it['iteration'])}", it) for it in state.iterations if it.get("achievement_rates")]
-    macro = state.game_controller or {}
-    if macro.get("achievement_rates"):
-        columns.append(("macro-action policy", macro))
+    for title, record in (("macro-action policy", state.game_controller), ("kept-plan policy", state.kept_plan)):
+        if (record or {}).get("achievement_rates"):
+            columns.append((title, record))
     if (state.final or {}).get("achievement_rates"):
         columns.append(("final", state.final))
     if not columns:
-        return []
+        return controllers_lines(state)
     names = list(columns[-1][1]["achievement_rates"])
     lines = ["## The game's achievements", "",
              "Success rate of each achievement: the percent of the evaluation's episodes that unlocked it. The "
@@ -54,20 +56,31 @@ def achievements_section(state: RunState) -> list[str]:
         cells = [f"{float(record['achievement_rates'].get(name, 0.0)):.1f}%" for _, record in columns]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines.append("| **score** | " + " | ".join(f"**{_score(record)}**" for _, record in columns) + " |")
-    return [*lines, "", *macro_lines(macro)]
+    return [*lines, "", *controllers_lines(state)]
 
 
-def macro_lines(macro: dict[str, Any]) -> list[str]:
-    """What the policy with the plan's coded skills as macro actions did against the best chain, on the same
-    worlds (the iterations'), and which became the final controller."""
-    if not macro:
+def _described(state: RunState, name: str) -> str:
+    """A candidate in words: what it is and what it was trained with."""
+    if name == MACRO:
+        macro = state.game_controller or {}
+        return ("APPO on the game's reward with the primitives and the plan's coded skills as macro actions "
+                f"({', '.join(macro.get('macro_actions', [])) or 'none'})")
+    if name == KEPT:
+        kept = state.kept_plan or {}
+        return (f"RL around the kept plan on the game's reward (steps {', '.join(kept.get('steps', [])) or 'none'};"
+                f" K={kept.get('skill_max_steps', '?')})")
+    return f"the best chain of the iterations (iteration {(state.best or {}).get('iteration')})"
+
+
+def controllers_lines(state: RunState) -> list[str]:
+    """The candidates for the final controller (services/planner/game_final.py), each with its score on the
+    iterations' worlds and the frames it spent, and the one chosen; nothing when no policy was trained."""
+    choice = chosen(state)
+    if len(choice.controllers) < 2:
         return []
-    if macro.get("error"):
-        return [f"The policy with the plan's coded skills as macro actions was not trained: {macro['error']}", ""]
-    ours, chain = macro.get("score"), macro.get("chain_score")
-    chosen = "it is the final controller" if ours is not None and (chain is None or ours > chain) else \
-        "the chain stays the final controller"
-    return [f"APPO on the game's reward with the primitives and the plan's coded skills as macro actions "
-            f"({', '.join(macro.get('macro_actions', []))}; {int(macro.get('env_frames', 0)):,} frames, job "
-            f"{macro.get('job_id', '')}) scored {_score(macro)} on the iterations' worlds, the best chain "
-            f"{_score({'score': chain})} (iteration {macro.get('chain_iteration')}): {chosen}.", ""]
+    lines = ["Candidates for the final controller, each scored on the iterations' worlds (the highest becomes "
+             "the final controller):", "", "| controller | score | frames | job |", "|---|---:|---:|---|"]
+    for c in choice.controllers:
+        score = f"{c.score:.1f}" if c.HasField("score") else f"not scored: {c.error or 'no policy'}".replace("|", "/")
+        lines.append(f"| {_described(state, c.name)} | {score} | {c.frames:,} | {c.job_id} |")
+    return [*lines, "", f"The final controller: {_described(state, choice.chosen)}.", ""]

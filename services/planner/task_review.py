@@ -63,18 +63,24 @@ def weakest_link(links: list[dict[str, Any]]) -> str:
 
 def measured_task_verdict(record: IterationRecord, target: float) -> critic_pb2.Verdict:
     """Without a critic: the link that loses the most episodes goes back to the fast agent; no link: the slow
-    agent re-plans."""
+    agent re-plans. The whole game: when most of its episodes died, the slow agent re-plans too (as the critic's
+    rule does: a survival sub-task), the weakest link still reopened."""
     rate = record.success_rate or 0.0
     link = weakest_link(record.links)
     where = "; ".join(f"{x['name']}: {x['succeeded']}/{x['reached']} episodes met its conditions" for x in record.links)
     measured = (f"The whole game scored {record.score:.1f} in its evaluation (target {100.0 * target:.1f})."
                 if record.score is not None else  # only a game task's record has a score
                 f"The whole task succeeded in {rate:.0%} of its evaluation (target {target:.0%}).")
+    died = sum(1 for e in record.failed if e.get("death_cause") or e.get("end_reason") == "death")
+    survive = record.score is not None and died * 2 > len(record.failed)
+    suggestion = f"Make {link} succeed where the chain hands it over." if link else "Revise the plan."
+    if survive:
+        suggestion = (f"{died} of {len(record.failed)} episodes ended in the player's death: revise the plan with "
+                      f"sub-tasks that keep the player alive. {suggestion if link else ''}").strip()
     return critic_pb2.Verdict(
         success=record.score / 100.0 >= target if record.score is not None else rate >= target, success_rate=rate,
-        subtask=link, target=critic_pb2.TARGET_FAST if link else critic_pb2.TARGET_SLOW,
-        diagnosis=measured + (f" Per link: {where}." if where else ""),
-        suggestion=f"Make {link} succeed where the chain hands it over." if link else "Revise the plan.")
+        subtask=link, target=critic_pb2.TARGET_FAST if link and not survive else critic_pb2.TARGET_SLOW,
+        diagnosis=measured + (f" Per link: {where}." if where else ""), suggestion=suggestion)
 
 
 def review(ctx: RunContext, plan: planner_pb2.Plan, record: IterationRecord,

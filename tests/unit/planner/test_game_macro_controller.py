@@ -14,9 +14,9 @@ from test_game_measure import GAME, game_loops
 
 from rlgpt import worlds
 from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
-from services.planner import game_controller
+from services.planner import game_controller, game_final
 from services.planner.context import Stubs
-from services.planner.report_game import macro_lines
+from services.planner.report_game import controllers_lines
 
 BUDGET = planner_pb2.Budgets(eval_episodes=2, total_env_frames=100_000)
 
@@ -72,16 +72,17 @@ def test_the_policy_trains_on_the_games_reward_with_the_coded_skills_and_wins_wh
     assert asked.seed == worlds.iteration_worlds(two.ctx.seed)  # the chain's worlds: the comparison is paired
     record = two.state.game_controller
     assert record["macro_actions"] == ["table", "wood"] and record["chain_score"] == 0.5
-    assert record["score"] > 0.5 and game_controller.final_job(two.ctx) == record["job_id"]
-    assert "it is the final controller" in macro_lines(record)[0]
+    assert record["score"] > 0.5 and game_final.chosen(two.state).chosen == game_final.MACRO
+    assert record["frames"] == two.state.subtasks[game_controller.controller_name("crafter")].frames > 0
+    assert "The final controller: APPO on the game's reward" in "\n".join(controllers_lines(two.state))
 
 
 def test_a_policy_that_does_not_score_higher_leaves_the_chain_the_final_controller(tmp_path: Path, describe) -> None:
     learner = GameLearner(["collect_wood"])
     two = with_learner(tmp_path, describe, learner, chain_score=50.0)
     game_controller.train(two.ctx, two.attempts, two.state.plan_proto())
-    assert two.state.game_controller["score"] < 50.0 and game_controller.final_job(two.ctx) is None
-    assert "the chain stays the final controller" in macro_lines(two.state.game_controller)[0]
+    assert two.state.game_controller["score"] < 50.0 and game_final.chosen(two.state).chosen == game_final.CHAIN
+    assert "The final controller: the best chain of the iterations" in "\n".join(controllers_lines(two.state))
     assert not game_controller.wanted(two.ctx, two.state.plan_proto())  # trained once
 
 
@@ -103,8 +104,8 @@ def test_a_refused_training_is_recorded_and_the_chain_stays(tmp_path: Path, desc
     game_controller.train(two.ctx, two.attempts, two.state.plan_proto())
     record = two.state.game_controller
     assert record["error"].startswith("the learner refused the training") and "skills[0]" in record["error"]
-    assert game_controller.final_job(two.ctx) is None
-    assert macro_lines(record)[0].startswith("The policy with the plan's coded skills as macro actions was not trained")
+    assert game_final.chosen(two.state).chosen == game_final.CHAIN
+    assert "| not scored: the learner refused the training" in "\n".join(controllers_lines(two.state))
 
 
 @pytest.mark.parametrize("ours, chain, expected", [(2.0, 1.0, "j1"), (1.0, 1.0, None), (0.5, None, "j1")])
@@ -112,4 +113,6 @@ def test_the_final_job_is_the_policy_only_when_it_scored_higher(tmp_path: Path, 
                                                                expected) -> None:
     two = with_learner(tmp_path, describe, GameLearner([]))
     two.state.game_controller = {"job_id": "j1", "score": ours, "chain_score": chain}
-    assert game_controller.final_job(two.ctx) == expected
+    two.state.best = None if chain is None else {"iteration": 0, "score": chain}
+    choice = game_final.chosen(two.state)
+    assert (choice.chosen == game_final.MACRO) == (expected == "j1")
