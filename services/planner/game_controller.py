@@ -48,12 +48,6 @@ def possible(ctx: RunContext, plan: planner_pb2.Plan | None) -> bool:
     return ctx.state.game_controller is None and bool(coded_skills(plan, ctx.state))
 
 
-def wanted(ctx: RunContext, plan: planner_pb2.Plan | None) -> bool:
-    """:func:`possible`, and frames to train alone."""
-    frames = training_frames(ctx)
-    return possible(ctx, plan) and (frames is None or frames >= MIN_FRAMES)
-
-
 def config(ctx: RunContext, skills: list[str], frames: int | None = None) -> learner_pb2.RLConfig:
     """Every primitive and ``skills`` (registered names) as macro actions of at most the skill test's frames, the
     task's own reward terms and episodes (the game's, as Describe's ResolveTask gave them); ``frames``: the

@@ -47,15 +47,16 @@ def with_learner(tmp_path: Path, describe: env_pb2.DescribeResponse, learner: Ga
     return two
 
 
-def test_it_is_wanted_only_for_a_game_run_with_a_learner_and_frames(tmp_path: Path, describe) -> None:
+def test_it_is_possible_only_for_a_game_run_with_a_learner_and_trains_only_with_frames(tmp_path: Path,
+                                                                                       describe) -> None:
     two = with_learner(tmp_path, describe, GameLearner([]))
     plan = two.state.plan_proto()
-    assert game_controller.wanted(two.ctx, plan)
+    assert game_controller.possible(two.ctx, plan)
     left = two.ctx.frames_left()
     assert game_controller.training_frames(two.ctx) == left - 2 * 10_000  # its own evaluation kept back
-    assert not game_controller.wanted(with_learner(tmp_path / "b", describe, None).ctx, plan)  # no learner
+    assert not game_controller.possible(with_learner(tmp_path / "b", describe, None).ctx, plan)  # no learner
     two.state.frames_used = 100_000 - 2 * 20_000 - game_controller.MIN_FRAMES + 1  # too few frames left
-    assert not game_controller.wanted(two.ctx, plan)
+    assert not game_final.enough(game_controller.training_frames(two.ctx))
 
 
 def test_the_policy_trains_on_the_games_reward_with_the_coded_skills_and_wins_when_it_scores_higher(
@@ -83,7 +84,7 @@ def test_a_policy_that_does_not_score_higher_leaves_the_chain_the_final_controll
     game_controller.train(two.ctx, two.attempts, two.state.plan_proto())
     assert two.state.game_controller["score"] < 50.0 and game_final.chosen(two.state).chosen == game_final.CHAIN
     assert "The final controller: the best chain of the iterations" in "\n".join(controllers_lines(two.state))
-    assert not game_controller.wanted(two.ctx, two.state.plan_proto())  # trained once
+    assert not game_controller.possible(two.ctx, two.state.plan_proto())  # trained once
 
 
 class Refused(grpc.RpcError):
