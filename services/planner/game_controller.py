@@ -16,7 +16,7 @@ from typing import Any
 import grpc
 
 from rlgpt import worlds
-from rlgpt.v1 import common_pb2, learner_pb2, planner_pb2
+from rlgpt.v1 import learner_pb2, planner_pb2
 from services.planner import game_task
 from services.planner.attempts import Attempts, RLAttempt
 from services.planner.context import Mode, RunContext
@@ -54,11 +54,11 @@ def config(ctx: RunContext, skills: list[str], frames: int | None = None) -> lea
     training's (None: :func:`training_frames`)."""
     task = ctx.run.request.task
     frames = training_frames(ctx) if frames is None else frames
-    return learner_pb2.RLConfig(
+    built = learner_pb2.RLConfig(
         name=controller_name(task.name), skills=skills, skill_max_steps=ctx.settings.test_steps, seed=ctx.seed,
-        task=common_pb2.TaskSpec(name=task.name, objective=task.objective),
-        reward_terms=list(task.reward_terms), episode_length=game_task.episode_frames(task, ctx.settings),
         env_frames=ctx.budgets.env_frames_per_training if frames is None else frames)
+    game_task.on_the_game(built, task, ctx.settings)
+    return built
 
 
 Build = Callable[[planner_pb2.SubTask, SubTaskState], RLAttempt]

@@ -10,7 +10,7 @@ worlds like every candidate (:func:`services.planner.game_controller.scored_trai
 
 from __future__ import annotations
 
-from rlgpt.v1 import common_pb2, learner_pb2, planner_pb2
+from rlgpt.v1 import learner_pb2, planner_pb2
 from services.planner import game_task
 from services.planner.attempts import Attempts, RLAttempt
 from services.planner.context import Mode, RunContext
@@ -41,10 +41,7 @@ def config(ctx: RunContext, plan: planner_pb2.Plan, frames: int | None) -> learn
     (None: the planner's env_frames_per_training)."""
     task = ctx.run.request.task
     built = kept_plan_config(ctx, steps(plan, ctx.state))
-    built.task.CopyFrom(common_pb2.TaskSpec(name=task.name, objective=task.objective))
-    del built.reward_terms[:]
-    built.reward_terms.extend(task.reward_terms)
-    built.episode_length = game_task.episode_frames(task, ctx.settings)
+    game_task.on_the_game(built, task, ctx.settings)
     built.env_frames = ctx.budgets.env_frames_per_training if frames is None else frames
     built.plan_interrupt.damage = True
     return built

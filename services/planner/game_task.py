@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from rlgpt.env_contract import GAME_OBJECTIVE
 from rlgpt.game_score import crafter_score, success_rates
-from rlgpt.v1 import common_pb2, planner_pb2
+from rlgpt.v1 import common_pb2, learner_pb2, planner_pb2
 from services.planner.settings import PlannerSettings
 
 
@@ -40,6 +40,15 @@ def episode_frames(task: common_pb2.TaskSpec, settings: PlannerSettings) -> int:
 def evaluation_frames(task: common_pb2.TaskSpec, budgets: planner_pb2.Budgets, settings: PlannerSettings) -> int:
     """The most frames one whole-task evaluation may spend (every episode to its end)."""
     return budgets.eval_episodes * episode_frames(task, settings)
+
+
+def on_the_game(config: learner_pb2.RLConfig, task: common_pb2.TaskSpec, settings: PlannerSettings) -> None:
+    """``config`` trains on the game itself: the task as the env server resolved it (its name and objective), its
+    own reward terms and its episodes."""
+    config.task.CopyFrom(common_pb2.TaskSpec(name=task.name, objective=task.objective))
+    del config.reward_terms[:]
+    config.reward_terms.extend(task.reward_terms)
+    config.episode_length = episode_frames(task, settings)
 
 
 def measure(episodes: Sequence[common_pb2.EpisodeSummary],

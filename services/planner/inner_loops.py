@@ -80,6 +80,7 @@ class InnerLoops:
         inner_budget = self._inner_budget()
         starts = {st.name: start_inventory(plan, st, ctx.describe.rules, ctx.items) for st in subtasks}
         pending = [st for st in subtasks if self.state.subtasks[st.name].status != Status.DONE]
+        order = {st.name: i for i, st in enumerate(plan.subtasks)}
         while True:
             spent = [st.name for st in pending if self.state.subtasks[st.name].inner_iterations >= inner_budget]
             for name in spent:
@@ -111,7 +112,7 @@ class InnerLoops:
                     self._give_up(attempt.state, inner_budget)
                 elif step is Step.AGAIN:
                     pending.append(attempt.st)
-            pending.sort(key=lambda st: [s.name for s in plan.subtasks].index(st.name))
+            pending.sort(key=lambda st: order[st.name])
 
     def _unfinished_before(self, plan: planner_pb2.Plan, st: planner_pb2.SubTask) -> str:
         """The first link of ``st``'s chain prefix (every earlier sub-task has code: attempts.chain_prefix) that is

@@ -148,11 +148,8 @@ class TwoLoops(PlanMaking, InnerLoops):
         task = ctx.run.request.task
         if ctx.game:  # the game's own reward and episodes; the frames its policy's and the final evaluation leave
             left, evaluation = ctx.frames_left(), game_task.evaluation_frames(task, ctx.budgets, ctx.settings)
-            config.task.objective = task.objective
+            game_task.on_the_game(config, task, ctx.settings)
             config.env_frames = ctx.budgets.env_frames_per_training if left is None else max(0, left - evaluation)
-            config.episode_length = game_task.episode_frames(task, ctx.settings)
-            del config.reward_terms[:]
-            config.reward_terms.extend(task.reward_terms)
         self.attempts.train(st, state, config)
 
     def _adopt_plan(self, plan: planner_pb2.Plan) -> None:
