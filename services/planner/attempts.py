@@ -68,16 +68,16 @@ def last_training_curve(state: SubTaskState) -> list[dict[str, Any]]:
 
 
 def chain_prefix(ctx: RunContext, plan: planner_pb2.Plan, st: planner_pb2.SubTask) -> list[common_pb2.PrefixStep]:
-    """The plan's links before ``st`` as the env server's prefix of its training and evaluation episodes (each its
-    sub-task's code until its conditions hold, for as many frames as its tests had), registered under the chain's
-    names; empty when ``st`` is first or an earlier link has no code (the env server cannot run a policy)."""
+    """The plan's links before ``st`` as the env server's prefix of its episodes (each its code until its conditions
+    hold, for as many frames as its tests had), registered under the chain's names; empty when ``st`` is first or an
+    earlier link has no code (the env server cannot run a policy) or is not done (failed code never hands over)."""
     earlier = []
     for other in plan.subtasks:
         if other.name == st.name:
             break
         earlier.append(other)
-    codes = dict(coded_skills(plan, ctx.state))
-    if not earlier or any(other.name not in codes for other in earlier):
+    codes, subs = dict(coded_skills(plan, ctx.state)), ctx.state.subtasks
+    if not earlier or any(other.name not in codes or subs[other.name].status != Status.DONE for other in earlier):
         return []
     try:
         names = register_chain_skills(ctx, [(other.name, codes[other.name]) for other in earlier])

@@ -8,6 +8,7 @@ from __future__ import annotations
 import enum
 
 from rlgpt.v1 import critic_pb2, planner_pb2
+from services.planner import coding_failed
 from services.planner.agents.one import OneAgent
 from services.planner.attempts import Attempts, training_frames
 from services.planner.context import Mode, RunContext
@@ -23,6 +24,11 @@ FRAMES_SPENT = "the run's frame budget is spent"
 def waiting_text(blocker: str) -> str:
     return (f"not trained this iteration: {blocker}, before it in the plan, is not done, so its training could not "
             "start where the chain hands it over; it trains once that link is done")
+
+
+def alone_text(blocker: str) -> str:
+    return (f"trained from the rules' start items, not behind the chain: {blocker}, before it in the plan, is not "
+            "done (its code failed its tests) and does not train this iteration, so the chain cannot hand it over")
 
 
 class Step(enum.Enum):
@@ -67,12 +73,15 @@ class InnerLoops:
             if step is Step.TO_SLOW:
                 break
         self._give_up(state, inner_budget)
+        if state.decision == Decision.RL:  # moved: a later plan must not hand these conditions back to code
+            coding_failed.remember(self.state, st, state)
 
     def _train_rl(self, subtasks: list[planner_pb2.SubTask], plan: planner_pb2.Plan) -> None:
         """The inner loop of the iteration's RL sub-tasks, together, in rounds. Each round: every sub-task still
         in gets its config from the fast agent, one after another in plan order (a replay answers each agent's
-        calls in recorded order), each offered an equal share of the frames left (:func:`training_frames`: together
-        they never overspend); their trainings run at once (:func:`run_trainings`); the verdicts come and are
+        calls in recorded order), each offered an equal share of the frames left among the sub-tasks still in
+        (:func:`training_frames`: together they never overspend; a link waiting behind one that trains keeps its
+        share); their trainings run at once (:func:`run_trainings`); the verdicts come and are
         applied one after another in plan order, as :meth:`_solve` applies them. A sub-task leaves when done, when
         its inner budget is spent or when the verdict sends it back to the slow agent; the rounds end once the
         shares of what is left are 0 frames."""
@@ -86,15 +95,20 @@ class InnerLoops:
             for name in spent:
                 self._give_up(self.state.subtasks[name], inner_budget)
             pending = [st for st in pending if st.name not in spent]
-            # A link trained behind one that is not done would start where the chain cannot hand it over: it waits.
+            # A link behind one that is not done would start where the chain cannot hand it over: it waits while
+            # that link trains (the frames go to it first, the waiting link's share kept), and trains from the
+            # rules' start items when that link does not train this iteration (code that failed its tests).
             blocked = {st.name: blocker for st in pending if (blocker := self._unfinished_before(plan, st))}
+            waiting = {name: blocker for name, blocker in blocked.items()
+                       if any(st.name == blocker for st in pending)}
+            alone = {name: alone_text(blocker) for name, blocker in blocked.items() if name not in waiting}
             for name, blocker in blocked.items():
-                self.state.subtasks[name].feedback = waiting_text(blocker)
-            active = [st for st in pending if st.name not in blocked]
+                self.state.subtasks[name].feedback = waiting_text(blocker) if name in waiting else alone[name]
+            active = [st for st in pending if st.name not in waiting]
             if not active:
                 return
             ctx.check_stop()
-            share = training_frames(ctx.budgets.env_frames_per_training, ctx.frames_left(), len(active))
+            share = training_frames(ctx.budgets.env_frames_per_training, ctx.frames_left(), len(pending))
             if share == 0:  # what is left, shared out, trains nothing
                 for st in active:
                     self.state.subtasks[st.name].feedback = FRAMES_SPENT
@@ -105,9 +119,11 @@ class InnerLoops:
                 attempts.append(self.attempts.configure(st, self.state.subtasks[st.name], starts[st.name], plan,
                                                         env_frames=share))
             run_trainings(attempts, self.attempts.train_and_evaluate, self.ctx.settings.parallel_trainings)
-            pending = [st for st in pending if st.name in blocked]  # they may start once their link is done
+            pending = [st for st in pending if st.name in waiting]  # they may start once their link is done
             for attempt in attempts:
                 step = self._apply_verdict(attempt.st, attempt.state, self.attempts.verdict(attempt))
+                if attempt.st.name in alone:  # the slow agent reads where it trained
+                    attempt.state.feedback = f"{attempt.state.feedback} ({alone[attempt.st.name]})".strip()
                 if step is Step.TO_SLOW:
                     self._give_up(attempt.state, inner_budget)
                 elif step is Step.AGAIN:

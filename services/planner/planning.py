@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from rlgpt.llm.client import StructuredOutputError
 from rlgpt.prompts import shorten
 from rlgpt.v1 import planner_pb2
+from services.planner import coding_failed
 from services.planner.agents.one_answers import AnsweredPlan
 from services.planner.context import Mode
 from services.planner.plan_rules import needs_named, plan_violations, repair_plan
@@ -37,6 +38,11 @@ class PlanMaking:
     _task: Callable[[], planner_pb2.SubTask]  # the loops' method: the whole task as one sub-task
 
     def _new_plan(self, previous: planner_pb2.Plan | None) -> planner_pb2.Plan:
+        """The iteration's plan; coding does not get back what it already failed (:func:`coding_failed.kept_rl`:
+        a sub-task the one agent coded that way has no RL answer of its, as one the repair adds, until it revises)."""
+        return coding_failed.kept_rl(self._answered_plan(previous), self.state)
+
+    def _answered_plan(self, previous: planner_pb2.Plan | None) -> planner_pb2.Plan:
         ctx = self.ctx
         if self.slow is None:
             return planner_pb2.Plan(subtasks=[self._task()], iteration=self.state.outer_iteration,

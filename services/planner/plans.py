@@ -6,6 +6,7 @@ from __future__ import annotations
 from rlgpt.prompts import shorten
 from rlgpt.v1 import common_pb2, planner_pb2
 from rlgpt.world_rules import achievement_items
+from services.planner import coding_failed
 from services.planner.state import Decision, RunState
 
 SUMMARY_FEEDBACK_CHARS = 400
@@ -70,11 +71,13 @@ def start_inventory(plan: planner_pb2.Plan, subtask: planner_pb2.SubTask, rules:
 
 
 def summary(plan: planner_pb2.Plan, state: RunState) -> str:
-    """One line per sub-task for the slow agent: decision, status, success and the critic's feedback."""
+    """One line per sub-task for the slow agent: decision, status, success, the critic's feedback and, where coding
+    already failed its conditions, why the planner keeps it rl."""
     lines = []
     for st in plan.subtasks:
         s = state.subtasks[st.name]
         feedback = shorten(s.feedback, SUMMARY_FEEDBACK_CHARS)  # whole sentences, never cut mid-word
+        kept = coding_failed.note(st, state)  # why the planner keeps it rl, whatever the plan decides
         lines.append(f"- {st.name} ({s.decision}): {s.status}, success {s.success_rate:.0%}"
-                     f"{'; ' + feedback if feedback else ''}")
+                     f"{'; ' + feedback if feedback else ''}{'; ' + kept if kept else ''}")
     return "\n".join(lines)

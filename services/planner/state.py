@@ -219,6 +219,9 @@ class RunState:
     best: dict[str, Any] | None = None
     """The best controller so far (services/planner/task_review.py): the iteration, its per-world successes, its
     plan and each sub-task's controller; a revision replaces it only when better on the same worlds, paired."""
+    coding_failed: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    """Success conditions (in words, :func:`services.planner.coding_failed.conditions_key`) whose coded attempts
+    all failed and moved to RL -> the sub-task, iteration, attempts and best rate; a later plan keeps them "rl"."""
     stop_reason: str = ""
     """Why the outer loop ended: the target reached, the frames or the outer iterations spent."""
     finished: bool = False

@@ -8,7 +8,6 @@ import json
 import threading
 import time
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -508,21 +507,3 @@ def test_pure_rl_still_trains_its_one_config(tmp_path: Path) -> None:
     assert log.names("start") == ["place_table"] and sub.job_id == "job-place_table"
     assert sub.tests[-1]["success_rate"] == 0.5 and sub.frames == two.state.frames_used > 0
 
-
-def test_a_link_behind_code_that_failed_its_tests_waits_and_trains_once_that_link_is_done(tmp_path: Path) -> None:
-    """bench-rlgpt's collect_stone: its RL link trained behind a coded make_wood_pickaxe at 0% (its episodes never
-    started with a pickaxe) and spent the run's frames; now it waits for that link and the frames stay."""
-    two, log = rl_loops(tmp_path, parallel_trainings=2, max_inner_iterations=1, meet=True)
-    plan = two.state.plan_proto()
-    table = two.state.subtasks["table"]
-    table.skill_code, table.status = "def skill(agent):\n    yield 'noop'\n", Status.FAILED  # code at 0%, moved to RL
-    two._train_rl([plan.subtasks[1]], plan)
-    pickaxe = two.state.subtasks["pickaxe"]
-    assert "start" not in log.kinds() and not pickaxe.job_id and two.state.frames_used == 0
-    assert pickaxe.feedback.startswith("not trained this iteration: table, before it in the plan, is not done")
-    table.status = Status.DONE
-    registered: list[str] = []
-    two.ctx.stubs.env = SimpleNamespace(RegisterSkill=lambda request, **_: registered.append(request.name))
-    two._train_rl([plan.subtasks[1]], plan)
-    assert registered and registered[0].startswith("table__chain")  # its prefix: the chain hands it over
-    assert log.names("start") == ["pickaxe"] and pickaxe.job_id == "job-pickaxe"
