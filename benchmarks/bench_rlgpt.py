@@ -7,7 +7,9 @@ serves every run. Each run's numbers come from the planner's gRPC API only (its 
 frames and the training frames to the first success, and the whole task's success after every outer iteration
 (the paper's success per iteration). ``rl-gpt`` runs once per agent setup (``--agents``, the planner's
 ``StartRunRequest.agents``); the other modes run once. The results are saved in
-``docs/bench-raw/rlgpt/results.json``; ``--report-only`` rebuilds the section and its plots from them.
+``docs/results/bench-rlgpt.json``, each run with its own date, machine and LLM: a rerun of some (task, mode, setup)
+replaces those runs and keeps the others (``benchmarks/rlgpt/results.py``; ``--fresh`` replaces the file);
+``--report-only`` rebuilds the section and its plots from them.
 
 The runs share one planner, so its skill library too (a skill that passed its tests in an earlier run is offered
 to later ones); a bench starts from an empty library (the last bench's file in the work directory is removed,
@@ -32,6 +34,7 @@ from rich.console import Console
 from benchmarks.common import RAW_DIR, load_results, machine_description, save_results, utc_now, write_section
 from benchmarks.rlgpt.events import run_numbers
 from benchmarks.rlgpt.report import ABLATED_MODE, AGENT_SETUPS, FIGURE, REFERENCE_MODE, TITLE, render_section
+from benchmarks.rlgpt.results import merged
 from benchmarks.run.reading import final_of
 from rlgpt import worlds
 from rlgpt.app.runner import RunOptions, follow, local_services, task_spec
@@ -116,15 +119,14 @@ def run_modes(tasks: list[str], modes: list[str], agents: list[str], frames: int
     """Every (task, mode, agent setup) run on one set of local services; the numbers of each from the services'
     APIs. ``llm_name``: how the section names the LLM (default: from the LLM settings)."""
     llm = LLMSettings.load()
+    llm_name = llm_name or (f"embedded {llm.local_model} (llama.cpp server)" if needs_local_server(llm)
+                            else f"{llm.model or 'gpt-4o-mini'} at {llm.base_url or 'api.openai.com'}")
+    skill_format = PlannerSettings.load().skill_format
     fresh_skill_library(work)
     base = RunOptions(task="", success="", mode="rl-gpt", agents="slow-fast-critic", resume=None, runs_dir=work,
                       outer=2, inner=2, frames_per_training=frames // 2, total_frames=frames,
                       eval_episodes=eval_episodes, candidates=1, seed=0)
     results: dict[str, Any] = {
-        "date_utc": utc_now(), "machine": machine_description(),
-        "llm": llm_name or (f"embedded {llm.local_model} (llama.cpp server)" if needs_local_server(llm)
-                            else f"{llm.model or 'gpt-4o-mini'} at {llm.base_url or 'api.openai.com'}"),
-        "skill_format": PlannerSettings.load().skill_format,
         "settings": {"frames": frames, "eval_episodes": eval_episodes, "outer": base.outer, "inner": base.inner,
                      "agents": agents, "default_frames": DEFAULT_FRAMES, "default_runs": default_run_count()},
         "reference_skills": list(REFERENCE_SKILLS), "runs": []}
@@ -134,7 +136,8 @@ def run_modes(tasks: list[str], modes: list[str], agents: list[str], frames: int
             create_channel(services["planner"].target, default_timeout=120, wait_ready_seconds=60))
         plan = planned_runs(tasks, modes, agents)
         for index, (task, mode, setup) in enumerate(plan, 1):
-            t0 = time.time()
+            t0, measured = time.time(), {"date_utc": utc_now(), "machine": machine_description(), "llm": llm_name,
+                                         "skill_format": skill_format}
             name = f"[{index}/{len(plan)}] {task} / {mode}" + (f" / {setup}" if setup else "")
             if mode == REFERENCE_MODE:
                 console.print(f"{name}: training with the reference skills")
@@ -153,7 +156,7 @@ def run_modes(tasks: list[str], modes: list[str], agents: list[str], frames: int
                 # Per world, so anyone can recompute the rates and pair the modes world by world.
                 numbers |= {"run_id": run.run_id, "final": final_of(Path(run.run_dir))}
             results["runs"].append({"task": task, "mode": mode, "agents": setup, "seconds": time.time() - t0,
-                                    **numbers})
+                                    **measured, **numbers})
             save_results(work / "results.partial.json", results)  # what ran so far, should the bench stop
     results["total_seconds"] = time.time() - started
     return results
@@ -178,6 +181,9 @@ def main(
                                             "section, e.g. for a second LLM).")] = TITLE,
     llm_name: Annotated[str, typer.Option(help="How the section names the LLM (default: from the LLM "
                                                "settings).")] = "",
+    fresh: Annotated[bool, typer.Option(help="Replace the results file with these runs (by default each run "
+                                             "replaces the saved run of its task, mode and agent setup, the others "
+                                             "stay, each with its own date).")] = False,
 ) -> None:
     logging.basicConfig(level=logging.WARNING)
     setups = [a.strip() for a in agents.split(",") if a.strip()]
@@ -191,6 +197,7 @@ def main(
     else:
         work.mkdir(parents=True, exist_ok=True)
         raw = run_modes(tasks.split(","), modes.split(","), setups, frames, eval_episodes, work, llm_name)
+        raw = merged(None if fresh or not results.exists() else load_results(results), raw)
         save_results(results, raw)
         (work / "results.partial.json").unlink(missing_ok=True)
     figure = output.parent / "figures" / (FIGURE if title == TITLE else f"{work.name}_{FIGURE}")

@@ -15,6 +15,7 @@ from benchmarks.env.numbers import ratios as env_ratios
 from benchmarks.game import raw as game_raw
 from benchmarks.learner.reading import ratios as learner_ratios
 from benchmarks.replay.report import verdict
+from benchmarks.rlgpt import results as rlgpt_results
 from benchmarks.rlgpt.runs import fmt_pct as rl_pct
 from benchmarks.rlgpt.runs import label
 from benchmarks.run.report import final_rate, median_success
@@ -99,8 +100,9 @@ def rlgpt(results: dict[str, Any], raw: Path) -> Headline:
              for task in tasks]
     return Headline("make bench-rlgpt", "; ".join(parts) + f" ({results['settings']['eval_episodes']} final "
                     f"episodes each, {results['settings']['frames']:,} frames per run)",
-                    "the modes against each other, on the same final worlds", results["date_utc"],
-                    cores(results["machine"]), results["llm"], raw_cell(raw))
+                    "the modes against each other, on the same final worlds", rlgpt_results.date_span(results),
+                    " and ".join(cores(m) for m in rlgpt_results.distinct(results, "machine")),
+                    " and ".join(rlgpt_results.distinct(results, "llm")), raw_cell(raw))
 
 
 def replay(results: dict[str, Any], raw: Path) -> Headline:

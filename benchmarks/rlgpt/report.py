@@ -1,9 +1,9 @@
 """bench-rlgpt's section of BENCHMARKS.md and its plots, built only from the saved results.
 
 A run is one dict of ``results["runs"]``: task, mode, agents (the planner's agent setup; absent in results saved
-before the agent ablation, "" for runs without agents), seconds, and :func:`benchmarks.rlgpt.events.run_numbers`'s
-numbers (``iterations`` absent in results saved before the planner reported success per iteration).
-"""
+before the agent ablation, "" for runs without agents), seconds, where it was measured (:mod:`.results`) and
+:func:`benchmarks.rlgpt.events.run_numbers`'s numbers (``iterations`` absent in results saved before the planner
+reported success per iteration)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any
 
 from benchmarks.common import joined, markdown_table
 from benchmarks.rlgpt.plots import plot_iterations, plot_modes
+from benchmarks.rlgpt.results import measured_cell, measured_text
 from benchmarks.rlgpt.runs import ABLATED_MODE, NOT_EVALUATED, fmt_pct, iteration_runs, iterations, label
 from rlgpt.stats import paired
 
@@ -127,10 +128,9 @@ def ablation_sentence(task: str, runs: list[dict[str, Any]]) -> str:
     others = [f"`{r['agents']}` {fmt_pct(r['success_rate'])}" for r in runs if r["success_rate"] != best]
     if len(leaders) == 1:
         text = f"On `{task}`, {leaders[0]} was best with {fmt_pct(best)} final success"
-    elif len(leaders) == len(runs):
-        text = f"On `{task}`, {joined(leaders)} tied at {fmt_pct(best)} final success"
     else:
-        text = f"On `{task}`, {joined(leaders)} tied for best at {fmt_pct(best)} final success"
+        text = f"On `{task}`, {joined(leaders)} tied {'at' if len(leaders) == len(runs) else 'for best at'} " \
+               f"{fmt_pct(best)} final success"
     return text + (f" ({', '.join(others)})." if others else ".")
 
 
@@ -224,33 +224,21 @@ def per_mode_minutes(runs: list[dict[str, Any]]) -> str:
         f"`{n}` {sum(s) / len(s) / 60:.1f}" for n, s in means) + "."
 
 
-def format_text(results: dict[str, Any]) -> str:
-    """How the fast agent wrote skills (RLGPT_SKILL_FORMAT), for results that recorded it."""
-    setting = results.get("skill_format")
-    if not setting:
-        return ""
-    meaning = {"auto": "a skill program for the embedded models, Python otherwise", "python": "Python code",
-               "program": "a skill program"}.get(setting, setting)
-    return f"skills written as RLGPT_SKILL_FORMAT={setting} ({meaning}); "
-
-
 def render_section(results: dict[str, Any], figure: Path | None = None,
                    iterations_figure: Path | None = None, title: str = TITLE) -> str:
-    """The section; with ``figure`` (a path next to the markdown file's figures/) the plots are drawn and linked
-    (the per-iteration plot at ``iterations_figure``, by default next to ``figure``)."""
+    """The section; with ``figure`` (next to the markdown file's figures/) the plots are drawn and linked (the
+    per-iteration one at ``iterations_figure``, by default next to ``figure``); each run's date in the table."""
     runs = results["runs"]
     rows = [(r["task"], r["mode"], r.get("agents") or "-", fmt_pct(r["success_rate"]),
              f"{r['frames_to_first_training_success']:,}" if r["frames_to_first_training_success"] is not None else "-",
              f"{r['training_frames']:,}", f"{r.get('skill_test_frames', 0):,}", r["tokens"],
              f"error: {r['error'][:60]}" if r["error"] else r["plan"] or "-", r.get("controller") or "-",
-             f"{r['seconds'] / 60:.1f}" if "seconds" in r else "-")
+             f"{r['seconds'] / 60:.1f}" if "seconds" in r else "-", measured_cell(results, r))
             for r in runs]
-    lines = [title, "",
-             f"Measured {results['date_utc']} on {results['machine']}; LLM: {results['llm']}; "
-             f"{format_text(results)}{budget_text(results)}.", "",
+    lines = [title, "", f"{measured_text(results)}{budget_text(results)}.", "",
              *markdown_table(("task", "mode", "agents", "final success", "training frames to first success",
                               "training frames", "skill-test frames", "LLM tokens", "last plan (or error)",
-                              "final controller", "min"), rows, "lllrrrrrllr"), "",
+                              "final controller", "min", "measured"), rows, "lllrrrrrllrl"), "",
              "All numbers come from the planner's `WatchRun` events: the final success and controller from `run_end`, "
              "the success after each outer iteration from `iteration_end`, tokens from the `llm` events, training "
              "frames from the last `training` progress of each job, skill-test frames from the `code` events, the "
