@@ -122,8 +122,8 @@ class InnerLoops:
             pending = [st for st in pending if st.name in waiting]  # they may start once their link is done
             for attempt in attempts:
                 step = self._apply_verdict(attempt.st, attempt.state, self.attempts.verdict(attempt))
-                if attempt.st.name in alone:  # the slow agent reads where it trained
-                    attempt.state.feedback = f"{attempt.state.feedback} ({alone[attempt.st.name]})".strip()
+                if attempt.st.name in alone:  # the slow agent reads where it trained (first: its summary is cut)
+                    attempt.state.feedback = f"{alone[attempt.st.name]}. {attempt.state.feedback}".strip()
                 if step is Step.TO_SLOW:
                     self._give_up(attempt.state, inner_budget)
                 elif step is Step.AGAIN:

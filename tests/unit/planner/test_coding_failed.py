@@ -151,9 +151,9 @@ def test_a_link_behind_code_that_failed_its_tests_trains_from_the_start_items_th
     pickaxe = two.state.subtasks["pickaxe"]
     assert log.names("start") == ["pickaxe"] and not registered and two.state.frames_used > 0
     assert not two.ctx.stubs.learner.configs["job-pickaxe"].prefix
-    assert pickaxe.feedback == ("verdict on pickaxe (trained from the rules' start items, not behind the chain: "
-                                "table, before it in the plan, is not done (its code failed its tests) and does "
-                                "not train this iteration, so the chain cannot hand it over)")
+    assert pickaxe.feedback == ("trained from the rules' start items, not behind the chain: table, before it in the "
+                                "plan, is not done (its code failed its tests) and does not train this iteration, so "
+                                "the chain cannot hand it over. verdict on pickaxe")
     table.status = Status.DONE
     two._train_rl([plan.subtasks[1]], plan)
     assert registered and registered[0].startswith("table__chain")  # its prefix: the chain hands it over
