@@ -14,6 +14,7 @@ from rlgpt.v1 import planner_pb2
 from services.planner import coding_failed
 from services.planner.agents.one_answers import AnsweredPlan
 from services.planner.context import Mode
+from services.planner.curriculum import repair_curriculum
 from services.planner.plan_rules import needs_named, plan_violations, repair_plan
 from services.planner.plans import ending_in_goal, task_subtask
 from services.planner.state import Decision
@@ -80,8 +81,15 @@ class PlanMaking:
         return needs_named(self.state.slow_feedback, [*self.ctx.describe.achievements, *self.ctx.describe.items])
 
     def _repaired(self, plan: planner_pb2.Plan) -> planner_pb2.Plan:
+        """The plan repaired from the rules: toward the task's goal, or for a game (a curriculum, no one goal)
+        toward each achievement the plan aimed at (:func:`repair_curriculum`)."""
         ctx = self.ctx
-        repaired = repair_plan(plan, ctx.run.request.task, ctx.describe.rules, ctx.items, self._allowed_needs())
+        if ctx.game:
+            repaired = repair_curriculum(plan, ctx.describe.rules, set(ctx.describe.achievements), ctx.items,
+                                         self._allowed_needs())
+        else:
+            repaired = repair_plan(plan, ctx.run.request.task, ctx.describe.rules, ctx.items,
+                                   self._allowed_needs())
         repaired.iteration = self.state.outer_iteration
         return repaired
 
@@ -98,8 +106,9 @@ class PlanMaking:
         """The planning agent's plan (the slow agent's, or the one agent's) checked against the world's rules
         (:mod:`services.planner.plan_rules`): one that breaks them goes back to the agent once, with the
         violations; a second that still breaks them, or no usable second answer, is repaired from the rules (a
-        sub-task the repair adds has no answer of the one agent's: the loops treat it as unanswered until it
-        revises the plan). Survival needs the critic's summary names are no side quests."""
+        game's curriculum toward the achievements it aimed at; a sub-task the repair adds has no answer of the one
+        agent's: the loops treat it as unanswered until it revises the plan). Survival needs the critic's summary
+        names are no side quests."""
         ctx, task = self.ctx, self.ctx.run.request.task
         allowed = self._allowed_needs()
         violations = plan_violations(plan, task, ctx.describe.rules, ctx.items, allowed)
@@ -112,19 +121,15 @@ class PlanMaking:
         try:
             second, record = self._ask_again(plan, feedback)
         except StructuredOutputError as exc:
-            log.info("%s: no usable second plan (%s); the first is %s", who, exc,
-                     "kept" if ctx.game else "repaired from the rules")
+            log.info("%s: no usable second plan (%s); the first is repaired from the rules", who, exc)
             if exc.record is not None:
                 ctx.run.llm_call(exc.record)
-            return plan if ctx.game else self._repaired(plan)
+            return self._repaired(plan)
         ctx.run.llm_call(record)
         second = ending_in_goal(second, goal)
         left = plan_violations(second, task, ctx.describe.rules, ctx.items, allowed)
         if not left:
             log.info("%s: the second plan keeps the game's rules", who)
-            return second
-        if ctx.game:  # a curriculum has no one goal to repair it toward: it stays the agent's, the rest fails
-            log.info("%s: the second curriculum still breaks the game's rules (%s); kept", who, "; ".join(left))
             return second
         log.info("%s: the second plan still breaks the game's rules (%s); repaired from the rules", who,
                  "; ".join(left))
