@@ -199,3 +199,7 @@ class LLMSettings(Settings):
     local_context: int = setting(8192, "Context window of the embedded server, tokens.", ge=512)
     local_threads: int = setting(2, "CPU threads of the embedded server.", ge=1)
     local_start_seconds: float = setting(180.0, "Time the embedded server gets to load its model.", gt=0)
+    local_timeout_seconds: float = setting(
+        900.0, "Timeout of one request to the embedded server, where longer than timeout_seconds: it answers one "
+               "request at a time on this machine's CPUs, so under load it is slow, not gone, and a retry after a "
+               "timeout only queues behind the request it is still answering.", gt=0)

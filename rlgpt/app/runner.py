@@ -22,8 +22,8 @@ from rlgpt.config import LLMSettings
 from rlgpt.errors import FailedPrecondition, InvalidArgument, ServiceFailed, Unavailable
 from rlgpt.grpc_client import create_channel
 from rlgpt.llm.chat_server import ChatServer
-from rlgpt.llm.factory import needs_local_server
-from rlgpt.llm.local_server import MODEL_ALIAS, LocalLLMServer
+from rlgpt.llm.factory import embedded_env, needs_local_server
+from rlgpt.llm.local_server import LocalLLMServer
 from rlgpt.llm.replay import RecordedCalls, ReplayAnswerer
 from rlgpt.machine import cpu_cores
 from rlgpt.v1 import common_pb2, planner_pb2, planner_pb2_grpc
@@ -136,8 +136,7 @@ def local_services(options: RunOptions, log_dir: Path,
         if options.mode != "pure-rl" and needs_local_server(llm):
             llm_server = LocalLLMServer(llm, log_path=log_dir / "llm-server.log").start()
             # Both the planner and the critic talk to the one embedded server.
-            child_env.update(RLGPT_LLM_BASE_URL=llm_server.base_url, RLGPT_LLM_MODEL=MODEL_ALIAS,
-                             RLGPT_LLM_STRUCTURED="json_object")
+            child_env.update(embedded_env(llm, llm_server.base_url))
         envs = []
         for i in range(env_server_count(options)):
             envs.append(start_service("env", log_dir, log_name="env" if i == 0 else f"env-{i + 1}", env=child_env))
