@@ -27,6 +27,7 @@ from pydantic import BaseModel, ValidationError
 
 from rlgpt.config import LLMSettings
 from rlgpt.errors import FailedPrecondition, RlgptError, Unavailable
+from rlgpt.llm import cancel
 from rlgpt.llm.chat_server import AGENT_HEADER, ATTEMPT_HEADER, CALL_HEADER
 from rlgpt.llm.retries import ANSWER_ATTEMPTS, retry_delays
 from rlgpt.text import encodable_tree
@@ -178,10 +179,10 @@ class LLMClient:
         attempts = len(delays) + 1
         for attempt in range(1, attempts + 1):
             try:
-                return self._client.chat.completions.create(
+                return cancel.call(lambda: self._client.chat.completions.create(
                     model=self.model, messages=messages, max_tokens=self.settings.max_tokens,
                     temperature=self.settings.temperature, response_format=self._response_format(schema),
-                    extra_headers=headers, **({"seed": seed} if seed is not None else {}))
+                    extra_headers=headers, **({"seed": seed} if seed is not None else {})))
             except openai.NotFoundError as exc:
                 raise LLMError(f"model {self.model!r} is not served at {self._where()} (HTTP 404: "
                                f"{_short(exc)}); set RLGPT_LLM_MODEL to a model the server lists") from None
@@ -202,7 +203,7 @@ class LLMClient:
                 delay = delays[attempt - 1]
                 log.warning("LLM call failed (%s: %s); retry %d/%d in %.1f s", type(exc).__name__, _short(exc),
                             attempt, attempts - 1, delay)
-                time.sleep(delay)
+                cancel.sleep(delay)
         raise AssertionError("unreachable")
 
     def _where(self) -> str:

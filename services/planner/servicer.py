@@ -25,6 +25,7 @@ from rlgpt.errors import (
     shown,
 )
 from rlgpt.grpc_client import create_channel
+from rlgpt.llm.cancel import cancelled_by
 from rlgpt.llm.metered import MeteredLLM
 from rlgpt.prompts import CompletesJSON
 from rlgpt.v1 import critic_pb2_grpc, env_pb2, env_pb2_grpc, learner_pb2_grpc, planner_pb2, planner_pb2_grpc
@@ -157,7 +158,8 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
             state = RunState.load(run.dir)
             loops = TwoLoops(run, state, describe, self.llm, self.library,
                              Stubs(self.env, self.learner, self.critic, self.judge_seconds), self.settings)
-            loops.execute()
+            with cancelled_by(run.stop_requested, StopRequested):  # a stop does not wait for an answer
+                loops.execute()
             final = state.final or {}
             report = self._write_report(run, state, planner_pb2.RUN_STATE_DONE)
             run.emit(run_end=planner_pb2.RunEnd(success_rate=float(final.get("success_rate", 0.0)),
