@@ -6,6 +6,7 @@ outer loop (:mod:`services.planner.loops`) calls it."""
 from __future__ import annotations
 
 import enum
+import logging
 
 from rlgpt.v1 import critic_pb2, planner_pb2
 from services.planner import coding_failed
@@ -17,6 +18,7 @@ from services.planner.plans import start_inventory
 from services.planner.state import Decision, RunState, Status, SubTaskState
 from services.planner.trainings import run_trainings
 
+log = logging.getLogger(__name__)
 FRAMES_SPENT = "the run's frame budget is spent"
 """The feedback of a sub-task left unattempted because the run's frames are spent."""
 
@@ -28,7 +30,7 @@ def waiting_text(blocker: str) -> str:
 
 def alone_text(blocker: str) -> str:
     return (f"trained from the rules' start items, not behind the chain: {blocker}, before it in the plan, is not "
-            "done (its code failed its tests) and does not train this iteration, so the chain cannot hand it over")
+            "done (its code failed its tests) and trains no further this iteration, so the chain cannot hand it over")
 
 
 class Step(enum.Enum):
@@ -84,11 +86,13 @@ class InnerLoops:
         share); their trainings run at once (:func:`run_trainings`); the verdicts come and are
         applied one after another in plan order, as :meth:`_solve` applies them. A sub-task leaves when done, when
         its inner budget is spent or when the verdict sends it back to the slow agent; the rounds end once the
-        shares of what is left are 0 frames."""
+        shares of what is left are 0 frames. A link coding failed this iteration (moved to RL) joins the rounds
+        when an RL link waits behind it."""
         ctx = self.ctx
         inner_budget = self._inner_budget()
-        starts = {st.name: start_inventory(plan, st, ctx.describe.rules, ctx.items) for st in subtasks}
+        starts = {st.name: start_inventory(plan, st, ctx.describe.rules, ctx.items) for st in plan.subtasks}
         pending = [st for st in subtasks if self.state.subtasks[st.name].status != Status.DONE]
+        tried = {st.name for st in pending}
         order = {st.name: i for i, st in enumerate(plan.subtasks)}
         while True:
             spent = [st.name for st in pending if self.state.subtasks[st.name].inner_iterations >= inner_budget]
@@ -99,6 +103,15 @@ class InnerLoops:
             # that link trains (the frames go to it first, the waiting link's share kept), and trains from the
             # rules' start items when that link does not train this iteration (code that failed its tests).
             blocked = {st.name: blocker for st in pending if (blocker := self._unfinished_before(plan, st))}
+            # The blocking link moved to RL this iteration trains now, behind the chain (its earlier links are done),
+            # rather than in the next iteration after the frames went to the links behind it.
+            joining = [st for st in plan.subtasks if st.name in blocked.values() and st.name not in tried
+                       and self.state.subtasks[st.name].decision == Decision.RL]
+            for st in joining:
+                log.info("%s (coding failed, moved to RL) trains in this iteration's RL rounds: %s waits behind it",
+                         st.name, ", ".join(name for name, blocker in blocked.items() if blocker == st.name))
+            pending = sorted([*pending, *joining], key=lambda st: order[st.name])
+            tried.update(st.name for st in joining)
             waiting = {name: blocker for name, blocker in blocked.items()
                        if any(st.name == blocker for st in pending)}
             alone = {name: alone_text(blocker) for name, blocker in blocked.items() if name not in waiting}

@@ -174,7 +174,8 @@ class TwoLoops(PlanMaking, InnerLoops):
                 plan = self._new_plan(plan)
                 self._adopt_plan(plan)
             # Coded sub-tasks first, in plan order; then the RL ones together (decided as the iteration began: a
-            # sub-task moved to RL now is trained in the next iteration, once the slow agent saw why).
+            # sub-task moved to RL now is trained in the next iteration, once the slow agent saw why, unless an RL
+            # link waits behind it: then it trains first, in this iteration's rounds).
             rl = {st.name for st in plan.subtasks if self.state.subtasks[st.name].decision == Decision.RL}
             for st in plan.subtasks:
                 if st.name not in rl:
