@@ -19,6 +19,7 @@ it."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Collection
 from typing import Any
 
 import grpc
@@ -27,12 +28,19 @@ from rlgpt import worlds
 from rlgpt.llm.client import StructuredOutputError
 from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
 from services.planner.action_space import SUCCESS_REWARD
-from services.planner.agents.kept_plan import KeptPlanRevision, answer_form, apply_answer, write_kept_plan
+from services.planner.agents.kept_plan import (
+    KeptPlanAnswer,
+    KeptPlanRevision,
+    answer_form,
+    apply_answer,
+    write_kept_plan,
+)
 from services.planner.agents.texts import choices_text, curve_text, last_shares
 from services.planner.answer_forms import macro_short_name
 from services.planner.attempts import Attempts, RLAttempt
 from services.planner.context import AgentSetup, Mode, RunContext
 from services.planner.controller import evaluation_seconds, learner_evaluation, policy_of
+from services.planner.schemas import KEPT_PLAN_OWN_KINDS
 from services.planner.state import Decision, FinalResult, Status, SubTaskState
 
 log = logging.getLogger(__name__)
@@ -111,35 +119,52 @@ def configure(ctx: RunContext, attempts: Attempts, plan: planner_pb2.Plan, st: p
               state: SubTaskState, chain_success: float, failed: list[dict[str, Any]],
               revision: KeptPlanRevision | None = None) -> RLAttempt:
     """The training's config: the planner's own (the plan, its stages' and the task's reward, every primitive,
-    K=16, dying and health terms), with the fast agent's answer in place of the last four where it gave one. Its
-    macro actions are registered (RegisterSkill test-runs them) under the kept plan's names; a refused one is
-    left out, with its error in the attempt's details."""
-    fast = None if ctx.agents is AgentSetup.ONE else attempts.fast
+    K=16, dying and health terms), the fast agent's answer in place of the last four (:func:`configured`)."""
+    fast = fast_agent(ctx, attempts)
     number = 0 if revision is None else (ctx.state.kept_plan or {}).get("revision", 0) + 1  # of this training
     may_follow = 0 if fast is None else max(0, ctx.settings.kept_plan_revisions - number)  # revisions after it
     config = kept_plan_config(ctx, plan, 1 + may_follow)
-    details: dict[str, Any] = {"kept_plan": True, "config_by": "planner defaults"}
-    if fast is None:
-        return RLAttempt(st, state, [], config=config, details=details)
-    told = planner_pb2.Plan()  # the plan as the kept plan runs it: its trained sub-tasks by their policies
+    return configured(ctx, attempts, st, state, config, {"kept_plan": True}, lambda fast: write_kept_plan(
+        fast, ctx.run.request.task, told_plan(ctx, plan), success_rate=chain_success, failed=failed,
+        env_frames=config.env_frames, own_reward=own_reward_text(), iteration=ctx.state.outer_iteration,
+        revision=revision))
+
+
+def fast_agent(ctx: RunContext, attempts: Attempts) -> Any:
+    """The fast agent that configures a training around a kept plan; None (none, or the one-agent setup): none."""
+    return None if ctx.agents is AgentSetup.ONE else attempts.fast
+
+
+def told_plan(ctx: RunContext, plan: planner_pb2.Plan) -> planner_pb2.Plan:
+    """The plan as the kept plan runs it, as the fast agent is told it: its trained sub-tasks by their policies."""
+    told = planner_pb2.Plan()
     told.CopyFrom(plan)
     for sub in told.subtasks:
         sub.decision = planner_pb2.DECISION_RL if trained(ctx.state.subtasks[sub.name]) else planner_pb2.DECISION_CODE
+    return told
+
+
+def configured(ctx: RunContext, attempts: Attempts, st: planner_pb2.SubTask, state: SubTaskState,
+               config: learner_pb2.RLConfig, details: dict[str, Any], ask: Callable[[Any], KeptPlanAnswer],
+               own_kinds: Collection[str] = KEPT_PLAN_OWN_KINDS) -> RLAttempt:
+    """A training around a kept plan: ``config`` with the fast agent's answer (``ask``: its one LLM call) applied
+    (``own_kinds``: the config's terms always paid) and its macro actions registered (a refused one left out, its
+    error in the details). No fast agent, or an unusable answer: ``config`` as it is, the details say why."""
+    fast, details["config_by"] = fast_agent(ctx, attempts), "planner defaults"
     try:
-        answer = write_kept_plan(fast, ctx.run.request.task, told, success_rate=chain_success, failed=failed,
-                                 env_frames=config.env_frames, own_reward=own_reward_text(),
-                                 iteration=ctx.state.outer_iteration, revision=revision)
+        answer = None if fast is None else ask(fast)
     except StructuredOutputError as exc:  # an unusable answer: the defaults train, and the run says why
         if exc.record is not None:
             ctx.run.llm_call(exc.record, st.name)
-        details["config_error"] = str(exc)[:500]
+        details["config_error"], answer = str(exc)[:500], None
         log.warning("kept plan: the fast agent's config was unusable (%s); the planner's defaults train", exc)
+    if answer is None:
         return RLAttempt(st, state, [], config=config, details=details)
     if answer.record is not None:
         ctx.run.llm_call(answer.record, st.name)
     macros = fast.register_macro_actions(st, answer.macro_actions)
     attempts.emit_macros(st, macros)
-    apply_answer(config, answer, list(macros.accepted))
+    apply_answer(config, answer, list(macros.accepted), own_kinds)
     state.macro_actions = dict(macros.accepted)  # registered again on resume, as an RL sub-task's are
     details.update(config_by="fast agent", answer=answer_form(answer), macro_actions=list(macros.accepted),
                    refused_macro_actions=[{"name": name, "error": f"{error.type}: {error.message}"}

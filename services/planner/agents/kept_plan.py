@@ -8,6 +8,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
+from collections.abc import Collection
 from typing import Any
 
 from pydantic import BaseModel
@@ -82,13 +83,20 @@ def _holds(conditions: list[common_pb2.Condition], achievements: set[str], inven
         else inventory.get(c.inventory.item, 0) >= c.inventory.count for c in conditions)
 
 
-def stage_ended(plan: planner_pb2.Plan, episode: dict[str, Any]) -> str:
-    """The sub-task a failed chain episode ended in: the first whose conditions had not held by the end, counting
-    every sub-task before one whose conditions held as done (what a later sub-task used up does not undo it)."""
+def stages_done(plan: planner_pb2.Plan, episode: dict[str, Any]) -> list[bool]:
+    """Per sub-task, whether a chain episode (as its record keeps it) had done it by its end: every sub-task up to
+    the last whose conditions held (what a later sub-task used up does not undo it)."""
     achievements, inventory = set(episode.get("achievements", [])), dict(episode.get("inventory", {}))
     done = [i for i, st in enumerate(plan.subtasks) if _holds(list(st.success), achievements, inventory)]
     last = max(done, default=-1)
-    return plan.subtasks[min(last + 1, len(plan.subtasks) - 1)].name
+    return [i <= last for i in range(len(plan.subtasks))]
+
+
+def stage_ended(plan: planner_pb2.Plan, episode: dict[str, Any]) -> str:
+    """The sub-task a failed chain episode ended in: the first not done by its end (:func:`stages_done`); the last
+    when all were."""
+    done = stages_done(plan, episode)
+    return plan.subtasks[done.index(False) if False in done else len(done) - 1].name
 
 
 def _ending(episodes: list[dict[str, Any]]) -> str:
@@ -178,16 +186,19 @@ def write_kept_plan(fast: FastAgent, task: common_pb2.TaskSpec, plan: planner_pb
     return kept_plan_answer(answer, record)
 
 
-def kept_plan_answer(answer: BaseModel, record: CallRecord | None = None) -> KeptPlanAnswer:
+def kept_plan_answer(answer: BaseModel, record: CallRecord | None = None, *,
+                     hurt: bool = False) -> KeptPlanAnswer:
     """An answer of :func:`~services.planner.schemas.kept_plan_schema` as plain values (terms of weight 0, which
-    pay nothing, and repeated primitives left out)."""
+    pay nothing, and repeated primitives left out); ``hurt``: whether the plan action hands back when the player is
+    hurt where the answer does not say."""
+    said = "hand_back_when_hurt" in answer.model_fields_set
     return KeptPlanAnswer(
         primitive_actions=list(dict.fromkeys(value_of(a) for a in answer.primitive_actions)),
         macro_actions=list(answer.macro_actions), skill_max_steps=int(answer.skill_max_steps),
         reward_terms=[common_pb2.RewardTerm(kind=value_of(t.kind), target=value_of(t.target), weight=float(t.weight))
                       for t in answer.reward_terms if t.weight != 0],
         record=record,
-        plan_interrupt=common_pb2.PlanInterrupt(damage=bool(getattr(answer, "hand_back_when_hurt", False)),
+        plan_interrupt=common_pb2.PlanInterrupt(damage=bool(answer.hand_back_when_hurt) if said else hurt,
                                                 threat_within=int(getattr(answer, "hand_back_within", 0) or 0)))
 
 
@@ -202,15 +213,16 @@ def answer_form(answer: KeptPlanAnswer) -> dict[str, Any]:
             "hand_back_within": answer.plan_interrupt.threat_within}
 
 
-def apply_answer(config: learner_pb2.RLConfig, answer: KeptPlanAnswer, macro_skills: list[str]) -> None:
+def apply_answer(config: learner_pb2.RLConfig, answer: KeptPlanAnswer, macro_skills: list[str],
+                 own_kinds: Collection[str] = KEPT_PLAN_OWN_KINDS) -> None:
     """The answer in the training's config: its primitives, its accepted macro actions (registered names), its K,
-    and its reward terms after the planner's own."""
+    and its reward terms after the planner's own (the config's terms of ``own_kinds``; the rest were defaults)."""
     del config.primitive_actions[:]
     config.primitive_actions.extend(answer.primitive_actions)
     del config.skills[:]
     config.skills.extend(macro_skills)
     config.skill_max_steps = answer.skill_max_steps
-    own = [t for t in config.reward_terms if t.kind in KEPT_PLAN_OWN_KINDS]
+    own = [t for t in config.reward_terms if t.kind in own_kinds]
     del config.reward_terms[:]
     config.reward_terms.extend([*own, *answer.reward_terms])
     config.plan_interrupt.CopyFrom(answer.plan_interrupt)
