@@ -2,9 +2,9 @@
 (Sample Factory, tiny budgets) and a scripted LLM (test double of the OpenAI-compatible server): after its
 iterations a `crafter` run (1,000-frame episodes, so that tiny budgets hold its evaluations) trains both of the
 paper's controllers on the game's own reward, APPO with the curriculum's coded skill as a macro action and RL around
-the kept plan, on the frames left split between them, scores each on the iterations' worlds beside the best chain
-and keeps the highest; every frame is counted within the budget; the second plan is told how the first
-evaluation's episodes died."""
+the kept plan (configured by the fast agent, told how the plan's chain died), on the frames left split between
+them, scores each on the iterations' worlds beside the best chain and keeps the highest; every frame is counted
+within the budget; the second plan is told how the first evaluation's episodes died."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 
 import pytest
+import test_game_run_served
+from fakes.fake_openai import Reply
 from test_game_run_served import serving_planner
 
 from rlgpt.v1 import common_pb2, learner_pb2, planner_pb2
@@ -21,11 +23,25 @@ pytestmark = pytest.mark.timeout(900)
 EPISODE, EPISODES, BUDGET = 1_000, 2, 16_000
 EVALUATION = EPISODE * EPISODES
 """The frames one whole-task or policy evaluation keeps back."""
+WAIT = "def skill(agent):\n    for _ in range(4):\n        yield 'noop'\n"
+KEPT_PLAN = {"primitive_actions": ["noop", "move_left", "move_right", "move_up", "move_down", "do"],
+             "macro_actions": [{"name": "wait_a_little", "description": "waits four frames", "code": WAIT}],
+             "skill_max_steps": 16, "reward_terms": [{"kind": "death", "weight": -1.0}]}
+"""The fast agent's config of RL around the kept plan (the scripted LLM's one more answer)."""
+SCRIPTED = test_game_run_served.reply
+"""The scripted LLM's other answers (the curriculum, the coded skill)."""
+
+
+def reply(body: dict) -> Reply:
+    if body["response_format"]["json_schema"]["name"] == "KeptPlanConfig":
+        return Reply.json(KEPT_PLAN)
+    return SCRIPTED(body)
 
 
 def test_a_game_run_keeps_the_highest_of_the_chain_and_both_policies_on_the_games_reward(
         env_server, learner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(game_controller, "MIN_FRAMES", 2_000)  # tiny trainings: the test's time
+    monkeypatch.setattr(test_game_run_served, "reply", reply)  # serving_planner's script, one more answer
     with serving_planner(env_server, tmp_path, learner=learner.target) as (stub, fake):
         run = stub.StartRun(planner_pb2.StartRunRequest(
             task=common_pb2.TaskSpec(name="crafter", episode_length=EPISODE), seed=6, agents="slow-fast",
@@ -41,11 +57,25 @@ def test_a_game_run_keeps_the_highest_of_the_chain_and_both_policies_on_the_game
     # A: the primitives and the chain's coded skill as a macro action, the game's reward and episodes.
     a, b = jobs[macro["job_id"]], jobs[kept["job_id"]]
     assert macro["macro_actions"] == ["get_wood"] and [s.split("__")[0] for s in a.skills] == ["get_wood"]
-    # B: the plan's coded step as one macro action; neither is paid the plan's stages.
-    assert [step.skill.split("__")[0] for step in b.plan] == ["get_wood"] and not b.skills
+    # B: the plan's coded step as one macro action, and the fast agent's config: its macro action, its reward term
+    # after the game's; neither is paid the plan's stages.
+    assert [step.skill.split("__")[0] for step in b.plan] == ["get_wood"]
+    assert list(b.skills) == ["crafter__kept_plan__wait_a_little"] and b.skill_max_steps == 16
+    assert kept["config_by"] == "fast agent" and kept["answer"]["macro_actions"][0]["code"] == WAIT
+    assert b.plan_interrupt.damage  # the answer did not say: the game's default
     for config in (a, b):
         assert config.task.objective == "game" and config.episode_length == EPISODE
-        assert [(t.kind, t.weight) for t in config.reward_terms] == [("native", 1.0)]
+    assert [(t.kind, t.weight) for t in a.reward_terms] == [("native", 1.0)]
+    assert [(t.kind, t.weight) for t in b.reward_terms] == [("native", 1.0), ("death", -1.0)]
+    # The fast agent was told the game's terms: the score, how the best chain's episodes died, its rates.
+    [told] = [r["messages"][0]["content"] for r in fake.requests
+              if r["response_format"]["json_schema"]["name"] == "KeptPlanConfig"]
+    best = next(it for it in state["iterations"] if it["iteration"] == state["best"]["iteration"])
+    died = any(e["end_reason"] == "death" for e in best["failed"])
+    assert "The task is the whole of the game Crafter: it has no success condition." in told
+    assert ("Deaths in the whole game's last evaluation" in told and "by cause:" in told) == died
+    assert f"Its score: {best['score']:.1f} (iteration {best['iteration']})" in told and "Success when" not in told
+    assert len(list((run_dir / "llm").glob("*-crafter__kept_plan-fast.json"))) == 1  # recorded: a replay answers it
     # The split: A half of what the iterations left once the final and one evaluation are kept back, B the rest.
     iterations = sum(it["frames"] for it in state["iterations"])
     assert macro["env_frames"] == (BUDGET - iterations - 2 * EVALUATION) // 2

@@ -269,7 +269,7 @@ def _examples(path: Path) -> list[str]:
 
 CRITIC_TEMPLATE = CRITIC_PROMPT_DIR / "critic.txt"
 WITHOUT_EXAMPLES = {"fast_agent_program", "fast_agent_kept_plan", "fast_agent_kept_plan_revision", "one_agent_program",
-                    "program_steps"}
+                    "program_steps", "fast_agent_game_kept_plan"}
 ALL_TEMPLATES = (*sorted(PROMPT_DIR.glob("*.txt")), CRITIC_TEMPLATE)
 
 
