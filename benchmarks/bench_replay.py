@@ -9,16 +9,17 @@ The model the machine cannot host answers the product's own requests through ``r
     python -m benchmarks.bench_replay report     # the section of docs/BENCHMARKS.md, from the raw results alone
 
 ``run`` keeps, per kept run, its recorded numbers and its replay's (success, frames, the replayed calls, those
-whose prompt was the recorded one word for word, and where the first that was not differs) in the tracked
-docs/results/bench-replay.json; ``report`` rebuilds the section from that file. A record whose prompts drifted
-is listed as drifted with the reason, not as reproduced. Anyone can therefore check a capable model's RL-GPT
-numbers with no model at all.
+whose prompt was the recorded one word for word, the calls not made or answered with another call's record, and
+every distinct line that changed) in the tracked docs/results/bench-replay.json; ``report`` rebuilds the section
+from that file. A record whose prompts drifted is listed as drifted with what changed, not as reproduced. Anyone
+can therefore check a capable model's RL-GPT numbers with no model at all.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import shutil
 import time
 from pathlib import Path
@@ -28,15 +29,18 @@ import typer
 from rich.console import Console
 
 from benchmarks.common import load_results, machine_description, save_results, setup_logging, utc_now, write_section
-from benchmarks.replay.drift import compare_prompts, drift_reason, llm_calls
-from benchmarks.replay.records import kept_runs, recorded_entry, run_summary
-from benchmarks.replay.report import RAW, TITLE, render_section
+from benchmarks.replay.changes import prompt_changes
+from benchmarks.replay.drift import compare_prompts, llm_calls
+from benchmarks.replay.records import critic_asked_on_pass, kept_runs, recorded_entry, run_summary
+from benchmarks.replay.report import RAW, TITLE, drift_summary, render_section
 from rlgpt.app.runner import RunOptions, run_rlgpt
 
 log = logging.getLogger("benchmarks.replay")
 console = Console(stderr=True)
 app = typer.Typer(add_completion=False, help=__doc__)
 RUNS = Path("docs/runs")
+ON_PASS = "RLGPT_CRITIC_LLM_ON_PASS"
+"""The critic's setting a replay turns on for a record whose critic was asked about passed attempts too."""
 KEPT = ("request.json", "library_start.json", "state.json", "report.md", "llm", "attempts")
 
 
@@ -80,25 +84,37 @@ def _replayed_dir(runs_dir: Path) -> Path | None:
 
 def replay_one(source: Path, runs_dir: Path) -> dict[str, Any]:
     """Replays one kept run in ``runs_dir`` (emptied first) and compares its prompts with the record's: the
-    replay's success, frames, wall time, calls, the drift, and the error that stopped it, if one did."""
+    replay's success, frames, wall time, calls, the drift and what changed, and the error that stopped it, if one
+    did. A record whose critic was asked about passed attempts is replayed with the critic asking then too (the
+    services take this process's environment), so its critic calls are made for what they were recorded for."""
     if runs_dir.exists():
         shutil.rmtree(runs_dir)
     options = RunOptions(task="", success="", mode="rl-gpt", agents="", resume=None, runs_dir=runs_dir, outer=1,
                          inner=1, frames_per_training=1, total_frames=0, eval_episodes=1, candidates=1, seed=0,
                          replay=source)
+    recorded = llm_calls(source / "llm")
+    on_pass = critic_asked_on_pass(recorded)
     date, machine, start, error = utc_now(), machine_description(), time.time(), ""
+    before = os.environ.get(ON_PASS)
+    os.environ[ON_PASS] = "true" if on_pass else "false"
     try:
         run_rlgpt(options)
     except Exception as exc:  # a replay that stops is a result: its calls up to there are compared, the error kept
         error = f"{type(exc).__name__}: {str(exc)[:300]}"
         log.warning("the replay of %s stopped: %s", source.name, error)
+    finally:
+        if before is None:
+            os.environ.pop(ON_PASS)
+        else:
+            os.environ[ON_PASS] = before
     wall = round(time.time() - start, 1)
     run_dir = _replayed_dir(runs_dir)
     replayed = run_summary(run_dir) if run_dir and (run_dir / "state.json").exists() else {}
     calls = llm_calls(run_dir / "llm") if run_dir else []
-    return {"date": date, "machine": machine, "wall_seconds": wall, "error": error,
+    return {"date": date, "machine": machine, "wall_seconds": wall, "error": error, "critic_on_pass": on_pass,
             "run_dir": str(run_dir or runs_dir), "success_rate": replayed.get("success_rate"),
-            "frames_used": replayed.get("frames_used", 0), **compare_prompts(llm_calls(source / "llm"), calls)}
+            "frames_used": replayed.get("frames_used", 0), **compare_prompts(recorded, calls),
+            **prompt_changes(recorded, calls)}
 
 
 @app.command()
@@ -122,9 +138,7 @@ def run(only: Annotated[str, typer.Option(help="Replay only this docs/runs folde
         else:
             console.rule(f"replaying {source.name}")
             entry["replay"] = replay_one(source, runs_dir / source.name)
-            reason = drift_reason(entry["replay"])
-            console.print(f"{source.name}: {entry['replay']['same_prompt']} of {entry['replay']['replayed_calls']} "
-                          f"replayed calls with the recorded prompt" + (f"; drifted: {reason}" if reason else ""))
+            console.print(f"{source.name}: {drift_summary(entry['replay'])}")
         runs.append(entry)
     save_results(RAW, {"raw": str(RAW), "runs_dir": str(RUNS), "runs": runs})
     console.print(f"saved {RAW}")

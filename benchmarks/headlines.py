@@ -14,7 +14,7 @@ from benchmarks.crafter.report import LABELS, PUBLISHED_SCORES, held_out_numbers
 from benchmarks.env.numbers import ratios as env_ratios
 from benchmarks.game import raw as game_raw
 from benchmarks.learner.reading import ratios as learner_ratios
-from benchmarks.replay.report import verdict
+from benchmarks.replay.report import headline_result
 from benchmarks.rlgpt import results as rlgpt_results
 from benchmarks.rlgpt.runs import fmt_pct as rl_pct
 from benchmarks.rlgpt.runs import label
@@ -107,11 +107,9 @@ def rlgpt(results: dict[str, Any], raw: Path) -> Headline:
 
 def replay(results: dict[str, Any], raw: Path) -> Headline:
     runs = results["runs"]
-    verdicts = [verdict(r) for r in runs]
-    counted = joined([f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts)])
     replays = [r["replay"] for r in runs if r.get("replay")]
     models = joined(sorted({who(r["recorded"]["model"]) for r in runs}))
-    return Headline("make bench-replay", f"{len(runs)} kept records of a capable model's runs: {counted}",
+    return Headline("make bench-replay", headline_result(results),
                     "each record's recorded success, frames and prompts",
                     max((r["date"] for r in replays), default=NONE),
                     joined(sorted({cores(r["machine"]) for r in replays})) or NONE, f"{models} (recorded)",

@@ -1,14 +1,19 @@
-"""How far a replay's prompts are from its record's: per agent, the replayed calls and those whose prompt is the
-recorded one word for word, and where the first one that is not differs.
+"""How far a replay's prompts are from its record's: the replayed calls matched to the recorded ones, those whose
+prompt is the recorded one word for word, the recorded calls the replay never made, the calls it answered with
+another call's record, and where the first differing prompt differs.
 
 A replay answers the n-th call of an agent with the n-th recorded answer of that agent whatever its prompt says
 (rlgpt.llm.replay), so a run whose prompts changed since it was recorded still replays to the end: only this
-comparison says whether the record still is the run it replays.
+comparison says whether the record still is the run it replays. Calls are matched by what they were for (their
+record's name: iteration, sub-task, agent, and the how-many-th such call), not by their number, so a call the
+replay skips (a critic no longer asked after a passed test) leaves the calls after it comparable.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +29,53 @@ def llm_calls(llm_dir: Path) -> list[dict[str, Any]]:
 def prompt_text(messages: list[dict[str, Any]]) -> str:
     """A call's prompt as one text: its messages in order, each as ``role: content``."""
     return "\n".join(f"{m.get('role', '')}: {m.get('content', '')}" for m in messages)
+
+
+def call_purpose(call: dict[str, Any]) -> str:
+    """What a call was for: its record's name without the call number (``iter0-collect_wood-critic``), or its agent
+    where the record has no such name."""
+    return re.sub(r"^\d+-", "", call.get("_file", "")).removesuffix(".json") or call["agent"]
+
+
+def _keyed(calls: list[dict[str, Any]]) -> list[tuple[tuple[str, int], dict[str, Any]]]:
+    seen: Counter[str] = Counter()
+    out = []
+    for call in calls:
+        purpose = call_purpose(call)
+        seen[purpose] += 1
+        out.append(((purpose, seen[purpose]), call))
+    return out
+
+
+def matched_calls(recorded: list[dict[str, Any]], replayed: list[dict[str, Any]]
+                  ) -> tuple[list[tuple[dict[str, Any], dict[str, Any]]], list[dict[str, Any]]]:
+    """(recorded, replayed) pairs of the calls made for the same purpose (the k-th such call to the k-th), in the
+    record's order, and the recorded calls the replay did not make."""
+    now = dict(_keyed(replayed))
+    pairs, missing = [], []
+    for key, call in _keyed(recorded):
+        if key in now:
+            pairs.append((call, now[key]))
+        else:
+            missing.append(call)
+    return pairs, missing
+
+
+def answered_elsewhere(recorded: list[dict[str, Any]], replayed: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """The replayed calls answered with the record of another call (the n-th call of an agent takes that agent's
+    n-th recorded answer): each as the call and the recorded file whose answer it got."""
+    queues: dict[str, list[dict[str, Any]]] = {}
+    for call in recorded:
+        queues.setdefault(call["agent"], []).append(call)
+    taken: Counter[str] = Counter()
+    out = []
+    for call in replayed:
+        agent = call["agent"]
+        queue, taken[agent] = queues.get(agent, []), taken[agent] + 1
+        source = queue[taken[agent] - 1] if taken[agent] <= len(queue) else None
+        if source is not None and call_purpose(source) != call_purpose(call):
+            out.append({"call": call_purpose(call), "answered_with": source.get("_file", "")})
+    return out
 
 
 def _excerpt(line: str, column: int) -> str:
@@ -45,47 +97,26 @@ def first_difference(recorded: str, now: str) -> dict[str, Any] | None:
 
 
 def compare_prompts(recorded: list[dict[str, Any]], replayed: list[dict[str, Any]]) -> dict[str, Any]:
-    """The replay's calls matched to the record's as the replay answered them (the n-th call of an agent to the
-    n-th recorded one): recorded and replayed calls, those with the recorded prompt word for word (in all and per
-    agent), and the first drift in the record's call order (agent, its call number, the record's file, the first
-    differing line) or None. A recorded call the replay never made is counted, not a drift."""
-    now: dict[str, list[dict[str, Any]]] = {}
-    for call in replayed:
-        now.setdefault(call["agent"], []).append(call)
-    taken: dict[str, int] = {}
-    same: dict[str, int] = {}
-    left: dict[str, int] = {}
-    drift = None
+    """The replay's calls against the record's: recorded and replayed calls (matched by purpose), those with the
+    recorded prompt word for word, per agent; the recorded calls not made, per agent; the calls answered with
+    another call's record; the first drift in the record's call order (agent, its call number, the record's file,
+    the first differing line) or None."""
+    pairs, missing = matched_calls(recorded, replayed)
+    by_agent: dict[str, dict[str, int]] = {}
     for call in recorded:
-        agent = call["agent"]
-        number = taken.get(agent, 0) + 1
-        if number > len(now.get(agent, [])):
-            left[agent] = left.get(agent, 0) + 1
-            continue
-        taken[agent] = number
-        difference = first_difference(prompt_text(call["messages"]), prompt_text(now[agent][number - 1]["messages"]))
+        by_agent.setdefault(call["agent"], {"recorded": 0, "replayed": 0, "same": 0})["recorded"] += 1
+    number: Counter[str] = Counter()
+    drift = None
+    for old, new in pairs:
+        agent = old["agent"]
+        by_agent[agent]["replayed"] += 1
+        number[agent] += 1
+        difference = first_difference(prompt_text(old["messages"]), prompt_text(new["messages"]))
         if difference is None:
-            same[agent] = same.get(agent, 0) + 1
+            by_agent[agent]["same"] += 1
         elif drift is None:
-            drift = {"agent": agent, "call": number, "file": call.get("_file", ""), **difference}
-    return {"recorded_calls": len(recorded), "replayed_calls": sum(taken.values()),
-            "same_prompt": sum(same.values()), "replayed_by_agent": dict(sorted(taken.items())),
-            "same_prompt_by_agent": {a: same.get(a, 0) for a in sorted(taken)},
-            "unreplayed_by_agent": dict(sorted(left.items())), "drift": drift}
-
-
-def drift_reason(replay: dict[str, Any]) -> str:
-    """One sentence: which agent's prompt first differs, at which of its calls, recorded vs now; or why calls were
-    left unreplayed; empty when every recorded call was replayed with its recorded prompt."""
-    drift = replay.get("drift")
-    parts = []
-    if drift:
-        parts.append(f"the {drift['agent']} agent's prompt first differs at its call {drift['call']} "
-                     f"({drift['file']}), line {drift['line']}: recorded {drift['recorded']!r}, now {drift['now']!r}")
-    missing = replay["recorded_calls"] - replay["replayed_calls"]
-    if missing:
-        agents = ", ".join(f"{a} {n}" for a, n in replay.get("unreplayed_by_agent", {}).items())
-        why = "; ".join(w for w in (agents, replay.get("error", "")) if w)
-        parts.append(f"{missing} of {replay['recorded_calls']} recorded calls were not replayed"
-                     + (f" ({why})" if why else ""))
-    return "; ".join(parts)
+            drift = {"agent": agent, "call": number[agent], "file": old.get("_file", ""), **difference}
+    return {"recorded_calls": len(recorded), "replayed_calls": len(pairs),
+            "same_prompt": sum(a["same"] for a in by_agent.values()), "by_agent": dict(sorted(by_agent.items())),
+            "not_made": dict(sorted(Counter(c["agent"] for c in missing).items())),
+            "answered_elsewhere": answered_elsewhere(recorded, replayed), "drift": drift}

@@ -4,6 +4,7 @@ wall time of the whole run, for a kept record (docs/runs/NAME) and for its repla
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,17 @@ WALL_FROM = "the start of the first LLM call"
 """Where a run's wall time starts. The run's first event is the first LLM call's, written when the call ends, so
 the call's own latency is added to the span of the events (a record kept before ``wall_from`` was saved counted
 from that event: its first call is added when it is read)."""
+
+
+PASSED_CHECK = re.compile(r"success_rate [0-9.]+ >= threshold")
+"""The critic's own line for an attempt whose measured rate passed, as its prompts show it."""
+
+
+def critic_asked_on_pass(calls: list[dict[str, Any]]) -> bool:
+    """Whether a record's critic was asked about attempts that passed (its prompt shows the passed check): records
+    made before the critic stopped asking its LLM then (RLGPT_CRITIC_LLM_ON_PASS off by default since 2026-11-28),
+    which a replay repeats only with the setting on."""
+    return any(c["agent"] == "critic" and PASSED_CHECK.search(str(c.get("messages", ""))) for c in calls)
 
 
 def first_call_seconds(calls: list[dict[str, Any]]) -> float:

@@ -1,5 +1,5 @@
 """bench-replay's section is rebuilt from its raw results alone: each number is what it says, a record whose
-prompts drifted is listed as drifted with its reason and is not counted as reproduced."""
+prompts drifted is listed as drifted with what changed, the withdrawn ablation's records apart from the results."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from benchmarks.bench_replay import report
 from benchmarks.common import REPO_ROOT, load_results
-from benchmarks.replay.report import RAW, TITLE, render_section, summary_sentences
+from benchmarks.replay.report import RAW, TITLE, headline_result, render_section, summary_sentences
 
 
 def recorded(task: str, success: float, frames: int, best: dict[str, float]) -> dict[str, Any]:
@@ -18,19 +18,24 @@ def recorded(task: str, success: float, frames: int, best: dict[str, float]) -> 
         "critic": 2}, "wall_seconds": 149.4, "model": "a capable model"}
 
 
-def replayed(success: float, frames: int, same: int = 5, drift: dict[str, Any] | None = None,
-             replayed_calls: int = 5, error: str = "") -> dict[str, Any]:
+def replayed(success: float | None, frames: int, same: int = 5, replayed_calls: int = 5, error: str = "",
+             **extra: Any) -> dict[str, Any]:
     return {"success_rate": success, "frames_used": frames, "recorded_calls": 5, "replayed_calls": replayed_calls,
-            "same_prompt": same, "drift": drift, "error": error, "wall_seconds": 20.4, "date": "2026-11-29 10:00 UTC",
-            "machine": "a 2-core machine"}
+            "same_prompt": same, "not_made": {}, "answered_elsewhere": [], "changes": [], "changes_left_out": 0,
+            "error": error, "wall_seconds": 20.4, "date": "2026-11-29 10:00 UTC",
+            "machine": "a 2-core machine, load average 1.5 at start"} | extra
 
 
-DRIFT = {"agent": "fast", "call": 1, "file": "00002-iter0-collect_wood-fast.json", "line": 12,
-         "recorded": "Keep it short.", "now": "Keep it short; at most 60 lines."}
+LIMITS = {"removed": "…one JSON object only.", "added": "…one JSON object only; its limits: code 10 to 8,000…",
+          "agents": ["fast"], "calls": 2}
+OTHER = {"removed": "Keep it short.", "added": "Keep it shorter.", "agents": ["slow"], "calls": 1}
 FIXTURE = {"raw": "docs/results/bench-replay.json", "runs": [
+    {"name": "claude-relay-ablation-stone-one", "recorded": recorded("collect_stone", 1.0, 103, {"a": 1.0}),
+     "replay": replayed(1.0, 103, same=0, replayed_calls=1, changes=[LIMITS])},
     {"name": "relay-stone", "recorded": recorded("collect_stone", 1.0, 103, {"a": 1.0}), "replay": replayed(1.0, 103)},
     {"name": "relay-pickaxe", "recorded": recorded("make_wood_pickaxe", 1.0, 54, {"a": 1.0}),
-     "replay": replayed(1.0, 54, same=0, drift=DRIFT)},
+     "replay": replayed(1.0, 54, same=0, replayed_calls=3, not_made={"critic": 2}, changes=[LIMITS, OTHER],
+                        answered_elsewhere=[{"call": "iter0-b-critic", "answered_with": "00003-iter0-a-critic.json"}])},
     {"name": "relay-diamond", "recorded": recorded("collect_diamond", 0.0, 2927, {f"s{i}": 1.0 for i in range(9)}
                                                    | {"collect_diamond": 0.75}), "replay": None}]}
 
@@ -42,28 +47,41 @@ def test_the_section_is_rebuilt_from_the_raw_results_with_each_number_as_measure
     report(output=output, raw=raw)
     text = output.read_text()
     assert "old text" not in text and text.endswith("## Next section\n\nkept\n")
-    rows = [line for line in text.splitlines() if line.startswith("| ")]
-    assert rows[1:] == [
-        "| collect_stone | `docs/runs/relay-stone` | O=2 | a (code) | 100% | 103 | 5 (critic 2, fast 2, slow 1) | "
-        "149 | 100% | 103 | 5 of 5 | 5 | 20 | reproduced |",
-        "| make_wood_pickaxe | `docs/runs/relay-pickaxe` | O=2 | a (code) | 100% | 54 | 5 (critic 2, fast 2, slow 1) | "
-        "149 | 100% | 54 | 5 of 5 | 0 | 20 | drifted |",
-        "| collect_diamond | `docs/runs/relay-diamond` | O=2 | a (code) | 0% | 2927 | 5 (critic 2, fast 2, slow 1) | "
-        "149 | - | - | - | - | - | not replayed |"]
-    assert ("- Drifted: `relay-pickaxe`: the fast agent's prompt first differs at its call 1 "
-            "(00002-iter0-collect_wood-fast.json), line 12: recorded 'Keep it short.', now "
-            "'Keep it short; at most 60 lines.'.") in text
-    assert ("Replayed with no model: 2 of 3 records; 1 reproduced the recorded final success and frame count with "
-            "every recorded prompt word for word, 1 drifted") in text
-    assert "Not replayed since the prompt check: `relay-diamond`." in text
-    assert "on a 2-core machine, 2026-11-29 10:00 UTC to 2026-11-29 10:00 UTC" in text
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line]
+    assert rows[1:4] == [
+        "| collect_stone | `docs/runs/relay-stone` | O=2 | a (code) | 100% | 103 | 149 | 100% | 103 | 20 | "
+        "reproduced |",
+        "| make_wood_pickaxe | `docs/runs/relay-pickaxe` | O=2 | a (code) | 100% | 54 | 149 | 100% | 54 | 20 | "
+        "drifted |",
+        "| collect_diamond | `docs/runs/relay-diamond` | O=2 | a (code) | 0% | 2927 | 149 | - | - | - | "
+        "not replayed |"]
+    assert rows[5:8] == [
+        "| `relay-stone` | 100% | 5 (critic 2, fast 2, slow 1) | 5 | 5 | 0 | 0 | - |",
+        "| `relay-pickaxe` | 100% | 5 (critic 2, fast 2, slow 1) | 3 | 0 | critic 2 | 1 | A (2), 1 other changed line, "
+        "e.g. 'Keep it short.' -> 'Keep it shorter.' |",
+        "| `relay-diamond` | 0% | 5 (critic 2, fast 2, slow 1) | - | - | - | - | - |"]
+    withdrawn = text.split("Withdrawn records")[1]
+    assert "| `claude-relay-ablation-stone-one` | 100% | 5 (critic 2, fast 2, slow 1) | 1 | 0 | 0 | 0 | A (2) |" \
+        in withdrawn and "relay-stone`" not in withdrawn
+    assert "A: the answer format states the schema's limits" in text
+    assert "on a 2-core machine (load average 1.5 to 1.5 at the replays' starts), 2026-11-29 10:00 UTC" in text
+
+
+def test_the_headline_counts_the_kept_runs_and_the_withdrawn_records_apart() -> None:
+    assert headline_result(FIXTURE) == (
+        "3 kept runs (collect_stone, make_wood_pickaxe and collect_diamond): 1 reproduced, 1 drifted and 1 not "
+        "replayed; 5 of 10 recorded calls replayed with the recorded prompt (prompts edited since the records, each "
+        "edit listed in the section); 1 record of the withdrawn ablation: 0 of 5 calls with the recorded prompt")
 
 
 def test_the_sub_task_share_and_the_threshold_are_each_what_they_say() -> None:
-    text = " ".join(summary_sentences(FIXTURE["runs"]))
+    text = " ".join(summary_sentences(FIXTURE["runs"][1:]))
     assert "2 of 3 recorded runs solved their task (collect_stone, make_wood_pickaxe)." in text
     assert ("collect_diamond (`relay-diamond`) ended at 0% over the final episodes; 9 of 10 sub-tasks (90%) reached a "
             "test success of at least 80%, not collect_diamond (best 75%).") in text
+    assert ("Replayed with no model: 2 of 3 records; 1 reproduced the recorded final success and frame count with "
+            "every recorded prompt word for word, 1 drifted") in text
+    assert "Not replayed since the prompt check: `relay-diamond`." in text
 
 
 def test_a_replay_with_the_recorded_prompts_but_another_result_is_not_reproduced() -> None:
@@ -73,13 +91,12 @@ def test_a_replay_with_the_recorded_prompts_but_another_result_is_not_reproduced
     assert "1 replayed the recorded prompts to another result" in text
 
 
-def test_calls_left_unreplayed_are_a_drift_with_the_error() -> None:
+def test_a_replay_that_stopped_is_a_drift_with_the_error() -> None:
     runs = [{"name": "r", "recorded": recorded("collect_stone", 1.0, 103, {"a": 1.0}),
-             "replay": replayed(None, 0, same=3, replayed_calls=3, error="Unavailable: the run stopped")
-             | {"unreplayed_by_agent": {"critic": 2}}}]
-    assert "| drifted |" in render_section({"runs": runs})
-    assert ("- Drifted: `r`: 2 of 5 recorded calls were not replayed (critic 2; Unavailable: the run stopped).") in \
-        summary_sentences(runs)
+             "replay": replayed(None, 0, same=3, replayed_calls=3, error="Unavailable: the run stopped",
+                                not_made={"critic": 2})}]
+    section = render_section({"runs": runs})
+    assert "| drifted |" in section and "| critic 2 | 0 | -; stopped: Unavailable: the run stopped |" in section
 
 
 def test_the_committed_section_is_the_one_the_committed_raw_results_give() -> None:
