@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from describe_support import recorded_describe
 from pydantic import BaseModel, Field
 
-from describe_support import recorded_describe
 from rlgpt.v1 import common_pb2, planner_pb2
 from services.planner.agents.fast import FastAgent
 from services.planner.answer_limits import answer_limits

@@ -11,8 +11,7 @@ from typer.testing import CliRunner
 from rlgpt.app.cli import app
 from rlgpt.app.runner import RunOptions, budgets
 from rlgpt.v1 import env_pb2, planner_pb2
-from services.planner.budgets import (BUDGET_FIELDS, allowed_range, budget_problems, evaluation_problems,
-                                      resolve_budgets)
+from services.planner.budgets import BUDGET_FIELDS, allowed_range, budget_problems, evaluation_problems, resolve_budgets
 from services.planner.settings import PlannerSettings
 
 SETTINGS = PlannerSettings()
