@@ -10,6 +10,7 @@ from typing import Any
 
 from benchmarks.common import fmt_pct, joined, markdown_table
 from benchmarks.crafter.diamond_results import comparisons, p_text, paired
+from benchmarks.crafter.diamond_scorings import headline_text
 from benchmarks.crafter.report import LABELS, PUBLISHED_SCORES, held_out_numbers, variant_numbers
 from benchmarks.env.numbers import ratios as env_ratios
 from benchmarks.game import raw as game_raw
@@ -133,7 +134,8 @@ def diamond(results: dict[str, Any], raw: Path) -> Headline:
              for label_, result, chain_label, chain in comparisons(results)]
     where = results if own == "run" else results["agent"]
     episodes = next(iter(comparisons(results)))[1]["episodes"]
-    return Headline("make bench-diamond", "; ".join(found), f"the kept plan's chain alone, on the same {episodes:,} "
+    return Headline("make bench-diamond", "; ".join(found) + headline_text(results), f"the kept plan's chain alone, "
+                    f"on the same {episodes:,} "
                     "held-out worlds", where["date_utc"], cores(where["machine"]),
                     who(results["agent"]["llm"]) if results.get("agent") else NONE, raw_cell(raw))
 

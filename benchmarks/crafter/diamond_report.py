@@ -20,6 +20,7 @@ from benchmarks.crafter.diamond_results import (
     paired,
     variant,
 )
+from benchmarks.crafter.diamond_scorings import section_lines
 from rlgpt.env_contract import action_name
 
 SECTION_TITLE = "## collect_diamond with a kept plan: the chain alone vs APPO around it (make bench-diamond)"
@@ -200,6 +201,7 @@ def render_section(results: dict[str, Any], plot: str | None, title: str = SECTI
         opening + f" All are scored on the same {chain['episodes']} held-out worlds "
         "(the learner's evaluation seeds, never trained on); the policy sampling its actions as in training, and "
         "greedy (its most probable action, `EvaluateRequest.greedy`).", "",
+        *section_lines(results),  # every scoring of this policy, before any of its numbers
     ]
     if agent := results.get("agent"):
         a = agent["run"]
