@@ -75,8 +75,9 @@ MACRO_EPOCHS = 4
 step per batch, APPO around a kept plan made 382 steps in 1M frames and barely left its starting policy."""
 MACRO_MINIBATCH_TRAJECTORIES = 4
 """Trajectories per minibatch then: a batch of 2 workers x 8 envs in 4 minibatches, so with :data:`MACRO_EPOCHS`
-16 gradient steps per batch (PPO's usual 4 passes of 4 minibatches). Measured by bench-diamond (docs/BENCHMARKS.md,
-runs revised-updates and revised-updates-1m against revised)."""
+16 gradient steps per batch (PPO's usual 4 passes of 4 minibatches). Chosen from bench-diamond runs (revised-updates
+and revised-updates-1m against revised) scored on its held-out worlds, not on validation worlds: a working default,
+not a held-out result (docs/BENCHMARKS.md lists every scoring)."""
 MAX_EPOCHS = 16
 """Most passes over a batch (``num_epochs``) and most minibatches per pass (``num_minibatches``)."""
 DEFAULT_EPISODE_LENGTH = 1000
