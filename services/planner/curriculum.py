@@ -4,7 +4,7 @@ A game task has no one goal to repair a plan toward: its plan is a curriculum of
 curriculum often names achievements whose prerequisites it skips, repeats one step a dozen times, or pairs a name
 with a condition it does not mean (``collect_wood`` with "1 coal"). :func:`repair_curriculum` keeps what the agent
 chose, the achievements it aimed at (in its conditions or as a sub-task's name) in its order, and builds each
-one's chain from the rules (:func:`services.planner.plan_rules.repair_plan`, one goal at a time; an aim a later
+one's chain from the rules (:func:`services.planner.plan_rules.repair_plan`, one goal at a time; an aim another
 aim's chain unlocks on its way is reached there). An achievement's step already in the curriculum is not
 repeated: in one world it is already unlocked and adds nothing; items are used up, so a later chain collects
 what it uses again. Every fact comes from the rules message.
@@ -55,6 +55,17 @@ def _unlocks(rules: common_pb2.WorldRules, st: planner_pb2.SubTask, aim: str) ->
         c.inventory.item, 10**9)) for c in st.success)
 
 
+def _named(st: planner_pb2.SubTask) -> list[str]:
+    return [c.achievement for c in st.success if c.WhichOneof("kind") == "achievement"]
+
+
+def _name_of(st: planner_pb2.SubTask) -> str:
+    """A name that says the sub-task's conditions ("get_3_wood", "place_table")."""
+    parts = [c.achievement if c.WhichOneof("kind") == "achievement" else
+             f"get_{c.inventory.count}_{c.inventory.item}" for c in st.success]
+    return "_and_".join(parts)[:48].rstrip("_") or "step"
+
+
 def _achievements_only(st: planner_pb2.SubTask) -> bool:
     return all(c.WhichOneof("kind") == "achievement" for c in st.success)
 
@@ -69,15 +80,16 @@ def repair_curriculum(plan: planner_pb2.Plan, rules: common_pb2.WorldRules, achi
     """The rules' chain toward each achievement the plan aims at, in the plan's order, each achievement once; an aim
     whose chain would take the curriculum past ``limit`` sub-tasks is left out (the rationale says which). The
     model's sub-tasks with a step's conditions are kept as :func:`repair_plan` keeps them (a placeholder
-    description replaced by the conditions in words); a sub-task the rules add is coded and described from its
-    rule. A plan that aims at no achievement is returned as it is (nothing to repair toward). Deterministic."""
+    description replaced by the conditions in words, a name that is another achievement by one that says its
+    conditions); a sub-task the rules add is coded and described from its rule. A plan that aims at no achievement
+    is returned as it is (nothing to repair toward). Deterministic."""
     aims = aimed_at(plan, achievements)
     if not aims:
         return plan
     chains = {aim: list(repair_plan(plan, _goal(aim), rules, items, allowed_needs).subtasks) for aim in aims}
-    # An aim a later aim's chain unlocks on its way is reached there, with the amounts that chain needs.
-    on_the_way = [aim for k, aim in enumerate(aims)
-                  if any(_unlocks(rules, st, aim) for later in aims[k + 1:] for st in chains[later])]
+    # An aim another aim's chain unlocks on its way is reached there, with the amounts that chain needs.
+    on_the_way = [aim for aim in aims
+                  if any(_unlocks(rules, st, aim) for other in aims if other != aim for st in chains[other])]
     repaired = planner_pb2.Plan(iteration=plan.iteration)
     seen: set[bytes] = set()
     left_out = []
@@ -96,11 +108,13 @@ def repair_curriculum(plan: planner_pb2.Plan, rules: common_pb2.WorldRules, achi
             copy.CopyFrom(st)
             if not copy.description or PLACEHOLDER.fullmatch(copy.description):
                 copy.description = f"Reach {conditions_text(list(copy.success))}."
+            if copy.name in achievements and copy.name not in _named(copy):  # a name that says another aim
+                copy.name = _name_of(copy)
             while sum(s.name == copy.name for s in repaired.subtasks) > 1:
                 copy.name += "_2"
     names = [st.name for st in repaired.subtasks]
     over = f"; left out (over {limit} sub-tasks): {', '.join(left_out)}" if left_out else ""
-    way = f"; reached on a later aim's way: {', '.join(on_the_way)}" if on_the_way else ""
+    way = f"; reached on another aim's way: {', '.join(on_the_way)}" if on_the_way else ""
     before = " -> ".join(st.name for st in plan.subtasks)
     rationale = "" if PLACEHOLDER.fullmatch(plan.rationale) else plan.rationale
     repaired.rationale = (f"{rationale} | curriculum repaired from the rules toward the achievements the plan "
@@ -108,3 +122,23 @@ def repair_curriculum(plan: planner_pb2.Plan, rules: common_pb2.WorldRules, achi
                           f"{' -> '.join(names)}{way}{over}").strip(" |")
     log.info("curriculum repaired from the rules: %s", " -> ".join(names))
     return repaired
+
+
+def curriculum_violations(plan: planner_pb2.Plan, achievements: set[str]) -> list[str]:
+    """What a game's curriculum gets wrong besides the rules' order and amounts, one plain sentence each: an
+    achievement a sub-task aims at again (in one world it is unlocked once: the second adds nothing), and a sub-task
+    named after an achievement whose conditions do not name it (what it is for and what is checked disagree)."""
+    found, first = [], {}
+    for i, st in enumerate(plan.subtasks, 1):
+        named = _named(st)
+        for name in named:
+            if name in first:
+                found.append(f"sub-task {i} ({st.name}) aims again at achievement {name}, which sub-task "
+                             f"{first[name]} already unlocks; in one episode it counts once: aim at another "
+                             "achievement or remove it")
+            first.setdefault(name, i)
+        if st.name in achievements and st.name not in named:
+            found.append(f"sub-task {i} is named after achievement {st.name} but its success conditions do not name "
+                         f"it: give it the condition {{\"achievement\": \"{st.name}\"}} or another name")
+    return found
+

@@ -14,7 +14,7 @@ from rlgpt.v1 import planner_pb2
 from services.planner import coding_failed
 from services.planner.agents.one_answers import AnsweredPlan
 from services.planner.context import Mode
-from services.planner.curriculum import repair_curriculum
+from services.planner.curriculum import curriculum_violations, repair_curriculum
 from services.planner.plan_rules import needs_named, plan_violations, repair_plan
 from services.planner.plans import ending_in_goal, task_subtask
 from services.planner.state import Decision
@@ -102,6 +102,12 @@ class PlanMaking:
         assert self.slow is not None
         return self.slow.plan(task, iteration=iteration, previous=plan, feedback=feedback)
 
+    def _violations(self, plan: planner_pb2.Plan, allowed: set[str]) -> list[str]:
+        """The plan's violations of the rules; a game curriculum's own mistakes too (:func:`curriculum_violations`)."""
+        ctx = self.ctx
+        found = plan_violations(plan, ctx.run.request.task, ctx.describe.rules, ctx.items, allowed)
+        return found + curriculum_violations(plan, set(ctx.describe.achievements)) if ctx.game else found
+
     def _within_rules(self, plan: planner_pb2.Plan, goal: planner_pb2.SubTask) -> planner_pb2.Plan:
         """The planning agent's plan (the slow agent's, or the one agent's) checked against the world's rules
         (:mod:`services.planner.plan_rules`): one that breaks them goes back to the agent once, with the
@@ -109,9 +115,9 @@ class PlanMaking:
         game's curriculum toward the achievements it aimed at; a sub-task the repair adds has no answer of the one
         agent's: the loops treat it as unanswered until it revises the plan). Survival needs the critic's summary
         names are no side quests."""
-        ctx, task = self.ctx, self.ctx.run.request.task
+        ctx = self.ctx
         allowed = self._allowed_needs()
-        violations = plan_violations(plan, task, ctx.describe.rules, ctx.items, allowed)
+        violations = self._violations(plan, allowed)
         if not violations or self.slow is None:
             return plan
         who = "one agent" if self.one is not None else "slow agent"
@@ -127,7 +133,7 @@ class PlanMaking:
             return self._repaired(plan)
         ctx.run.llm_call(record)
         second = ending_in_goal(second, goal)
-        left = plan_violations(second, task, ctx.describe.rules, ctx.items, allowed)
+        left = self._violations(second, allowed)
         if not left:
             log.info("%s: the second plan keeps the game's rules", who)
             return second

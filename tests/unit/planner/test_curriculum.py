@@ -10,7 +10,7 @@ from test_plan_rules import got, held
 from rlgpt.v1 import common_pb2, env_pb2, planner_pb2
 from services.env_server.describe import describe
 from services.env_server.settings import EnvServerSettings
-from services.planner.curriculum import aimed_at, repair_curriculum
+from services.planner.curriculum import aimed_at, curriculum_violations, repair_curriculum
 from services.planner.game_task import GAME_OBJECTIVE
 from services.planner.plan_rules import plan_violations
 
@@ -50,7 +50,7 @@ def test_a_small_models_curriculum_becomes_the_rules_chain_toward_what_it_aimed_
     # collect_wood and collect_stone are unlocked on collect_iron's way (its 4 wood, its 1 stone)
     assert conditions(repaired) == ["4 wood", "place_table", "make_wood_pickaxe", "1 stone", "make_stone_pickaxe",
                                     "collect_iron"]
-    assert "reached on a later aim's way: collect_wood, collect_stone" in repaired.rationale
+    assert "reached on another aim's way: collect_wood, collect_stone" in repaired.rationale
     assert plan_violations(repaired, GAME, crafter.rules, set(crafter.items)) == []
     names = [st.name for st in repaired.subtasks]
     assert len(set(names)) == len(names)
@@ -99,3 +99,36 @@ def test_a_game_plan_that_breaks_the_rules_twice_is_repaired_not_kept(crafter, t
     assert "Your plan breaks the game's rules" in two.slow.feedback[-1]
     assert len(two.slow.feedback) == 2
     assert conditions(plan)[-1] == "collect_iron" and "curriculum repaired from the rules" in plan.rationale
+
+
+# The embedded model's second curriculum (2026-11-29, iteration 1): within the rules' order and amounts, yet a table
+# placed twice and names that say one achievement while the conditions check another.
+SECOND = plan(("make_wood_pickaxe", held("wood", 3)), ("place_table", got("place_table")),
+              ("make_wood_pickaxe_2", held("wood", 3)), ("place_table_2", got("place_table")))
+
+
+def test_a_curriculum_that_repeats_an_achievement_or_misnames_one_is_told_and_repaired(crafter) -> None:
+    assert plan_violations(SECOND, GAME, crafter.rules, set(crafter.items)) == []  # the rules alone see nothing
+    found = curriculum_violations(SECOND, set(crafter.achievements))
+    assert found == [
+        "sub-task 1 is named after achievement make_wood_pickaxe but its success conditions do not name it: give it "
+        'the condition {"achievement": "make_wood_pickaxe"} or another name',
+        "sub-task 4 (place_table_2) aims again at achievement place_table, which sub-task 2 already unlocks; in one "
+        "episode it counts once: aim at another achievement or remove it"]
+    repaired = repair(crafter, SECOND)
+    assert conditions(repaired) == ["3 wood", "place_table", "make_wood_pickaxe"]
+    assert curriculum_violations(repaired, set(crafter.achievements)) == []
+    assert curriculum_violations(repair(crafter, EMBEDDED), set(crafter.achievements)) == []
+
+
+def test_the_loop_tells_the_agent_a_curriculum_repeats_an_achievement_then_repairs_it(crafter, tmp_path: Path) -> None:
+    from test_coding_failed import ScriptedSlow
+    from test_loops import rl_loops
+
+    two, _ = rl_loops(tmp_path)
+    two.ctx.run.request.task.CopyFrom(GAME)
+    two.ctx.describe = crafter
+    two.slow, two.check_plans = ScriptedSlow(SECOND), True
+    plan = two._new_plan(None)
+    assert "aims again at achievement place_table" in two.slow.feedback[-1]
+    assert conditions(plan) == ["3 wood", "place_table", "make_wood_pickaxe"]
