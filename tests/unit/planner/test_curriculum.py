@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_plan_rules import got, held
@@ -85,17 +86,23 @@ def test_a_plan_that_aims_at_no_achievement_is_left_as_it_is(crafter) -> None:
     assert repair(crafter, model) is model
 
 
-def test_a_game_plan_that_breaks_the_rules_twice_is_repaired_not_kept(crafter, tmp_path: Path) -> None:
-    """The slow agent (a test double) answers the embedded model's curriculum twice: the planner asks once more with
-    the violations, then plays the repaired curriculum, where it used to keep the broken one."""
+def planned(crafter: env_pb2.DescribeResponse, tmp_path: Path,
+            answer: planner_pb2.Plan) -> tuple[Any, planner_pb2.Plan]:
+    """The loops' plan for a game whose slow agent (a test double) answers ``answer`` every time, plans checked."""
     from test_coding_failed import ScriptedSlow
     from test_loops import rl_loops
 
     two, _ = rl_loops(tmp_path)
     two.ctx.run.request.task.CopyFrom(GAME)
     two.ctx.describe = crafter
-    two.slow, two.check_plans = ScriptedSlow(EMBEDDED), True
-    plan = two._new_plan(None)
+    two.slow, two.check_plans = ScriptedSlow(answer), True
+    return two, two._new_plan(None)
+
+
+def test_a_game_plan_that_breaks_the_rules_twice_is_repaired_not_kept(crafter, tmp_path: Path) -> None:
+    """The slow agent (a test double) answers the embedded model's curriculum twice: the planner asks once more with
+    the violations, then plays the repaired curriculum, where it used to keep the broken one."""
+    two, plan = planned(crafter, tmp_path, EMBEDDED)
     assert "Your plan breaks the game's rules" in two.slow.feedback[-1]
     assert len(two.slow.feedback) == 2
     assert conditions(plan)[-1] == "collect_iron" and "curriculum repaired from the rules" in plan.rationale
@@ -122,13 +129,6 @@ def test_a_curriculum_that_repeats_an_achievement_or_misnames_one_is_told_and_re
 
 
 def test_the_loop_tells_the_agent_a_curriculum_repeats_an_achievement_then_repairs_it(crafter, tmp_path: Path) -> None:
-    from test_coding_failed import ScriptedSlow
-    from test_loops import rl_loops
-
-    two, _ = rl_loops(tmp_path)
-    two.ctx.run.request.task.CopyFrom(GAME)
-    two.ctx.describe = crafter
-    two.slow, two.check_plans = ScriptedSlow(SECOND), True
-    plan = two._new_plan(None)
+    two, plan = planned(crafter, tmp_path, SECOND)
     assert "aims again at achievement place_table" in two.slow.feedback[-1]
     assert conditions(plan) == ["3 wood", "place_table", "make_wood_pickaxe"]
