@@ -35,8 +35,7 @@ def aimed_at(plan: planner_pb2.Plan, achievements: set[str]) -> list[str]:
     names that are achievements."""
     aims: list[str] = []
     for st in plan.subtasks:
-        named = [c.achievement for c in st.success if c.WhichOneof("kind") == "achievement"]
-        for name in [*named, st.name]:
+        for name in [*_named(st), st.name]:
             if name in achievements and name not in aims:
                 aims.append(name)
     return aims
