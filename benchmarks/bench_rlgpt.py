@@ -1,19 +1,19 @@
 """`make bench-rlgpt`: pure RL vs pure code vs RL-GPT on Crafter tasks of different depth, same frame budget, and
 RL-GPT's agent ablation (one agent, slow + fast, slow + fast + critic, as in the paper).
 
-One set of services (env, learner, critic, planner, and the embedded LLM unless one is configured)
-serves every run. Each run's numbers come from the planner's gRPC API only (its ``WatchRun`` events, see
-``benchmarks/rlgpt/events.py``): the final whole-task success rate over E episodes, LLM tokens, training
-frames and the training frames to the first success, and the whole task's success after every outer iteration
-(the paper's success per iteration). ``rl-gpt`` runs once per agent setup (``--agents``, the planner's
-``StartRunRequest.agents``); the other modes run once. The results are saved in
-``docs/results/bench-rlgpt.json``, each run with its own date, machine and LLM: a rerun of some (task, mode, setup)
-replaces those runs and keeps the others (``benchmarks/rlgpt/results.py``; ``--fresh`` replaces the file);
-``--report-only`` rebuilds the section and its plots from them.
+Each run has services of its own (env, learner, critic, planner, and the embedded LLM unless one is configured),
+started with an empty skill library of its own, so every mode starts from the same library state. Each run's
+numbers come from the planner's gRPC API only (its ``WatchRun`` events, see ``benchmarks/rlgpt/events.py``): the
+final whole-task success rate over E episodes, LLM tokens, training frames and the training frames to the first
+success, and the whole task's success after every outer iteration (the paper's success per iteration). ``rl-gpt``
+runs once per agent setup (``--agents``, the planner's ``StartRunRequest.agents``); the other modes run once. The
+results are saved in ``docs/results/bench-rlgpt.json``, each run with its own date, machine and LLM: a rerun of some
+(task, mode, setup) replaces those runs and keeps the others (``benchmarks/rlgpt/results.py``; ``--fresh`` replaces
+the file); ``--report-only`` rebuilds the section and its plots from them.
 
-The runs share one planner, so its skill library too (a skill that passed its tests in an earlier run is offered
-to later ones); a bench starts from an empty library (the last bench's file in the work directory is removed,
-unless ``RLGPT_PLANNER_LIBRARY_PATH`` names another).
+Each run's library is a fresh file under ``<work>/libraries/`` (``RLGPT_PLANNER_LIBRARY_PATH`` of its planner;
+one set in this process is not used), and its raw result records that file and the skills the run found at its start
+(``benchmarks/rlgpt/library.py``). Results saved before that shared one planner and its library, in table order.
 
 Mode ``rl+reference-skills`` isolates RL-GPT's mechanism from the LLM's skill: the same training as pure RL, with
 the hand-written skills of ``services/env_server/skills/reference.py`` (written by people, never shown to the LLM)
@@ -33,6 +33,7 @@ from rich.console import Console
 
 from benchmarks.common import RAW_DIR, load_results, machine_description, save_results, utc_now, write_section
 from benchmarks.rlgpt.events import run_numbers
+from benchmarks.rlgpt.library import LIBRARY_ENV, run_library, started_with
 from benchmarks.rlgpt.report import ABLATED_MODE, AGENT_SETUPS, FIGURE, REFERENCE_MODE, TITLE, render_section
 from benchmarks.rlgpt.results import merged
 from benchmarks.run.reading import final_of
@@ -54,12 +55,14 @@ DEFAULT_AGENTS = ",".join(AGENT_SETUPS)
 # estimate): the last bench before the ablation ran 8 runs (2 of them rl-gpt, about 4.5 min each) at 30,000 frames
 # in 37 min; the ablation adds 4 rl-gpt runs and every planner run now evaluates the whole task after each outer
 # iteration (~63 min at 30,000). Training (~260 frames/s through the env server, 10 runs train) is the part that
-# scales with the budget: 20,000 frames saves roughly 6 min, about 55-60 min in all.
+# scales with the budget: 20,000 frames saves roughly 6 min, about 55-60 min in all. Each run now starts its own
+# services (the embedded model loaded once per run), which the estimate leaves out.
 RESULTS = Path("docs/results/bench-rlgpt.json")
 """The raw results, per run and per world of its final evaluation (tracked, unlike the runs under ``--work``)."""
 DEFAULT_FRAMES = 20000
 UNSET_AGENTS = ""  # pure RL and the reference-skills mode have no agents
 console = Console(stderr=True)
+log = logging.getLogger(__name__)
 
 
 def run_with_reference_skills(env_target: str, learner_target: str, task: str, frames: int, eval_episodes: int,
@@ -107,22 +110,47 @@ def default_run_count() -> int:
     return len(planned_runs(DEFAULT_TASKS.split(","), DEFAULT_MODES.split(","), DEFAULT_AGENTS.split(",")))
 
 
-def fresh_skill_library(work: Path) -> None:
-    """The planner's library file under ``work`` (where :func:`local_services` puts it) removed: a bench starts
-    with no skill from an earlier bench. A library named by RLGPT_PLANNER_LIBRARY_PATH is left alone."""
-    if not os.environ.get("RLGPT_PLANNER_LIBRARY_PATH"):
-        (work / "skill_library.json").unlink(missing_ok=True)
+def planner_run(planner_target: str, task: str, mode: str, setup: str, options: RunOptions,
+                name: str) -> tuple[dict[str, Any], Path]:
+    """One run of the planner, followed to its end: its numbers (from its events) and its run directory."""
+    stub = planner_pb2_grpc.PlannerServiceStub(create_channel(planner_target, default_timeout=120,
+                                                              wait_ready_seconds=60))
+    frames = options.total_frames
+    run = stub.StartRun(planner_pb2.StartRunRequest(
+        task=task_spec(task, ""), mode=mode, agents=setup, seed=options.seed, budgets=planner_pb2.Budgets(
+            max_outer_iterations=options.outer, max_inner_iterations=options.inner,
+            env_frames_per_training=frames if mode == "pure-rl" else frames // 2,
+            total_env_frames=frames, eval_episodes=options.eval_episodes)))
+    console.print(f"{name}: run {run.run_id}")
+    follow(stub, run.run_id, console)
+    # The run has ended: WatchRun from seq 0 replays all its events and then ends.
+    numbers = run_numbers(stub.WatchRun(planner_pb2.WatchRunRequest(run_id=run.run_id), timeout=600))
+    # Per world, so anyone can recompute the rates and pair the modes world by world.
+    return numbers | {"run_id": run.run_id, "final": final_of(Path(run.run_dir))}, Path(run.run_dir)
+
+
+def run_one(services: dict[str, Any], task: str, mode: str, setup: str, options: RunOptions,
+            name: str) -> tuple[dict[str, Any], Path | None]:
+    """One run on its services: its numbers, and its planner run directory (None for the mode without one)."""
+    if mode != REFERENCE_MODE:
+        return planner_run(services["planner"].target, task, mode, setup, options, name)
+    console.print(f"{name}: training with the reference skills")
+    return run_with_reference_skills(services["env"].target, services["learner"].target, task, options.total_frames,
+                                     options.eval_episodes, options.seed), None
 
 
 def run_modes(tasks: list[str], modes: list[str], agents: list[str], frames: int, eval_episodes: int,
               work: Path, llm_name: str = "") -> dict[str, Any]:
-    """Every (task, mode, agent setup) run on one set of local services; the numbers of each from the services'
-    APIs. ``llm_name``: how the section names the LLM (default: from the LLM settings)."""
+    """Every (task, mode, agent setup) run, each on local services of its own started with an empty skill library
+    of its own (:func:`benchmarks.rlgpt.library.run_library`), so every mode starts from the same library state;
+    the numbers of each from the services' APIs. ``llm_name``: how the section names the LLM (default: from the
+    LLM settings)."""
     llm = LLMSettings.load()
     llm_name = llm_name or (f"embedded {llm.local_model} (llama.cpp server)" if needs_local_server(llm)
                             else f"{llm.model or 'gpt-4o-mini'} at {llm.base_url or 'api.openai.com'}")
     skill_format = PlannerSettings.load().skill_format
-    fresh_skill_library(work)
+    if os.environ.get(LIBRARY_ENV):
+        log.warning("%s is not used by the bench: each run starts from an empty library of its own", LIBRARY_ENV)
     base = RunOptions(task="", success="", mode="rl-gpt", agents="slow-fast-critic", resume=None, runs_dir=work,
                       outer=2, inner=2, frames_per_training=frames // 2, total_frames=frames,
                       eval_episodes=eval_episodes, candidates=1, seed=0)
@@ -131,33 +159,18 @@ def run_modes(tasks: list[str], modes: list[str], agents: list[str], frames: int
                      "agents": agents, "default_frames": DEFAULT_FRAMES, "default_runs": default_run_count()},
         "reference_skills": list(REFERENCE_SKILLS), "runs": []}
     started = time.time()
-    with local_services(base, work / "logs") as services:
-        stub = planner_pb2_grpc.PlannerServiceStub(
-            create_channel(services["planner"].target, default_timeout=120, wait_ready_seconds=60))
-        plan = planned_runs(tasks, modes, agents)
-        for index, (task, mode, setup) in enumerate(plan, 1):
+    plan = planned_runs(tasks, modes, agents)
+    for index, (task, mode, setup) in enumerate(plan, 1):
+        library = run_library(work, index, task, mode, setup)
+        with local_services(base, work / "logs" / library.stem, {LIBRARY_ENV: str(library)}) as services:
             t0, measured = time.time(), {"date_utc": utc_now(), "machine": machine_description(), "llm": llm_name,
                                          "skill_format": skill_format}
             name = f"[{index}/{len(plan)}] {task} / {mode}" + (f" / {setup}" if setup else "")
-            if mode == REFERENCE_MODE:
-                console.print(f"{name}: training with the reference skills")
-                numbers = run_with_reference_skills(services["env"].target, services["learner"].target, task,
-                                                    frames, eval_episodes, base.seed)
-            else:
-                run = stub.StartRun(planner_pb2.StartRunRequest(
-                    task=task_spec(task, ""), mode=mode, agents=setup, seed=0, budgets=planner_pb2.Budgets(
-                        max_outer_iterations=base.outer, max_inner_iterations=base.inner,
-                        env_frames_per_training=frames if mode == "pure-rl" else frames // 2,
-                        total_env_frames=frames, eval_episodes=eval_episodes)))
-                console.print(f"{name}: run {run.run_id}")
-                follow(stub, run.run_id, console)
-                # The run has ended: WatchRun from seq 0 replays all its events and then ends.
-                numbers = run_numbers(stub.WatchRun(planner_pb2.WatchRunRequest(run_id=run.run_id), timeout=600))
-                # Per world, so anyone can recompute the rates and pair the modes world by world.
-                numbers |= {"run_id": run.run_id, "final": final_of(Path(run.run_dir))}
-            results["runs"].append({"task": task, "mode": mode, "agents": setup, "seconds": time.time() - t0,
-                                    **measured, **numbers})
-            save_results(work / "results.partial.json", results)  # what ran so far, should the bench stop
+            numbers, run_dir = run_one(services, task, mode, setup, base, name)
+            seconds = time.time() - t0  # the run, not its services' start and stop
+        results["runs"].append({"task": task, "mode": mode, "agents": setup, "seconds": seconds,
+                                **measured, **numbers, "library": started_with(work, library, run_dir)})
+        save_results(work / "results.partial.json", results)  # what ran so far, should the bench stop
     results["total_seconds"] = time.time() - started
     return results
 

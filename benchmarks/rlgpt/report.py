@@ -1,9 +1,9 @@
 """bench-rlgpt's section of BENCHMARKS.md and its plots, built only from the saved results.
 
 A run is one dict of ``results["runs"]``: task, mode, agents (the planner's agent setup; absent in results saved
-before the agent ablation, "" for runs without agents), seconds, where it was measured (:mod:`.results`) and
-:func:`benchmarks.rlgpt.events.run_numbers`'s numbers (``iterations`` absent in results saved before the planner
-reported success per iteration)."""
+before the agent ablation, "" for runs without agents), seconds, where it was measured (:mod:`.results`), the
+library it started from (:mod:`.library`) and :func:`benchmarks.rlgpt.events.run_numbers`'s numbers (``iterations``
+absent in results saved before the planner reported success per iteration)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import joined, markdown_table
+from benchmarks.rlgpt.library import library_cell, library_text
 from benchmarks.rlgpt.plots import plot_iterations, plot_modes
 from benchmarks.rlgpt.results import measured_cell, measured_text
 from benchmarks.rlgpt.runs import ABLATED_MODE, NOT_EVALUATED, fmt_pct, iteration_runs, iterations, label
@@ -233,12 +234,13 @@ def render_section(results: dict[str, Any], figure: Path | None = None,
              f"{r['frames_to_first_training_success']:,}" if r["frames_to_first_training_success"] is not None else "-",
              f"{r['training_frames']:,}", f"{r.get('skill_test_frames', 0):,}", r["tokens"],
              f"error: {r['error'][:60]}" if r["error"] else r["plan"] or "-", r.get("controller") or "-",
-             f"{r['seconds'] / 60:.1f}" if "seconds" in r else "-", measured_cell(results, r))
+             f"{r['seconds'] / 60:.1f}" if "seconds" in r else "-", library_cell(r), measured_cell(results, r))
             for r in runs]
     lines = [title, "", f"{measured_text(results)}{budget_text(results)}.", "",
              *markdown_table(("task", "mode", "agents", "final success", "training frames to first success",
                               "training frames", "skill-test frames", "LLM tokens", "last plan (or error)",
-                              "final controller", "min", "measured"), rows, "lllrrrrrllrl"), "",
+                              "final controller", "min", "library at start", "measured"), rows, "lllrrrrrllrll"),
+             "",
              "All numbers come from the planner's `WatchRun` events: the final success and controller from `run_end`, "
              "the success after each outer iteration from `iteration_end`, tokens from the `llm` events, training "
              "frames from the last `training` progress of each job, skill-test frames from the `code` events, the "
@@ -251,9 +253,7 @@ def render_section(results: dict[str, Any], figure: Path | None = None,
              f"({', '.join(results['reference_skills'])}) as macro actions. Agent setups (the planner's "
              "`StartRunRequest.agents`): `one` (one LLM plans, codes and configures in one answer per outer iteration; "
              "no critic), "
-             "`slow-fast` (no critic), `slow-fast-critic`. The runs of one bench share the planner's skill "
-             "library, in the table's order: a skill that passed its tests in an earlier run is offered to later "
-             "ones.", ""]
+             f"`slow-fast` (no critic), `slow-fast-critic`. {library_text(runs)}", ""]
     tasks = list(dict.fromkeys(r["task"] for r in runs))
     lines += [" ".join(ranking(task, [r for r in runs if r["task"] == task]) for task in tasks), ""]
     pairs = [paired_sentence(task, [r for r in runs if r["task"] == task]) for task in tasks]
