@@ -133,6 +133,11 @@ class FinalResult:
     """A game task's measure (services/planner/game_task.py): the game's score in percent; None otherwise."""
     achievement_rates: dict[str, float] = dataclasses.field(default_factory=dict)
     """A game task's: each achievement's success rate in percent over the episodes."""
+    episodes_cut: int = 0
+    """A game task's: episodes that stopped at the run's episode cap (game_task.episode_cap), short of the game's
+    length."""
+    episode_cap: int = 0
+    """A game task's: the frames its episodes could last (0: not recorded)."""
 
     def as_json(self) -> dict[str, Any]:
         keep = ("episodes", "frames_used", "controller", "success_rate")
@@ -185,6 +190,11 @@ class SubTaskState:
         return self.tests[-1].get("error", "") if self.tests else ""
 
 
+def conditions_of(st: planner_pb2.SubTask) -> list[bytes]:
+    """A sub-task's success conditions, in a fixed order: what defines it, whatever it is named."""
+    return sorted(c.SerializeToString(deterministic=True) for c in st.success)
+
+
 @dataclasses.dataclass
 class RunState:
     """Everything a resumed run needs."""
@@ -198,6 +208,9 @@ class RunState:
     """The run's frame budget as resolved when it (last) started (0: unbounded); for its report."""
     evaluation_frames: int = 0
     """Of ``frames_used``, the whole-task evaluations' (counted for a game task only, whose every frame counts)."""
+    longest_episode: int = 0
+    """A game task's longest whole-task or policy evaluation episode so far (frames; 0: none measured yet): it sets
+    how long later evaluations' episodes may last and so what they keep back (game_task.episode_cap)."""
     slow_feedback: str = ""
     iterations: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     """Per outer iteration, an :class:`IterationRecord` as JSON."""
@@ -230,13 +243,27 @@ class RunState:
         return json_format.ParseDict(self.plan, planner_pb2.Plan()) if self.plan else None
 
     def set_plan(self, plan: planner_pb2.Plan) -> None:
+        """``plan`` adopted. A sub-task keeps its progress under the same name and success conditions (a done one
+        keeps its decision too; one not done follows the new plan's); a name given other conditions is another
+        sub-task and starts fresh (pending, no code, no policy, no attempts): the old work met other conditions.
+        A changed decision under the same conditions is not a new sub-task (coding_failed.kept_rl decides it)."""
+        earlier = {st.name: conditions_of(st) for st in self._plans_before()}  # the latest plan's win
         self.plan = json_format.MessageToDict(plan, preserving_proto_field_name=True)
         self.plans.append(self.plan)
         for st in plan.subtasks:
             decision = Decision.of(st)
+            if st.name in earlier and earlier[st.name] != conditions_of(st):
+                self.subtasks.pop(st.name, None)  # the name is reused for other conditions
             state = self.subtasks.setdefault(st.name, SubTaskState(name=st.name, decision=decision))
             if state.status != Status.DONE:
                 state.decision = decision
+
+    def _plans_before(self) -> list[planner_pb2.SubTask]:
+        """The sub-tasks of the earlier plans, latest last; the current plan (a restored best one may be an
+        earlier plan again: the sub-tasks' work is its) counts as the latest."""
+        plans = [*self.plans, *([self.plan] if self.plan else [])]
+        return [st for doc in plans
+                for st in json_format.ParseDict(doc, planner_pb2.Plan(), ignore_unknown_fields=True).subtasks]
 
     def save(self, run_dir: Path) -> None:
         tmp = run_dir / "state.json.tmp"

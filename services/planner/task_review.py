@@ -17,6 +17,7 @@ A game task's episodes never succeed: its controller replaces the best when it s
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 from typing import Any
@@ -31,7 +32,7 @@ from services.planner import game_task
 from services.planner.context import RunContext
 from services.planner.controller import policy_of
 from services.planner.judging import JUDGE_ROLLOUTS, critic_judges, critic_terms
-from services.planner.state import Decision, IterationRecord, Status
+from services.planner.state import Decision, IterationRecord, Status, SubTaskState
 
 log = logging.getLogger(__name__)
 TAIL_CHARS = 1500
@@ -147,9 +148,18 @@ def snapshot(ctx: RunContext, record: IterationRecord) -> dict[str, Any]:
     score = {"score": record.score} if record.score is not None else {}  # a game task's measure
     return {"iteration": record.iteration, "success_rate": record.success_rate, "successes": list(record.successes),
             **score, "plan": ctx.state.plan,
-            "controllers": {name: {"decision": str(sub.decision), "skill_code": sub.skill_code,
-                                   "policy": policy_of(sub) if sub.decision == Decision.RL else ""}
-                            for name, sub in subs.items()}}
+            "controllers": {name: controller_of(sub) for name, sub in subs.items()}}
+
+
+def controller_of(sub: SubTaskState) -> dict[str, Any]:
+    """A sub-task's controller as the best snapshot keeps it: its code or policy, and where the sub-task stood with
+    it (status, success rate, feedback); an RL one's training too (its job, config and macro actions: what the
+    chain runs it with, kept when a re-plan gives the name other conditions and the sub-task starts fresh)."""
+    rl = sub.decision == Decision.RL
+    return {"decision": str(sub.decision), "skill_code": sub.skill_code, "policy": policy_of(sub) if rl else "",
+            "status": str(sub.status), "success_rate": sub.success_rate, "feedback": sub.feedback,
+            **({"job_id": sub.job_id, **copy.deepcopy({"rl_config": sub.rl_config, "macro_actions": sub.macro_actions})}
+               if rl else {})}
 
 
 def keep_best(ctx: RunContext, record: IterationRecord) -> str:
@@ -181,7 +191,9 @@ def _keep_higher_score(ctx: RunContext, record: IterationRecord, best: dict[str,
 
 
 def restore(ctx: RunContext, best: dict[str, Any]) -> None:
-    """The best controller back: its plan, each sub-task's decision, code and policy (pinned)."""
+    """The best controller back: its plan, each sub-task's decision, code and policy (pinned), and where each
+    sub-task stood with it (:func:`recorded_status`, its success rate and feedback), so a link that had failed is
+    attempted again and the slow agent reads that it failed; a fresh inner budget for the next iteration."""
     if best.get("plan"):
         ctx.state.plan = best["plan"]
         ctx.run.plan = json_format.ParseDict(best["plan"], planner_pb2.Plan())
@@ -189,10 +201,27 @@ def restore(ctx: RunContext, best: dict[str, Any]) -> None:
         sub = ctx.state.subtasks.get(name)
         if sub is None:
             continue
+        sub.status, sub.inner_iterations = recorded_status(sub, controller), 0
         sub.decision, sub.skill_code = Decision(controller["decision"]), controller["skill_code"]
         sub.policy_job = controller.get("policy", "")
-        sub.status = Status.DONE
+        sub.success_rate = float(controller.get("success_rate", sub.success_rate))
+        sub.feedback = controller.get("feedback", sub.feedback)
+        for key in ("job_id", "rl_config", "macro_actions"):  # an RL controller's training
+            if key in controller:
+                setattr(sub, key, copy.deepcopy(controller[key]))  # the snapshot stays as it was
     ctx.save()
+
+
+def recorded_status(sub: SubTaskState, controller: dict[str, Any]) -> Status:
+    """The status ``sub`` had when ``controller`` was recorded. A record written before statuses were recorded:
+    done only where the sub-task still runs that controller and is done (its last verdict passed it), failed
+    otherwise: nothing recorded says the controller passed, and a failed link is attempted again where a done one
+    would be skipped for good (and the slow agent told it was done)."""
+    if "status" in controller:
+        return Status(controller["status"])
+    same = (str(sub.decision) == controller["decision"] and sub.skill_code == controller["skill_code"]
+            and (policy_of(sub) if sub.decision == Decision.RL else "") == controller.get("policy", ""))
+    return Status.DONE if same and sub.status == Status.DONE else Status.FAILED
 
 
 def judged(ctx: RunContext, plan: planner_pb2.Plan, record: IterationRecord,
