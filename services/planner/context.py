@@ -7,6 +7,7 @@ import dataclasses
 import enum
 import json
 import threading
+from collections.abc import Iterable
 from typing import Any
 
 from rlgpt import deadlines
@@ -124,16 +125,28 @@ class RunContext:
     def frames_left(self) -> int | None:
         """Frames the run's work may still spend (a game task's evaluations still due kept back); None: unbounded."""
         total = self.budgets.total_env_frames
-        reserved = self.evaluations_due() * game_task.evaluation_frames(self.run.request.task, self.budgets,
-                                                                         self.settings)
+        reserved = self.evaluations_due() * self.evaluation_hold()
         return None if not total else max(0, total - self.state.frames_used - reserved)
 
     def evaluation_fits(self) -> bool:
         """Whether an iteration's whole-task evaluation fits the frame budget beside the final one's (always for
         a task whose evaluations are not counted)."""
         total = self.budgets.total_env_frames
-        one = game_task.evaluation_frames(self.run.request.task, self.budgets, self.settings)
-        return not self.game or not total or total - self.state.frames_used >= 2 * one
+        return not self.game or not total or total - self.state.frames_used >= 2 * self.evaluation_hold()
+
+    def episode_cap(self) -> int:
+        """Frames a whole-task evaluation's episode may last now (game_task.episode_cap)."""
+        return game_task.episode_cap(self.run.request.task, self.settings, self.state.longest_episode)
+
+    def evaluation_hold(self) -> int:
+        """The frames one whole-task (or policy) evaluation keeps back: ``eval_episodes`` x :meth:`episode_cap`."""
+        return self.budgets.eval_episodes * self.episode_cap()
+
+    def note_episodes(self, steps: Iterable[int]) -> None:
+        """A game task's evaluation episodes' lengths: the longest sets later evaluations' cap; thread-safe."""
+        if self.game:
+            with self._lock:
+                self.state.longest_episode = max(self.state.longest_episode, *steps, 0)
 
     def spend_evaluation(self, frames: int) -> None:
         """Counts a game task's whole-task evaluation against the run's budget (other tasks' are not counted)."""

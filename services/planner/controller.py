@@ -119,7 +119,7 @@ def evaluate_chain(ctx: RunContext, *, episodes: int, seed: int, label: str, ani
         result.controller += f"; without a controller yet: {', '.join(missing)}"
     return measured(ctx, learner_evaluation(ctx, learner_pb2.EvaluateRequest(
         chain=links, task=whole, episodes=episodes, seed=seed,
-        episode_length=game_task.episode_frames(task, ctx.settings), animate=animate), result, label))
+        episode_length=ctx.episode_cap(), animate=animate), result, label))
 
 
 def measured(ctx: RunContext, result: FinalResult) -> FinalResult:
@@ -127,7 +127,12 @@ def measured(ctx: RunContext, result: FinalResult) -> FinalResult:
     achievements its episodes unlocked) and its frames counted toward the run's; another task's as it is."""
     if ctx.game and result.episode_summaries:
         result.score, result.achievement_rates = game_task.measure(result.episode_summaries, ctx.describe.achievements)
-        ctx.spend_evaluation(sum(e.steps for e in result.episode_summaries))
+        steps = [e.steps for e in result.episode_summaries]
+        result.episode_cap = ctx.episode_cap()  # the cap it played under, before its episodes may raise it
+        result.episodes_cut = game_task.cut_episodes(
+            steps, result.episode_cap, game_task.episode_frames(ctx.run.request.task, ctx.settings))
+        ctx.spend_evaluation(sum(steps))
+        ctx.note_episodes(steps)
         result.frames_used = ctx.state.frames_used
     return result
 
@@ -167,7 +172,7 @@ def _code_chain(ctx: RunContext, plan: planner_pb2.Plan, codes: list[tuple[str, 
     run until its sub-task's conditions hold, in plan order: the plan action a kept plan's policy steps in
     between, on the worlds every other controller is evaluated on."""
     result.controller = CHAIN_CONTROLLER
-    frames = game_task.episode_frames(ctx.run.request.task, ctx.settings)
+    frames = ctx.episode_cap()
     try:
         names = register_chain_skills(ctx, codes)
         response = ctx.stubs.env.RunSkill(env_pb2.RunSkillRequest(

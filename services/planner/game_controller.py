@@ -38,7 +38,7 @@ def training_frames(ctx: RunContext) -> int | None:
     left = ctx.frames_left()
     if left is None:
         return None
-    return max(0, left - game_task.evaluation_frames(ctx.run.request.task, ctx.budgets, ctx.settings))
+    return max(0, left - ctx.evaluation_hold())
 
 
 def possible(ctx: RunContext, plan: planner_pb2.Plan | None) -> bool:

@@ -11,10 +11,11 @@ scored; the choice is made before the final evaluation, on worlds apart from the
 - ``kept plan`` (B, :mod:`services.planner.game_kept_plan`): RL around the kept plan.
 
 Frames: the final evaluation's are kept back (``RunContext.frames_left``), and each training keeps back its own
-evaluation's (``eval_episodes`` x the game's episode length) while it trains. When both trainings are possible, A
+evaluation's (``RunContext.evaluation_hold``: ``eval_episodes`` x the run's episode cap, which follows the longest
+episode the run's evaluations played, game_task.episode_cap) while it trains. When both trainings are possible, A
 gets half of what is left once one evaluation is kept back, and B then gets all that is left once its own
-evaluation is kept back: the other half less what A's evaluation spent (the game's episodes mostly end long before
-their length, so about half each, and no frame is left unspent). When that half is below
+evaluation is kept back: the other half less what A's evaluation spent, so about half each, and what the
+evaluations kept back but did not spend is what the final evaluation leaves. When that half is below
 :data:`~services.planner.game_controller.MIN_FRAMES`, or B is not possible (no step has a controller, kept plans
 off), A gets all but its evaluation; B alone (no coded skill in the plan) gets the same. A training with fewer than
 MIN_FRAMES is not made.
@@ -29,7 +30,7 @@ import logging
 from typing import Any
 
 from rlgpt.v1 import learner_pb2, planner_pb2
-from services.planner import game_controller, game_kept_plan, game_task
+from services.planner import game_controller, game_kept_plan
 from services.planner.attempts import Attempts
 from services.planner.context import RunContext
 from services.planner.controller import final_evaluation, learner_evaluation, measured
@@ -48,7 +49,7 @@ def macro_frames(ctx: RunContext, both: bool) -> int | None:
     left = ctx.frames_left()
     if left is None:
         return None
-    alone = max(0, left - game_task.evaluation_frames(ctx.run.request.task, ctx.budgets, ctx.settings))
+    alone = max(0, left - ctx.evaluation_hold())
     return alone // 2 if both and alone // 2 >= game_controller.MIN_FRAMES else alone
 
 
@@ -116,9 +117,8 @@ def evaluate(ctx: RunContext, *, episodes: int, seed: int, animate: int = 0) -> 
     if choice.chosen == CHAIN:
         return final_evaluation(ctx, animate=animate)
     job = str(record_of(ctx.state, choice.chosen)["job_id"])
-    task = ctx.run.request.task
     result = FinalResult(episodes=episodes, frames_used=ctx.state.frames_used, seed=seed,
                          controller=CONTROLLERS[choice.chosen].format(job=job))
     return measured(ctx, learner_evaluation(ctx, learner_pb2.EvaluateRequest(
-        job_id=job, episodes=episodes, seed=seed, episode_length=game_task.episode_frames(task, ctx.settings),
+        job_id=job, episodes=episodes, seed=seed, episode_length=ctx.episode_cap(),
         animate=animate), result, f"final ({choice.chosen})"))

@@ -11,9 +11,16 @@ planner does with it.
   is done when an evaluation's score reaches it. A later controller replaces the best one when it scores higher on
   the same worlds.
 - Frames: the run's whole spend counts toward its frame budget (skill tests, trainings, the policies' and the whole
-  task's evaluations), and the work keeps back the frames of the whole-task evaluations still due (each at most
-  ``eval_episodes`` x the episode length): the final one, and the iteration's own while an iteration runs. Unset,
-  the budget is the planner's ``game_env_frames`` (the benchmark's 1M); set, it must cover one evaluation.
+  task's evaluations), and the work keeps back the frames of the whole-task evaluations still due: the final one,
+  and the iteration's own while an iteration runs, each ``eval_episodes`` x :func:`episode_cap`. Unset, the budget
+  is the planner's ``game_env_frames`` (the benchmark's 1M); set, it must cover one evaluation at the game's length.
+- Episode cap: until one of the run's evaluations was measured, an evaluation episode may last the game's length
+  (10,000 frames) and that is what is kept back; once measured, twice the longest episode any of the run's
+  evaluations played (at least :data:`EVALUATION_FLOOR`, at most the game's length). Kept back at the game's
+  length, a 1M-frame run left most of its budget unspent (32 x 10,000 frames held for each evaluation still due,
+  where the game's episodes mostly end within a few hundred frames); an evaluation never spends more than it
+  kept back, since its episodes stop at the cap (an episode cut there is counted and reported, and the cap
+  doubles for the next evaluation, as the longest episode then is the cap).
 """
 
 from __future__ import annotations
@@ -37,8 +44,27 @@ def episode_frames(task: common_pb2.TaskSpec, settings: PlannerSettings) -> int:
     return (task.episode_length or settings.final_episode_frames) if is_game(task) else settings.final_episode_frames
 
 
+EVALUATION_FLOOR = 1_000
+"""The shortest episode cap once the run's evaluations were measured (:func:`episode_cap`)."""
+
+
+def episode_cap(task: common_pb2.TaskSpec, settings: PlannerSettings, longest: int) -> int:
+    """Frames one whole-task evaluation episode may last in this run (module docstring): ``longest`` is the
+    longest episode the run's evaluations played so far (0: none yet); another task's episodes are not capped."""
+    full = episode_frames(task, settings)
+    if not is_game(task) or longest <= 0:
+        return full
+    return min(full, max(EVALUATION_FLOOR, 2 * longest))
+
+
+def cut_episodes(steps: Sequence[int], cap: int, full: int) -> int:
+    """How many of an evaluation's episodes stopped at its cap, short of the game's length ``full``."""
+    return sum(1 for n in steps if n >= cap) if cap < full else 0
+
+
 def evaluation_frames(task: common_pb2.TaskSpec, budgets: planner_pb2.Budgets, settings: PlannerSettings) -> int:
-    """The most frames one whole-task evaluation may spend (every episode to its end)."""
+    """The most frames one whole-task evaluation may spend (every episode to the game's length): what a budget
+    must cover at StartRun."""
     return budgets.eval_episodes * episode_frames(task, settings)
 
 

@@ -147,7 +147,7 @@ class TwoLoops(PlanMaking, InnerLoops):
                           common_pb2.RewardTerm(kind="achievement", target="*", weight=1.0)])
         task = ctx.run.request.task
         if ctx.game:  # the game's own reward and episodes; the frames its policy's and the final evaluation leave
-            left, evaluation = ctx.frames_left(), game_task.evaluation_frames(task, ctx.budgets, ctx.settings)
+            left, evaluation = ctx.frames_left(), ctx.evaluation_hold()
             game_task.on_the_game(config, task, ctx.settings)
             config.env_frames = ctx.budgets.env_frames_per_training if left is None else max(0, left - evaluation)
         self.attempts.train(st, state, config)

@@ -23,8 +23,11 @@ def score_line(final: dict[str, Any], target: float | None) -> str:
     episodes = int(final.get("episodes") or 0)
     worlds = f" on worlds {final['seed']}..{final['seed'] + episodes - 1}" if "seed" in final and episodes else ""
     aim = f", target {100.0 * target:.1f}" if target is not None else ""
+    cut = int(final.get("episodes_cut") or 0)  # stopped at the run's episode cap (game_task.episode_cap)
+    cap = (f"; {cut} of them stopped at the run's cap of {int(final.get('episode_cap') or 0):,} frames, alive"
+           if cut else "")
     return (f"- final score: **{_score(final)}** over {episodes} episodes{worlds}{aim} "
-            f"({final.get('controller', '')})")
+            f"({final.get('controller', '')}){cap}")
 
 
 def frames_line(state: RunState) -> str:

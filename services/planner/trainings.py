@@ -152,11 +152,13 @@ class Training:
         asked = learner_pb2.EvaluateRequest(job_id=job_id, episodes=ctx.budgets.eval_episodes,
                                             seed=worlds.held_out_worlds(ctx.seed) if self.eval_seed is None
                                             else self.eval_seed,
-                                            frames_per_episode=frames_per_episode)
+                                            frames_per_episode=frames_per_episode,
+                                            episode_length=ctx.episode_cap() if ctx.game else 0)
         evaluation = learner_of(ctx, st).Evaluate(asked, timeout=evaluation_seconds(ctx, asked,
                                                                                     self.config.episode_length))
         if ctx.game:  # a game task counts its whole spend, evaluations too (services/planner/game_task.py)
             ctx.spend(state, sum(e.steps for e in evaluation.episodes))
+            ctx.note_episodes(e.steps for e in evaluation.episodes)
         state.record(TestRecord(iteration=ctx.state.outer_iteration, kind=Decision.RL, job_id=job_id,
                                 success_rate=evaluation.success_rate, frames=state.frames))
         ctx.attempt_file(f"{st.name}_rl{state.inner_iterations}", {

@@ -15,7 +15,7 @@ from test_game_measure import GAME, FakeEnv
 
 from rlgpt import worlds
 from rlgpt.v1 import learner_pb2, planner_pb2
-from services.planner import game_final, game_kept_plan
+from services.planner import game_final, game_kept_plan, game_task
 from services.planner.game_controller import MIN_FRAMES
 from services.planner.report_game import achievements_section
 from services.planner.state import Decision
@@ -43,7 +43,11 @@ def test_a_game_run_trains_both_controllers_on_the_games_reward_half_each(tmp_pa
     left = 100_000 - EVALUATION  # the final evaluation kept back
     assert macro.env_frames == (left - EVALUATION) // 2 == 30_000 and macro.skills  # A: half, its evaluation kept
     assert two.state.game_controller["frames"] == macro.env_frames + SPENT  # its training and its evaluation
-    assert kept.env_frames == left - macro.env_frames - SPENT - EVALUATION == 29_400  # B: the rest
+    # A's evaluation measured 300-frame episodes: later evaluations keep back 2 episodes x the floor cap of 1,000
+    # (twice the longest, at least EVALUATION_FLOOR), not 2 x 10,000: B gets all the rest.
+    held = 2 * game_task.EVALUATION_FLOOR
+    assert two.state.longest_episode == 300 and two.ctx.evaluation_hold() == held
+    assert kept.env_frames == 100_000 - macro.env_frames - SPENT - 2 * held == 65_400  # B: the rest
     # B: the plan's two coded steps as one macro action, paid the game's own reward over the game's episodes.
     assert [s.skill.split("__kept")[0] for s in kept.plan] == ["wood", "table"] and not kept.skills
     assert list(kept.reward_terms) == list(GAME.reward_terms) and kept.episode_length == 10_000
@@ -54,13 +58,16 @@ def test_a_game_run_trains_both_controllers_on_the_games_reward_half_each(tmp_pa
     assert record["steps"] == ["wood", "table"] and record["chain_score"] == 1.0 and "score" in record
     assert record["frames"] == kept.env_frames + SPENT and record["env_frames"] == kept.env_frames
     # Every frame counted; left: the final evaluation's and what B's evaluation did not spend of its share.
-    assert two.state.frames_used == 100_000 - EVALUATION - (EVALUATION - SPENT)
+    assert two.state.frames_used == 100_000 - held - (held - SPENT)
+    assert [e.episode_length for e in learner.evaluations] == [10_000, 1_000]  # B's episodes: at most the cap
 
 
 def test_with_frames_for_one_training_only_the_macro_action_policy_trains(tmp_path: Path, describe) -> None:
     learner = SpendingLearner([])
     two = with_learner(tmp_path, describe, learner)
-    two.state.frames_used = 100_000 - EVALUATION - (EVALUATION + 2 * MIN_FRAMES - 1)  # halves below MIN_FRAMES
+    two.state.longest_episode = 300  # measured: evaluations keep back 2 x 1,000 frames
+    held = 2 * game_task.EVALUATION_FLOOR
+    two.state.frames_used = 100_000 - held - (held + 2 * MIN_FRAMES - 1)  # halves below MIN_FRAMES
     game_final.train(two.ctx, two.attempts, two.state.plan_proto())
     [macro] = learner.configs
     assert macro.env_frames == 2 * MIN_FRAMES - 1  # all but its evaluation
