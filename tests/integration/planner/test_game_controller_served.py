@@ -2,7 +2,8 @@
 a real learner (Sample Factory, a tiny budget) and a scripted LLM (test double of the OpenAI-compatible server):
 after its iterations a `crafter` run trains APPO on the game's own reward with the plan's coded skill as a macro
 action, scores it on the iterations' worlds beside the best chain, keeps the higher as the final controller, and
-counts every frame against the budget."""
+counts every frame against the budget. RL around the kept plan (B) is off here: test_game_final_served.py trains
+both."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.timeout(900)
 def test_a_game_run_trains_its_coded_skills_as_macro_actions_on_the_games_reward(env_server, learner,
                                                                                   tmp_path: Path) -> None:
     budget = 50_000
-    with serving_planner(env_server, tmp_path, learner=learner.target) as (stub, _):
+    with serving_planner(env_server, tmp_path, learner=learner.target, keep_plan=False) as (stub, _):
         events, run_dir = run_game(stub, tmp_path, seed=5, iterations=1, budget=budget)
     end = events[-1]
     state = json.loads((run_dir / "state.json").read_text())

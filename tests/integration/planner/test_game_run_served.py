@@ -40,15 +40,16 @@ def reply(body: dict) -> Reply:
 
 
 @contextlib.contextmanager
-def serving_planner(env_server, tmp_path: Path, learner: str = ""
+def serving_planner(env_server, tmp_path: Path, learner: str = "", keep_plan: bool = True
                     ) -> Iterator[tuple[planner_pb2_grpc.PlannerServiceStub, FakeOpenAIServer]]:
-    """A planner on the env server (and ``learner``, an address, if given) with the scripted LLM."""
+    """A planner on the env server (and ``learner``, an address, if given) with the scripted LLM; ``keep_plan``:
+    PlannerSettings.keep_plan (RL around the kept plan)."""
     with FakeOpenAIServer([reply]) as fake:
         llm = LLMClient(LLMSettings(max_retries=0, timeout_seconds=10, model="scripted"), base_url=fake.base_url,
                         record_dir=tmp_path / "llm")
         settings = PlannerSettings(env_server=env_server.target, run_dir=str(tmp_path / "runs"), learner=learner,
                                    library_path=str(tmp_path / "library.json"), test_episodes=2, test_steps=150,
-                                   skill_format="python")
+                                   skill_format="python", keep_plan=keep_plan)
         server, port = create_server("127.0.0.1:0", [ServiceBinding(
             SERVICE_NAME, planner_pb2_grpc.add_PlannerServiceServicer_to_server, PlannerServicer(settings, llm))])
         channel = create_channel(f"127.0.0.1:{port}", default_timeout=120, wait_ready_seconds=10)
