@@ -262,14 +262,19 @@ class TwoLoops(PlanMaking, InnerLoops):
             return
         if self.state.outer_iteration + 1 >= ctx.budgets.max_outer_iterations or ctx.frames_left() == 0:
             return  # no iteration follows to act on a verdict
+        # The next iteration's work is decided on the plan in force: the best one where keep_best rolled this
+        # iteration's revision back; what the evaluation showed is then the revision's (its chain), said so.
+        evaluated, plan = plan, self.state.plan_proto() or plan
+        rollback = task_review.rolled_back(ctx, record)
+        deaths = survival.deaths_text(ctx, evaluation.episode_summaries, evaluated,  # a game task's, for a re-plan
+                                      rolled_back=bool(rollback))
         pending = [s for s in plan.subtasks if self.state.subtasks[s.name].status != Status.DONE]
-        deaths = survival.deaths_text(ctx, evaluation.episode_summaries, plan)  # a game task's, for a re-plan
         if pending:  # sub-tasks that failed: the slow agent sees why, as before any whole-task verdict
-            self.state.slow_feedback = survival.joined(summary(plan, self.state), deaths)
+            self.state.slow_feedback = survival.joined(rollback, summary(plan, self.state), deaths)
             return
         verdict = task_review.judged(ctx, plan, record, evaluation.episode_summaries, ctx.budgets.target_success)
         record.verdict = task_review.verdict_json(verdict)
-        reopened = task_review.apply(ctx, plan, verdict)
-        if self.state.slow_feedback:
-            self.state.slow_feedback = survival.joined(self.state.slow_feedback, deaths)
+        reopened = task_review.apply(ctx, plan, verdict)  # only a link of the plan in force is reopened
+        if self.state.slow_feedback or rollback:  # a rolled-back revision always goes back to the slow agent
+            self.state.slow_feedback = survival.joined(rollback, self.state.slow_feedback, deaths)
         ctx.run.emit(reopened, verdict=verdict)

@@ -39,8 +39,10 @@ def _counted(counts: Counter[str]) -> str:
 
 
 def deaths_text(ctx: RunContext, episodes: Sequence[common_pb2.EpisodeSummary],
-                plan: planner_pb2.Plan | None) -> str:
-    """The evaluation's deaths in words (module docstring); "" for a task that is not the game, or no death."""
+                plan: planner_pb2.Plan | None, rolled_back: bool = False) -> str:
+    """The evaluation's deaths in words (module docstring); "" for a task that is not the game, or no death.
+    ``rolled_back``: the evaluation was of a revision the run rolled back (``plan`` is that revision's), and the
+    text says so: it is evidence about the revision, not about the plan in force."""
     if not ctx.game:
         return ""
     dead = [e for e in episodes if died(e)]
@@ -50,7 +52,8 @@ def deaths_text(ctx: RunContext, episodes: Sequence[common_pb2.EpisodeSummary],
     places = Counter(place for e in dead if (place := where(e, plan)))
     frames = sum(e.steps for e in dead) / len(dead)
     length = game_task.episode_frames(ctx.run.request.task, ctx.settings)
-    lines = [f"Deaths in the whole game's last evaluation: {len(dead)} of {len(episodes)} episodes ended with the "
+    evaluated = "the rolled-back revision's evaluation" if rolled_back else "the whole game's last evaluation"
+    lines = [f"Deaths in {evaluated}: {len(dead)} of {len(episodes)} episodes ended with the "
              f"player's death, after {frames:.0f} frames on average (an episode lasts up to {length} frames); by "
              f"cause: {_counted(causes)}."]
     if places:
@@ -67,6 +70,6 @@ def deaths_text(ctx: RunContext, episodes: Sequence[common_pb2.EpisodeSummary],
     return "\n".join(lines)
 
 
-def joined(feedback: str, deaths: str) -> str:
-    """The slow agent's feedback with the deaths after it (either may be empty)."""
-    return "\n".join(part for part in (feedback, deaths) if part)
+def joined(*parts: str) -> str:
+    """The slow agent's feedback, its parts in order, one a line (any may be empty): the deaths come last."""
+    return "\n".join(part for part in parts if part)

@@ -10,7 +10,9 @@ the link that loses the most episodes, as :func:`~services.planner.judging.measu
 Every evaluation of a run plays the same worlds (rlgpt/worlds.py), so the controller after an iteration is
 compared with the best one so far world by world (:func:`rlgpt.stats.paired`, the exact McNemar test): it
 replaces the best only when it solved more worlds that the best did not than the reverse; otherwise the run goes
-back to the best plan and controllers (a skill's code, a pinned policy) and the next revision starts from there.
+back to the best plan and controllers (a skill's code, a pinned policy) and the next revision starts from there:
+the next iteration's work is decided on that plan, and the slow agent reads that its revision was rolled back, with
+both measures (:func:`rolled_back`).
 A game task's episodes never succeed: its controller replaces the best when it scores higher on the same worlds
 (:mod:`services.planner.game_task`).
 """
@@ -188,6 +190,23 @@ def _keep_higher_score(ctx: RunContext, record: IterationRecord, best: dict[str,
         return f"kept: {compared}"
     restore(ctx, best)
     return f"not better ({compared}): that controller is restored"
+
+
+def rolled_back(ctx: RunContext, record: IterationRecord) -> str:
+    """What the slow agent reads after :func:`keep_best` restored the best controller instead of the iteration's:
+    the revision's measure against the best's on the same worlds (a game task's score, another's success rate) and
+    that the run went back to the best plan, on which the next iteration's work is decided; "" when the iteration's
+    controller was kept, or not evaluated."""
+    best = ctx.state.best
+    if not record.kept or best is None or best.get("iteration") == record.iteration:
+        return ""
+    if ctx.game:
+        ours, theirs = game_task.score_text(record.score), game_task.score_text(best.get("score"))
+    else:
+        ours, theirs = (stats.rate_text(sum(s), len(s)) for s in (record.successes, best["successes"]))
+    return (f"Iteration {record.iteration}'s revision did not beat the best controller on the same worlds: {ours} "
+            f"against iteration {best['iteration']}'s {theirs}. It was rolled back: the plan, skills and policies "
+            f"in force are iteration {best['iteration']}'s again.")
 
 
 def restore(ctx: RunContext, best: dict[str, Any]) -> None:
