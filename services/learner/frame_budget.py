@@ -42,6 +42,20 @@ def spent_frames(job_dir: Path) -> int | None:
     return total if found else None
 
 
+def frames_touched(job_dir: Path) -> float | None:
+    """When a job's vector envs last counted frames (the newest counter file's mtime); ``None`` where none counts
+    yet. The learner's watchdog reads it as progress: a job whose policy has not updated yet (its first batch of
+    slow macro-action decisions) still steps its envs."""
+    folder = job_dir / FRAMES_DIR
+    times = []
+    for path in folder.glob("worker*") if folder.is_dir() else ():
+        try:
+            times.append(path.stat().st_mtime)
+        except OSError:  # renamed away between the listing and the stat
+            continue
+    return max(times) if times else None
+
+
 class FrameMeter:
     """One vector env's counter of frames spent and its check of the job's budget."""
 

@@ -15,6 +15,7 @@ from typing import Any
 from rlgpt import metrics
 from rlgpt.errors import FailedPrecondition, NotFound, ResourceExhausted, found, shown
 from rlgpt.v1 import learner_pb2
+from services.learner.frame_budget import frames_touched
 from services.learner.job_watch import ENV_SERVER_LOST, LEARNER_GONE, REASONS, touch_heartbeat
 from services.learner.jobs import (
     JobRecord,
@@ -255,7 +256,10 @@ class JobManager:
             else:
                 return
         if code is None:
-            last_time = progress[-1]["time"] if progress else record.started_at
+            # Progress: a record from the training (written after policy updates) or frames its envs counted
+            # since (a first batch of slow macro-action decisions can take minutes before any update).
+            last_time = max(progress[-1]["time"] if progress else record.started_at,
+                            frames_touched(record.job_dir) or 0.0)
             if time.time() - last_time > self.settings.watchdog_seconds:
                 handle.kill()
                 metrics.LEARNER_WATCHDOG_KILLS.inc()

@@ -76,6 +76,13 @@ if what == "ignore_stop":  # a child in the same process group: killing the job 
         time.sleep(0.05)
 if what == "hang":
     time.sleep(600)
+if what == "slow_first_batch":  # envs step (their frame counters move) long before the first policy update
+    (job / "frames").mkdir(exist_ok=True)
+    for step in range(1, 16):
+        (job / "frames" / "worker0-0").write_text(str(100 * step))
+        time.sleep(0.1)
+    record(); record(final=True, reason="budget")
+    sys.exit(0)
 '''
 
 
@@ -200,6 +207,13 @@ def test_the_watchdog_kills_a_job_without_progress(make_manager) -> None:
     assert final.state == learner_pb2.JOB_STATE_FAILED
     assert final.message.startswith("no progress for 0 s: killed by the watchdog. Last error: none recorded")
     assert record.handle.poll() is not None
+
+
+def test_a_job_whose_envs_step_before_its_first_update_is_not_killed(make_manager) -> None:
+    manager = make_manager(watchdog_seconds=0.5)  # 1.5 s of env steps with no progress record: frames count
+    record = manager.start(config(), {"behaviour": "slow_first_batch"})
+    final = wait_done(manager, record.job_id)[-1]
+    assert final.state == learner_pb2.JOB_STATE_SUCCEEDED, final.message
 
 
 def test_stop_asks_politely_and_the_job_ends_resumable(make_manager) -> None:

@@ -4,13 +4,14 @@ training's observer stops the job on that same sum (the bench-rlgpt overshoot: 1
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from rlgpt.env_client import EnvBatch
-from services.learner.frame_budget import FrameMeter, spent_frames
+from services.learner.frame_budget import FrameMeter, frames_touched, spent_frames
 from services.learner.train import ProgressObserver
 from services.learner.vec_env import SessionVecEnv
 
@@ -66,6 +67,16 @@ def test_the_sum_of_the_counters_is_the_jobs_frames(tmp_path: Path) -> None:
     two.add(10)
     assert spent_frames(tmp_path) == 100 and one.over() and two.over()
     assert FrameMeter(tmp_path, 0, 0, 100).frames == 30  # a resumed job's counter goes on
+
+
+def test_when_the_envs_last_counted_frames_is_the_newest_counter(tmp_path: Path) -> None:
+    assert frames_touched(tmp_path) is None  # no env has counted yet
+    first, second = FrameMeter(tmp_path, 0, 0, 0), FrameMeter(tmp_path, 1, 0, 0)
+    first.add(10)
+    second.add(5)
+    os.utime(first.path, (1_000.0, 1_000.0))
+    os.utime(second.path, (2_000.0, 2_000.0))
+    assert frames_touched(tmp_path) == 2_000.0
 
 
 def test_the_env_counts_prefix_and_skill_frames_and_stops_stepping_at_the_budget(tmp_path: Path) -> None:
