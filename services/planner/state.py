@@ -278,6 +278,9 @@ class RunState:
         try:
             doc = json.loads(path.read_text())
             doc["subtasks"] = {k: SubTaskState(**v) for k, v in doc.get("subtasks", {}).items()}
+            if not doc.get("longest_episode"):  # saved before the field: its evaluations' recorded episodes say
+                doc["longest_episode"] = max((int(e.get("steps", 0)) for it in doc.get("iterations", [])
+                                              for e in it.get("failed", [])), default=0)
             return cls(**doc)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:  # AttributeError: not a JSON object
             raise FailedPrecondition(f"run directory {run_dir} is corrupt: {path} cannot be read ({exc}); "

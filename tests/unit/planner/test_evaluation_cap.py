@@ -5,6 +5,7 @@ cap, so it never spends more than it kept back; episodes cut there are counted a
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from test_game_measure import GAME, FakeEnv, game_loops
@@ -15,6 +16,7 @@ from services.planner.controller import evaluate_chain
 from services.planner.iteration_costs import begin_iteration
 from services.planner.report_game import score_line
 from services.planner.settings import PlannerSettings
+from services.planner.state import RunState
 
 SETTINGS = PlannerSettings()
 
@@ -56,3 +58,11 @@ def test_an_episode_at_the_cap_is_cut_counted_and_the_cap_doubles(tmp_path: Path
     assert ctx.state.longest_episode == 1_000 and ctx.episode_cap() == 2_000  # the next evaluation's
     line = score_line(result.as_json(), 0.273)
     assert line.endswith("; 1 of them stopped at the run's cap of 1,000 frames, alive")
+
+
+def test_a_state_saved_before_the_cap_reads_its_longest_episode_from_its_evaluations(tmp_path: Path) -> None:
+    doc = {"iterations": [{"iteration": 0, "failed": [{"steps": 56}, {"steps": 507}]}, {"iteration": 1}]}
+    (tmp_path / "state.json").write_text(json.dumps(doc))
+    assert RunState.load(tmp_path).longest_episode == 507
+    (tmp_path / "state.json").write_text(json.dumps({**doc, "longest_episode": 900}))
+    assert RunState.load(tmp_path).longest_episode == 900  # measured: kept
