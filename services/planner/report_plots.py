@@ -4,6 +4,7 @@ iteration with 95% intervals (iterations.png)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -60,6 +61,12 @@ def plot_iterations(state: RunState, path: Path, target: float | None = None) ->
     left.set_xlabel("outer iteration")
     left.set_ylabel("LLM tokens")
     left.set_title("Tokens per iteration")
+    if any((record or {}).get("score") is not None for record in [*state.iterations, state.final]):
+        _game_scores(right, state, target)  # a game task's measure is its score, not a success rate
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        return path
     records = [*state.iterations, state.final]
     labels = [_tick(f"iter {i}", it) for i, it in zip(iterations, state.iterations, strict=True)]
     labels.append(_tick("final", state.final))
@@ -95,3 +102,29 @@ def plot_iterations(state: RunState, path: Path, target: float | None = None) ->
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def _game_scores(ax: Any, state: RunState, target: float | None) -> None:
+    """A game task's score (0-100, Crafter's formula) after each iteration, for each policy trained after them
+    and in the final evaluation; ``target``: the run's target as a fraction of 100."""
+    bars = [(f"iter {int(it['iteration'])}", it.get("score"), "tab:olive") for it in state.iterations]
+    bars += [(name, (record or {}).get("score"), "tab:purple") for name, record in
+             (("macro-action\npolicy", state.game_controller), ("kept-plan\npolicy", state.kept_plan)) if record]
+    bars.append(("final", (state.final or {}).get("score"), "tab:green"))
+    for x, (_, score, color) in enumerate(bars):
+        if score is None:
+            ax.annotate("n/a", (x, 0.0), xytext=(0, 6), textcoords="offset points", ha="center", color="grey")
+            continue
+        ax.bar([x], [float(score)], color=color, alpha=0.8)
+        ax.annotate(f"{float(score):.1f}", (x, float(score)), xytext=(0, 4), textcoords="offset points",
+                    ha="center", fontsize=10, fontweight="bold")
+    top = max([float(s) for _, s, _ in bars if s is not None] + [100.0 * (target or 0.0), 1.0])
+    if target is not None:
+        ax.axhline(100.0 * target, color="tab:red", linestyle="--", linewidth=1)
+        ax.text(1.01, 100.0 * target, f"target\n{100.0 * target:.1f}", transform=ax.get_yaxis_transform(),
+                ha="left", va="center", color="tab:red", fontsize=8, clip_on=False)
+    ax.set_xticks(range(len(bars)), [label for label, _, _ in bars])
+    ax.set_xlim(-0.6, len(bars) - 0.4)
+    ax.set_ylim(0, top * 1.18)
+    ax.set_ylabel("Crafter score (0-100)")
+    ax.set_title("The game's score per evaluation")

@@ -107,3 +107,25 @@ def test_the_iterations_plot_has_error_bars(tmp_path: Path, monkeypatch) -> None
     assert below == pytest.approx([p - low for p, low, _ in intervals])
     assert above == pytest.approx([high - p for p, _, high in intervals])
     assert path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_game_runs_plot_shows_its_scores_not_a_success_rate(tmp_path: Path, monkeypatch) -> None:
+    axes_made: list = []
+    real_subplots = plt.subplots
+
+    def recording_subplots(*args, **kwargs):
+        fig, axes = real_subplots(*args, **kwargs)
+        axes_made.append(axes)
+        monkeypatch.setattr(fig, "savefig", lambda *a, **k: None)  # the axes are read after the plot closes
+        return fig, axes
+
+    monkeypatch.setattr(plt, "subplots", recording_subplots)
+    state = RunState(iterations=[{"iteration": 0, "tokens": 5, "seconds": 1.0, "frames": 1, "success_rate": 0.0,
+                                  "episodes": 32, "score": 46.2}],
+                     game_controller={"score": 12.5}, final={"episodes": 32, "score": 44.0, "success_rate": 0.0})
+    plot_iterations(state, tmp_path / "iterations.png", target=0.273)
+    right = axes_made[0][1]
+    assert right.get_ylabel() == "Crafter score (0-100)"
+    assert [t.get_text() for t in right.get_xticklabels()] == ["iter 0", "macro-action\npolicy", "final"]
+    assert [round(p.get_height(), 1) for p in right.patches] == [46.2, 12.5, 44.0]
+    assert [t.get_text() for t in right.texts if t.get_text().startswith("target")] == ["target\n27.3"]
