@@ -105,7 +105,7 @@ def plot_iterations(state: RunState, path: Path, target: float | None = None) ->
 
 
 def _game_scores(ax: Any, state: RunState, target: float | None) -> None:
-    """A game task's score (0-100, Crafter's formula) after each iteration, for each policy trained after them
+    """A game task's score (0-100, rlgpt/game_score.py) after each iteration, for each policy trained after them
     and in the final evaluation; ``target``: the run's target as a fraction of 100."""
     bars = [(f"iter {int(it['iteration'])}", it.get("score"), "tab:olive") for it in state.iterations]
     bars += [(name, (record or {}).get("score"), "tab:purple") for name, record in
@@ -126,5 +126,5 @@ def _game_scores(ax: Any, state: RunState, target: float | None) -> None:
     ax.set_xticks(range(len(bars)), [label for label, _, _ in bars])
     ax.set_xlim(-0.6, len(bars) - 0.4)
     ax.set_ylim(0, top * 1.18)
-    ax.set_ylabel("Crafter score (0-100)")
+    ax.set_ylabel("the game's score (0-100)")
     ax.set_title("The game's score per evaluation")

@@ -125,7 +125,7 @@ def test_a_game_runs_plot_shows_its_scores_not_a_success_rate(tmp_path: Path, mo
                      game_controller={"score": 12.5}, final={"episodes": 32, "score": 44.0, "success_rate": 0.0})
     plot_iterations(state, tmp_path / "iterations.png", target=0.273)
     right = axes_made[0][1]
-    assert right.get_ylabel() == "Crafter score (0-100)"
+    assert right.get_ylabel() == "the game's score (0-100)"
     assert [t.get_text() for t in right.get_xticklabels()] == ["iter 0", "macro-action\npolicy", "final"]
     assert [round(p.get_height(), 1) for p in right.patches] == [46.2, 12.5, 44.0]
     assert [t.get_text() for t in right.texts if t.get_text().startswith("target")] == ["target\n27.3"]
