@@ -26,14 +26,17 @@ IDLE_SLEEP = 0.05
 """Seconds a vector env past the budget waits per step: the job is stopping, the worker should not spin."""
 
 
+def _counters(job_dir: Path) -> list[Path]:
+    """A job's frame counter files, one per vector env (not the half-written ``.tmp`` ones)."""
+    folder = job_dir / FRAMES_DIR
+    return [p for p in folder.glob("worker*") if not p.name.endswith(".tmp")] if folder.is_dir() else []
+
+
 def spent_frames(job_dir: Path) -> int | None:
     """The frames a job's vector envs spent (the sum of their counters); ``None`` where none counts (an env that
     keeps no counter, e.g. the benchmark's in-process one)."""
-    folder = job_dir / FRAMES_DIR
     total, found = 0, False
-    for path in folder.glob("worker*") if folder.is_dir() else ():
-        if path.name.endswith(".tmp"):
-            continue
+    for path in _counters(job_dir):
         try:
             total += int(path.read_text() or 0)
             found = True
@@ -46,9 +49,8 @@ def frames_touched(job_dir: Path) -> float | None:
     """When a job's vector envs last counted frames (the newest counter file's mtime); ``None`` where none counts
     yet. The learner's watchdog reads it as progress: a job whose policy has not updated yet (its first batch of
     slow macro-action decisions) still steps its envs."""
-    folder = job_dir / FRAMES_DIR
     times = []
-    for path in folder.glob("worker*") if folder.is_dir() else ():
+    for path in _counters(job_dir):
         try:
             times.append(path.stat().st_mtime)
         except OSError:  # renamed away between the listing and the stat

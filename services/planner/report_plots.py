@@ -63,10 +63,24 @@ def plot_iterations(state: RunState, path: Path, target: float | None = None) ->
     left.set_title("Tokens per iteration")
     if any((record or {}).get("score") is not None for record in [*state.iterations, state.final]):
         _game_scores(right, state, target)  # a game task's measure is its score, not a success rate
-        fig.tight_layout()
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        return path
+    else:
+        _success_rates(right, state, iterations, target)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def _target_line(ax: Any, y: float, label: str) -> None:
+    """The run's target as a dashed line, named outside the axes at the right edge: inside, a label could hide a
+    bar's value."""
+    ax.axhline(y, color="tab:red", linestyle="--", linewidth=1)
+    ax.text(1.01, y, f"target\n{label}", transform=ax.get_yaxis_transform(), ha="left", va="center",
+            color="tab:red", fontsize=8, clip_on=False)
+
+
+def _success_rates(right: Any, state: RunState, iterations: list[int], target: float | None) -> None:
+    """The whole task's success after each iteration and at the end, with Wilson 95% intervals as error bars."""
     records = [*state.iterations, state.final]
     labels = [_tick(f"iter {i}", it) for i, it in zip(iterations, state.iterations, strict=True)]
     labels.append(_tick("final", state.final))
@@ -89,19 +103,12 @@ def plot_iterations(state: RunState, path: Path, target: float | None = None) ->
         right.annotate(f"{rate:.0%}", (x, high), xytext=(0, 4), textcoords="offset points", ha="center",
                        fontsize=10, fontweight="bold")
     if target is not None:
-        # Named outside the axes, at the right edge: inside, a label could hide a bar's rate.
-        right.axhline(target, color="tab:red", linestyle="--", linewidth=1)
-        right.text(1.01, target, f"target\n{target:.0%}", transform=right.get_yaxis_transform(), ha="left",
-                   va="center", color="tab:red", fontsize=8, clip_on=False)
+        _target_line(right, target, f"{target:.0%}")
     right.set_xticks(positions, labels)
     right.set_xlim(-0.6, len(positions) - 0.4)
     right.set_ylim(0, 1.18)
     right.set_ylabel("whole-task success rate")
     right.set_title("Whole-task success (bars: 95% Wilson intervals)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
 
 
 def _game_scores(ax: Any, state: RunState, target: float | None) -> None:
@@ -120,9 +127,7 @@ def _game_scores(ax: Any, state: RunState, target: float | None) -> None:
                     ha="center", fontsize=10, fontweight="bold")
     top = max([float(s) for _, s, _ in bars if s is not None] + [100.0 * (target or 0.0), 1.0])
     if target is not None:
-        ax.axhline(100.0 * target, color="tab:red", linestyle="--", linewidth=1)
-        ax.text(1.01, 100.0 * target, f"target\n{100.0 * target:.1f}", transform=ax.get_yaxis_transform(),
-                ha="left", va="center", color="tab:red", fontsize=8, clip_on=False)
+        _target_line(ax, 100.0 * target, f"{100.0 * target:.1f}")
     ax.set_xticks(range(len(bars)), [label for label, _, _ in bars])
     ax.set_xlim(-0.6, len(bars) - 0.4)
     ax.set_ylim(0, top * 1.18)

@@ -160,8 +160,8 @@ def controller_of(sub: SubTaskState) -> dict[str, Any]:
     rl = sub.decision == Decision.RL
     return {"decision": str(sub.decision), "skill_code": sub.skill_code, "policy": policy_of(sub) if rl else "",
             "status": str(sub.status), "success_rate": sub.success_rate, "feedback": sub.feedback,
-            **({"job_id": sub.job_id, **copy.deepcopy({"rl_config": sub.rl_config, "macro_actions": sub.macro_actions})}
-               if rl else {})}
+            **({"job_id": sub.job_id, "rl_config": copy.deepcopy(sub.rl_config),
+                "macro_actions": copy.deepcopy(sub.macro_actions)} if rl else {})}
 
 
 def keep_best(ctx: RunContext, record: IterationRecord) -> str:
