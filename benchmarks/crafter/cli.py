@@ -12,7 +12,15 @@ from rich.console import Console
 from benchmarks.cli_common import LogLevel, ReportOnly, progress_bar
 from benchmarks.common import load_results, machine_info, raw_path, setup_logging, utc_now, write_section
 from benchmarks.crafter.report import SECTION_TITLE, crafter_section, plot_achievements, variant_numbers
-from benchmarks.crafter.run import ENVS_PER_WORKER, EPISODE_LENGTH, NUM_WORKERS, VARIANTS, load_library, run_variant
+from benchmarks.crafter.run import (
+    ENVS_PER_WORKER,
+    EPISODE_LENGTH,
+    NUM_WORKERS,
+    VARIANTS,
+    eval_worlds,
+    load_library,
+    run_variant,
+)
 from benchmarks.game import raw as game_raw
 
 log = logging.getLogger("benchmarks.crafter")
@@ -40,8 +48,11 @@ def main(
     library_llm: Annotated[str, typer.Option(help="The LLM that wrote the library's skills, for the report."
                                              )] = "",
     eval_episodes: Annotated[int, typer.Option(help="After training, episodes of the trained policy on held-out "
-                                                    "worlds (seeds no training episode used); 0: none.",
-                                               min=0, max=256)] = 0,
+                                                    "worlds (seeds no training episode used), one per world; 0: "
+                                                    "none.", min=0, max=256)] = 0,
+    eval_set: Annotated[int, typer.Option(help="The held-out worlds: bench-game's set K of a run with seed --seed "
+                                               "(worlds.game_bench_worlds(seed, K) onward), so that these rows pair "
+                                               "world by world with that run's scoring of set K.", min=0)] = 0,
     report_only: ReportOnly = False,
     log_level: LogLevel = "INFO",
 ) -> None:
@@ -54,6 +65,11 @@ def main(
         raise typer.BadParameter(f"unknown variants {unknown}; known: {', '.join(VARIANTS)}", param_hint="--variants")
     if "library-skills" in chosen and library is None:
         raise typer.BadParameter("library-skills needs --library", param_hint="--library")
+    if eval_episodes:
+        try:
+            eval_worlds(seed, eval_set, eval_episodes, frames)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--eval-set") from None
     skills = load_library(library) if library is not None else None
     results = load_results(raw_json) if raw_json.exists() else {"variants": {}}
     if not report_only:
@@ -65,7 +81,7 @@ def main(
             for variant in chosen:
                 began = utc_now()
                 run = run_variant(variant, work.resolve(), frames, seed, timeout, progress, eval_episodes,
-                                  skills if variant == "library-skills" else None)
+                                  skills if variant == "library-skills" else None, eval_set)
                 if variant == "library-skills":
                     run.update(library=str(library), library_llm=library_llm)
                 previous = results["variants"].get(variant, {})

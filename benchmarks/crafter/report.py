@@ -2,6 +2,7 @@
 (docs/bench-raw/crafter/results.json, per training episode and per held-out episode) and bench-game's RL-GPT rows
 (docs/bench-raw/game/*/results.json, benchmarks/game/report.py). Every score and rate is computed here from the
 per-episode data by rlgpt/game_score.py; a row whose per-episode data is not on disk shows no number and says so.
+Held-out rows that played the same worlds are compared world by world (benchmarks/crafter/paired.py).
 
 :func:`crafter_section` and :func:`plot_achievements` are what a registry of sections calls."""
 
@@ -12,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import machine_line, markdown_table
-from benchmarks.game.report import game_lines, game_series
+from benchmarks.crafter.paired import Evaluation, evaluation, paired_lines
+from benchmarks.game.report import game_evaluations, game_lines, game_series
 from rlgpt.game_score import crafter_score, success_rates, within_budget
 
 SECTION_TITLE = "## Crafter benchmark: 22 achievements and the score (make bench-crafter)"
@@ -26,7 +28,9 @@ NO_APPO_DATA = (
     "reference skills; an RL-GPT run's skills) never had their raw results committed and "
     "none are on this machine, so they cannot be recomputed: they are frozen history in "
     "`docs/benchmarks/frozen.md`, not results. `make bench-crafter` measures them again and saves every training "
-    "and held-out episode in `docs/bench-raw/crafter/results.json`, from which these rows are then computed.")
+    "and held-out episode in `docs/bench-raw/crafter/results.json`, from which these rows are then computed. Its "
+    "held-out evaluation (`--eval-episodes N --eval-set K`, default set 0) plays the worlds of bench-game's set K of "
+    "a run with the same seed, so that its rows and RL-GPT's pair world by world.")
 
 
 def fmt_rate(value: float | None) -> str:
@@ -59,12 +63,24 @@ def variant_numbers(run: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def held_out_numbers(run: dict[str, Any]) -> dict[str, Any] | None:
-    """The trained policy's held-out episodes: how many, from which world, score; None without per-episode data."""
+    """The trained policy's held-out episodes: how many, from which world, which of bench-game's sets of a run with
+    which seed (None when not recorded), score; None without per-episode data."""
     held = run.get("held_out") or {}
     if not isinstance(held.get("episodes"), list):
         return None
     rates = success_rates([e["achievements"] for e in held["episodes"]], run["achievements"])
-    return {"episodes": len(held["episodes"]), "first_seed": held["first_seed"], "score": crafter_score(rates)}
+    return {"episodes": len(held["episodes"]), "first_seed": held["first_seed"], "set": held.get("set"),
+            "run_seed": held.get("run_seed"), "score": crafter_score(rates)}
+
+
+def held_out_label(run: dict[str, Any]) -> str:
+    return f"{label_of(run)}, held-out"
+
+
+def appo_evaluations(results: dict[str, Any] | None) -> list[Evaluation]:
+    """Each variant's held-out episodes, for the section's paired comparisons."""
+    return [evaluation(held_out_label(r), r["achievements"], r["held_out"]["episodes"])
+            for r in (results or {}).get("variants", {}).values() if held_out_numbers(r) is not None]
 
 
 def appo_lines(results: dict[str, Any]) -> list[str]:
@@ -102,8 +118,11 @@ def appo_lines(results: dict[str, Any]) -> list[str]:
             lines.append(f"{LABELS['library-skills']}: the skills of `{r['library']}`"
                          + (f", written by {r['library_llm']}" if r.get("library_llm") else "") + ".")
         if held := held_out_numbers(r):
-            lines.append(f"{label_of(r)} on {held['episodes']} held-out worlds (seeds from {held['first_seed']:,}, "
-                         f"never trained on), the trained policy sampling its actions: score {held['score']:.1f}.")
+            first, last = held["first_seed"], held["first_seed"] + held["episodes"] - 1
+            seed = results["settings"]["seed"] if held["run_seed"] is None else held["run_seed"]
+            where = f"bench-game's set {held['set']} of a seed-{seed} run, " if held["set"] is not None else ""
+            lines.append(f"{held_out_label(r)}: {held['episodes']} worlds ({first:,}..{last:,}, {where}never "
+                         f"trained on), the trained policy sampling its actions: score {held['score']:.1f}.")
     return lines
 
 
@@ -120,7 +139,8 @@ def appo_series(results: dict[str, Any] | None) -> list[dict[str, Any]]:
 def crafter_section(results: dict[str, Any] | None, game_docs: list[dict[str, Any]], plot: str | None) -> str:
     """The whole Crafter section: bench-crafter's rows (``results``, None: not on disk), bench-game's (its raw
     files' documents), every achievement's rate per row, the published scores, the plot's link."""
-    lines = [SECTION_TITLE, "", *(appo_lines(results) if results else [NO_APPO_DATA]), "", *game_lines(game_docs)]
+    lines = [SECTION_TITLE, "", *(appo_lines(results) if results else [NO_APPO_DATA]), "", *game_lines(game_docs),
+             "", *paired_lines(appo_evaluations(results) + game_evaluations(game_docs))]
     series = appo_series(results) + game_series(game_docs)
     if series:
         names = list(series[0]["rates"])

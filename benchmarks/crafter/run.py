@@ -5,7 +5,8 @@ The job directory lives under ``--work`` and is kept: running the same variant a
 the last checkpoint (Sample Factory's resume) and keeps appending to its episode log, so a run interrupted at
 any point goes on where it stopped. Every training episode is logged (``sf_env.episode_log``); those that ended
 within the budget are kept, per episode, in the raw results, and the report computes the rates and the score from
-them, as Crafter's protocol counts training episodes.
+them, as Crafter's protocol counts training episodes. The held-out evaluation plays the worlds of bench-game's set
+``--eval-set`` of a run with the same seed, so that an APPO row and that run's RL-GPT row pair world by world.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 from rich.progress import Progress
 
 from benchmarks.game.raw import episode_records
+from benchmarks.game.sets import WorldRange, declared_set
 from benchmarks.training import follow_training, launch_training, stop_training
 from rlgpt import worlds
 from rlgpt.app.launcher import ServiceProcess, start_service
@@ -140,14 +142,29 @@ def start_env_servers(count: int, logs: Path, skills: dict[str, str], config: le
     return servers, achievements
 
 
-def held_out(job_dir: Path, target: str, episodes: int, seed: int) -> dict[str, Any]:
-    """The trained policy on ``episodes`` worlds it never trained on (``worlds.held_out_worlds``, apart from
-    every training world), per episode."""
+def eval_worlds(seed: int, eval_set: int, episodes: int, frames: int) -> WorldRange:
+    """The held-out worlds: bench-game's set ``eval_set`` of a seed-``seed`` run (``worlds.game_bench_worlds``);
+    ValueError when a training worker's worlds (``worlds.training_worlds``, fewer than ``frames`` + its envs) could
+    reach them (with 2 workers only beyond ~5M frames)."""
+    wanted = declared_set(seed, eval_set, episodes)
+    for worker in range(NUM_WORKERS):
+        first = worlds.training_worlds(seed, worker)
+        training = WorldRange(f"training worker {worker}", first, first + frames + ENVS_PER_WORKER)
+        if training.overlaps(wanted):
+            raise ValueError(f"{wanted.purpose} (worlds {wanted.first:,}..{wanted.last:,}) overlaps {training.purpose}"
+                             f"'s worlds ({training.first:,}..{training.last:,}) at {frames:,} frames")
+    return wanted
+
+
+def held_out(job_dir: Path, target: str, episodes: int, seed: int, eval_set: int = 0) -> dict[str, Any]:
+    """The trained policy on ``episodes`` worlds it never trained on: bench-game's set ``eval_set`` of a run with
+    this seed (:func:`eval_worlds`), per episode."""
     from services.learner.evaluate import evaluate
 
-    first = worlds.held_out_worlds(seed)
+    first = declared_set(seed, eval_set, episodes).first
     response = evaluate(job_dir, target, episodes, first, max_frames=episodes * EPISODE_LENGTH, sampling_seed=seed)
-    return {"first_seed": first, "episodes": episode_records(response.episodes, first)}
+    return {"first_seed": first, "set": eval_set, "run_seed": seed,
+            "episodes": episode_records(response.episodes, first)}
 
 
 def train_job(job_dir: Path, config: learner_pb2.RLConfig, servers: list[ServiceProcess], timeout: float,
@@ -183,18 +200,20 @@ def train_job(job_dir: Path, config: learner_pb2.RLConfig, servers: list[Service
 
 
 def run_variant(variant: str, work: Path, frames: int, seed: int, timeout: float, progress: Progress,
-                eval_episodes: int = 0, library: dict[str, str] | None = None) -> dict[str, Any]:
+                eval_episodes: int = 0, library: dict[str, str] | None = None, eval_set: int = 0) -> dict[str, Any]:
     """Trains (or resumes) one variant up to ``frames``, summarises its episodes and, with ``eval_episodes``,
-    scores the trained policy on held-out worlds."""
+    scores the trained policy on held-out worlds (bench-game's set ``eval_set`` of a run with this seed)."""
     skills = variant_skills(variant, library)
     job_dir = work / variant
     job_dir.mkdir(parents=True, exist_ok=True)
     config = crafter_config(variant, frames, seed, tuple(skills))
+    if eval_episodes:
+        eval_worlds(seed, eval_set, eval_episodes, frames)  # before training: held-out worlds no worker may reach
     started = time.time()
     servers, achievements = start_env_servers(NUM_WORKERS, work / "logs", skills, config)
     try:
         rc = train_job(job_dir, config, servers, timeout, progress, variant)
-        evaluation = held_out(job_dir, servers[0].target, eval_episodes, seed) if eval_episodes else None
+        evaluation = held_out(job_dir, servers[0].target, eval_episodes, seed, eval_set) if eval_episodes else None
     finally:
         for server in servers:
             server.stop()

@@ -9,6 +9,7 @@ import math
 from typing import Any
 
 from benchmarks.common import markdown_table
+from benchmarks.crafter.paired import Evaluation, evaluation
 from benchmarks.game.raw import numbers, scored
 
 COMMAND = 'make bench-game BENCH_GAME_ARGS="--run DIR --episodes 256"'
@@ -77,4 +78,10 @@ def game_lines(docs: list[dict[str, Any]]) -> list[str]:
 def game_series(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each scored set as a series of the section's achievements table and plot: label, rates, score."""
     return [{"label": label(doc, s), "rates": (n := numbers(s))["rates"], "score": n["score"], "note": ""}
+            for doc in docs for s in doc.get("scorings", []) if scored(s)]
+
+
+def game_evaluations(docs: list[dict[str, Any]]) -> list[Evaluation]:
+    """Each scored set's episodes, for the section's paired comparisons."""
+    return [evaluation(label(doc, s), s["achievements"], s["episodes"])
             for doc in docs for s in doc.get("scorings", []) if scored(s)]

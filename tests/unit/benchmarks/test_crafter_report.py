@@ -36,14 +36,16 @@ def results() -> dict:
                                                  ["collect_wood", "place_table"])}}
 
 
-def test_a_held_out_evaluation_is_reported_with_its_seeds_and_its_score_from_its_episodes() -> None:
+def test_a_held_out_evaluation_is_reported_with_its_worlds_and_its_score_from_its_episodes() -> None:
     data = results()
-    held = [{"seed": 7_000_001 + i, "achievements": ["collect_wood"] if i < 2 else [], "length": 100,
+    held = [{"seed": 7_100_001 + i, "achievements": ["collect_wood"] if i < 2 else [], "length": 100,
              "end": "death", "death_cause": "zombie", "return": 1.0} for i in range(16)]
-    data["variants"]["appo"]["held_out"] = {"first_seed": 7_000_001, "episodes": held}
+    data["variants"]["appo"]["held_out"] = {"first_seed": 7_100_001, "set": 0, "episodes": held}
     score = crafter_score({"collect_wood": 12.5, "place_table": 0.0, "collect_diamond": 0.0})
-    assert (f"APPO, primitives on 16 held-out worlds (seeds from 7,000,001, never trained on), the trained policy "
-            f"sampling its actions: score {score:.1f}.") in render_section(data, None)
+    section = render_section(data, None)
+    assert (f"APPO, primitives, held-out: 16 worlds (7,100,001..7,100,016, bench-game's set 0 of a seed-0 run, never "
+            f"trained on), the trained policy sampling its actions: score {score:.1f}.") in section
+    assert "Paired comparisons: none, no two rows played the same held-out worlds" in section
 
 
 def test_section_is_rendered_from_the_episodes() -> None:
