@@ -113,12 +113,17 @@ def training_record(episode: dict[str, Any]) -> dict[str, Any]:
             "end": episode.get("end_reason", "")}
 
 
+def trained_frames(job_dir: Path) -> int:
+    """The env frames the job has trained (its progress records)."""
+    return max((r["env_frames"] for r in read_progress(job_dir)), default=0)
+
+
 def summarise(job_dir: Path, budget: int) -> dict[str, Any]:
     """The training's episodes that ended within the budget (per episode: the report computes the rates and the
     score from them alone), its frames and its training time."""
     episodes = within_budget(read_episodes(job_dir), budget)
     progress = read_progress(job_dir)
-    frames = max((r["env_frames"] for r in progress), default=0)
+    frames = trained_frames(job_dir)
     return {"frames": frames, "complete": frames >= budget, "train_s": training_seconds(progress),
             "episodes": [training_record(e) for e in episodes]}
 
@@ -213,7 +218,12 @@ def run_variant(variant: str, work: Path, frames: int, seed: int, timeout: float
     servers, achievements = start_env_servers(NUM_WORKERS, work / "logs", skills, config)
     try:
         rc = train_job(job_dir, config, servers, timeout, progress, variant)
-        evaluation = held_out(job_dir, servers[0].target, eval_episodes, seed, eval_set) if eval_episodes else None
+        evaluation = None
+        if eval_episodes and trained_frames(job_dir) >= frames:
+            evaluation = held_out(job_dir, servers[0].target, eval_episodes, seed, eval_set)
+        elif eval_episodes:  # a policy stopped short of its budget is not the benchmark's: scored once it is trained
+            log.info("%s: not evaluated on held-out worlds: trained %d of %d frames (run again to resume)", variant,
+                     trained_frames(job_dir), frames)
     finally:
         for server in servers:
             server.stop()

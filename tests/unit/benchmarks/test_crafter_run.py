@@ -63,3 +63,21 @@ def test_held_out_worlds_that_a_training_worker_could_reach_are_refused(invoke: 
 def test_the_help_names_bench_games_set(invoke: Callable[..., tuple[int, str]]) -> None:
     code, out = invoke(main, "--help")
     assert code == 0 and "--eval-set" in out and "bench-game's set K of a run with seed --seed" in out
+
+
+@pytest.mark.parametrize(("trained", "scored"), [(1500, False), (2048, True)])
+def test_only_a_policy_trained_to_its_budget_is_scored_on_held_out_worlds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, trained: int, scored: bool) -> None:
+    import benchmarks.crafter.run as run
+
+    stopped = types.SimpleNamespace(target="127.0.0.1:7", stop=lambda: None)
+    monkeypatch.setattr(run, "start_env_servers", lambda *args, **kwargs: ([stopped], ["collect_wood"]))
+
+    def train(job_dir: Path, *args: object) -> None:  # a --timeout stop: a checkpoint short of the budget
+        (job_dir / "progress.jsonl").write_text(json.dumps({"env_frames": trained, "elapsed": 9.0}) + "\n")
+
+    monkeypatch.setattr(run, "train_job", train)
+    monkeypatch.setattr(run, "held_out", lambda *args: {"first_seed": 7_100_001, "episodes": []})
+    with Progress(disable=True) as progress:
+        summary = run.run_variant("appo", tmp_path, 2000, 0, 60, progress, eval_episodes=4)
+    assert (summary["held_out"] is not None) == scored and summary["complete"] == scored
