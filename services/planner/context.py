@@ -174,6 +174,12 @@ class RunContext:
             if ended:
                 del self.state.trainings[job_id]
 
+    def resume_training(self, subtask: SubTaskState, job_id: str, counted: int) -> None:
+        """A stopped training's job going on (resumed from its checkpoint): ``counted`` of its frames, the total its
+        learner reports, were counted before and are not counted again; thread-safe."""
+        with self._lock:
+            self.state.trainings[job_id] = {"subtask": subtask.name, "frames": counted}
+
     def save(self) -> None:
         """Writes state.json (tmp then rename, one tmp path) and status.json; thread-safe."""
         with self._lock:

@@ -17,11 +17,13 @@ import grpc
 
 from rlgpt import worlds
 from rlgpt.v1 import learner_pb2, planner_pb2
-from services.planner import game_task
+from services.planner import game_resume, game_task
 from services.planner.attempts import Attempts, RLAttempt
 from services.planner.context import Mode, RunContext
 from services.planner.controller import coded_skills, register_chain_skills
+from services.planner.judging import frames_per_episode
 from services.planner.state import Decision, Status, SubTaskState
+from services.planner.trainings import Training
 
 log = logging.getLogger(__name__)
 MIN_FRAMES = 5_000
@@ -65,20 +67,27 @@ Build = Callable[[planner_pb2.SubTask, SubTaskState], RLAttempt]
 """Configures a candidate's training (its sub-task and state given); may register skills (an RpcError)."""
 
 
-def scored_training(ctx: RunContext, attempts: Attempts, st: planner_pb2.SubTask, build: Build) -> dict[str, Any]:
+def scored_training(ctx: RunContext, st: planner_pb2.SubTask, build: Build) -> dict[str, Any]:
     """Trains what ``build`` configures, scores its policy on the iterations' worlds (where the best chain was
     scored) and returns the candidate's record: the best chain's score and iteration, the attempt's details, its
     training frames, then its job, score, rates and episodes, or the error (a refusal: the chain stays); ``frames``
-    is every frame it spent (training and evaluation)."""
+    is every frame it spent (training and evaluation), before a stop too, and ``resumed`` what a resumed run took
+    over from before the stop (:mod:`services.planner.game_resume`: its job under way, its config)."""
     state = ctx.state.subtasks.setdefault(st.name, SubTaskState(name=st.name, decision=Decision.RL))
     best = ctx.state.best or {}
     record: dict[str, Any] = {"chain_score": best.get("score"), "chain_iteration": best.get("iteration")}
-    before = state.frames
+    going = game_resume.kept(ctx, st.name)
+    before, reused = int(going.setdefault("before", state.frames)), "answer" in going
     try:
         attempt = build(st, state)
         assert attempt.config is not None
+        going["env_frames"] = attempt.config.env_frames
+        resume = game_resume.resume_of(ctx, st.name, state, reused)
         record.update(attempt.details, env_frames=attempt.config.env_frames)
-        attempts.train_and_evaluate(attempt, eval_seed=worlds.iteration_worlds(ctx.seed))
+        attempt.trained = Training(ctx, st, state, attempt.config, attempt.details, eval_seed=worlds.iteration_worlds(
+            ctx.seed), resume=resume).run(frames_per_episode(ctx))
+        if resumed := game_resume.resumed_text(resume, reused):
+            record["resumed"] = resumed
         if attempt.trained is None:
             record["error"] = "the learner refused the training: " + (state.last_error or state.feedback)
         else:
@@ -91,6 +100,7 @@ def scored_training(ctx: RunContext, attempts: Attempts, st: planner_pb2.SubTask
             raise  # the learner or env server is gone: the run pauses, resumable
         record["error"] = f"{exc.code().name}: {exc.details()}"
     record["frames"] = state.frames - before
+    game_resume.done(ctx, st.name)
     log.info("%s: %s", st.name, {k: v for k, v in record.items() if k != "achievement_rates"})
     return record
 
@@ -107,7 +117,7 @@ def train(ctx: RunContext, attempts: Attempts, plan: planner_pb2.Plan, frames: i
         return RLAttempt(st, state, [], config=config(ctx, sorted(skills.values()), frames),
                          details={"game_controller": True, "macro_actions": sorted(skills)})
 
-    record = scored_training(ctx, attempts, st, build)
+    record = scored_training(ctx, st, build)
     record.pop("game_controller", None)
     ctx.state.game_controller = record
     ctx.save()

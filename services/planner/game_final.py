@@ -30,10 +30,11 @@ import logging
 from typing import Any
 
 from rlgpt.v1 import learner_pb2, planner_pb2
-from services.planner import game_controller, game_kept_plan
+from services.planner import game_controller, game_kept_plan, game_resume
 from services.planner.attempts import Attempts
 from services.planner.context import RunContext
 from services.planner.controller import final_evaluation, learner_evaluation, measured
+from services.planner.kept_plan import kept_plan_name
 from services.planner.state import FinalResult, RunState
 
 log = logging.getLogger(__name__)
@@ -58,15 +59,18 @@ def enough(frames: int | None) -> bool:
 
 
 def train(ctx: RunContext, attempts: Attempts, plan: planner_pb2.Plan | None) -> None:
-    """A, then B, each where possible and with frames (module docstring); a resumed run trains what is left."""
+    """A, then B, each where possible and with frames (module docstring); a resumed run trains what is left, a
+    training under way going on to the frames it was given (:mod:`services.planner.game_resume`)."""
     if plan is None:
         return
+    task = ctx.run.request.task.name
     if game_controller.possible(ctx, plan):
-        frames = macro_frames(ctx, both=game_kept_plan.possible(ctx, plan))
+        frames = game_resume.frames_of(ctx, game_controller.controller_name(task),
+                                       macro_frames(ctx, both=game_kept_plan.possible(ctx, plan)))
         if enough(frames):
             game_controller.train(ctx, attempts, plan, frames)
     if game_kept_plan.possible(ctx, plan):
-        frames = game_controller.training_frames(ctx)
+        frames = game_resume.frames_of(ctx, kept_plan_name(task), game_controller.training_frames(ctx))
         if enough(frames):
             game_kept_plan.train(ctx, attempts, plan, frames)
 

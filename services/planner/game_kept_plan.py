@@ -11,7 +11,8 @@ one-agent setup) or with an unusable answer, the planner's defaults train (K, th
 primitive), with one more default: a plan action hands control back on the frame the player is hurt, so the policy
 can act against what hurts it. It is scored on the iterations' worlds like every candidate
 (:func:`services.planner.game_controller.scored_training`) and recorded in ``state.kept_plan`` (with ``score``,
-never a success rate)."""
+never a success rate). The fast agent's answer is kept in the run's state as it arrives: a run stopped after it
+and resumed trains with it and asks nothing (:mod:`services.planner.game_resume`)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import functools
 from typing import Any
 
 from rlgpt.v1 import common_pb2, learner_pb2, planner_pb2
-from services.planner import game_task, survival
+from services.planner import game_resume, game_task, survival
 from services.planner.agents.game_kept_plan import HAND_BACK_WHEN_HURT, GameBriefing, write_game_kept_plan
 from services.planner.agents.kept_plan import stages_done
 from services.planner.attempts import Attempts, RLAttempt
@@ -115,12 +116,13 @@ def train(ctx: RunContext, attempts: Attempts, plan: planner_pb2.Plan, frames: i
             episode_frames=built.episode_length, eval_episodes=ctx.budgets.eval_episodes)
         ask = functools.partial(write_game_kept_plan, task=task, plan=told, briefing=briefing,
                                 iteration=ctx.state.outer_iteration)
-        attempt = configured(ctx, attempts, st, state, built, {"kept_plan": True}, ask,
+        attempt = configured(ctx, attempts, st, state, built, {"kept_plan": True},
+                             game_resume.recorded(ctx, st.name, ask),  # asked once, across a stop too
                              own_kinds={t.kind for t in task.reward_terms})  # the game's reward: always paid
         attempt.details.update(steps=[s.name for s in kept.subtasks], skill_max_steps=built.skill_max_steps)
         return attempt
 
-    record = scored_training(ctx, attempts, st, build)
+    record = scored_training(ctx, st, build)
     record.pop("kept_plan", None)
     ctx.state.kept_plan = record
     ctx.save()

@@ -62,16 +62,21 @@ def achievements_section(state: RunState) -> list[str]:
     return [*lines, "", *controllers_lines(state)]
 
 
+def _resumed(record: dict[str, Any]) -> str:
+    """What a candidate took over from before its run's stop (game_resume), as a part of its description."""
+    return f"; after the run's stop: {record['resumed']}" if record.get("resumed") else ""
+
+
 def _described(state: RunState, name: str) -> str:
     """A candidate in words: what it is and what it was trained with."""
     if name == MACRO:
         macro = state.game_controller or {}
         return ("APPO on the game's reward with the primitives and the plan's coded skills as macro actions "
-                f"({', '.join(macro.get('macro_actions', [])) or 'none'})")
+                f"({', '.join(macro.get('macro_actions', [])) or 'none'}{_resumed(macro)})")
     if name == KEPT:
         kept = state.kept_plan or {}
         return (f"RL around the kept plan on the game's reward (steps {', '.join(kept.get('steps', [])) or 'none'};"
-                f" K={kept.get('skill_max_steps', '?')})")
+                f" K={kept.get('skill_max_steps', '?')}{_resumed(kept)})")
     return f"the best chain of the iterations (iteration {(state.best or {}).get('iteration')})"
 
 

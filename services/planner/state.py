@@ -229,6 +229,10 @@ class RunState:
     game_controller: dict[str, Any] | None = None
     """A game task's policy with the plan's coded skills as macro actions (game_controller.py): its job_id, score
     and rates on the iterations' worlds beside the best chain's score there, or error; None: none was trained."""
+    under_way: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    """A game task's final-controller candidates begun and not recorded yet, by sub-task: the fast agent's config
+    answer as it arrived, the frames the training was given and the sub-task's frames before it; a resumed run
+    goes on from them (services/planner/game_resume.py)."""
     best: dict[str, Any] | None = None
     """The best controller so far (services/planner/task_review.py): the iteration, its per-world successes, its
     plan and each sub-task's controller; a revision replaces it only when better on the same worlds, paired."""

@@ -1,7 +1,7 @@
 """Step 2 of an RL attempt: its config trained by the learner (StartTraining, waiting for a slot while the learner
-is busy), watched to its end (progress emitted, on the sub-task's curve, its frames spent), then the policy
-evaluated. Runs in a thread of its own next to other sub-tasks' trainings: it only emits, records on its own
-sub-task, spends and saves, all thread-safe."""
+is busy; or a job of it that stopped with the run resumed, :class:`Resume`), watched to its end (progress emitted,
+on the sub-task's curve, its frames spent), then the policy evaluated. Runs in a thread of its own next to other
+sub-tasks' trainings: it only emits, records on its own sub-task, spends and saves, all thread-safe."""
 
 from __future__ import annotations
 
@@ -46,6 +46,22 @@ def learner_of(ctx: RunContext, st: planner_pb2.SubTask) -> learner_pb2_grpc.Lea
 
 
 @dataclasses.dataclass
+class Resume:
+    """A training stopped with its run, to go on with: its job, continued from its latest checkpoint to its own
+    frame budget rather than started again from frame 0."""
+
+    job_id: str
+    spent: int = 0
+    """Frames counted of the training so far: a new job, where the learner lost this one, trains the rest."""
+    said: str = ""
+    """More for the event that says the job resumed (e.g. its config from before the stop)."""
+    at: learner_pb2.JobProgress | None = None
+    """Set by the training: where the job stood when it resumed; None when the learner could not resume it."""
+    message: str = ""
+    """Set by the training with ``at``: how the job resumed, in words (its event's message)."""
+
+
+@dataclasses.dataclass
 class Training:
     """One training of a sub-task's ``config`` and its evaluation. Once the run is stopped or ``halt`` is set
     (another training of the round failed), a job not started yet does not start and a running one is stopped
@@ -60,6 +76,8 @@ class Training:
     halt: threading.Event | None = None
     eval_seed: int | None = None
     """The first world of the trained policy's evaluation; None: the sub-tasks' held-out worlds."""
+    resume: Resume | None = None
+    """A job of this training stopped with the run (:meth:`_resume`); None: a new job."""
 
     def run(self, frames_per_episode: int = 0) -> Trained | None:
         """The training watched to its end, then its evaluation (``frames_per_episode``: frames asked for, for a
@@ -81,6 +99,8 @@ class Training:
         ctx, st, state, learner = self.ctx, self.st, self.state, learner_of(self.ctx, self.st)
         if self._halted():
             raise StopRequested()
+        if self.resume is not None and self._resume():
+            return self.resume.job_id
         ctx.run.emit(st.name, config=self.config)
         while True:
             try:
@@ -111,6 +131,36 @@ class Training:
         ctx.save()
         return job_id
 
+    def _resume(self) -> bool:
+        """The stopped job (``resume``) continued from its latest checkpoint to its own frame budget (StartTraining
+        with resume_job_id; one that had reached its budget is only watched and evaluated), the frames its learner
+        reports for it so far counted once (the resumed run counted them when it settled the job). False where the
+        learner no longer knows the job or cannot resume it: a new job trains what the stopped one left."""
+        ctx, st, state, learner, resume = self.ctx, self.st, self.state, learner_of(self.ctx, self.st), self.resume
+        assert resume is not None
+        try:  # where the job stands: StopJob answers a stopped or ended job as it is
+            at = learner.StopJob(learner_pb2.StopJobRequest(job_id=resume.job_id))
+            if at.state != learner_pb2.JOB_STATE_SUCCEEDED:
+                learner.StartTraining(learner_pb2.StartTrainingRequest(config=self.config,
+                                                                       resume_job_id=resume.job_id))
+        except grpc.RpcError as exc:
+            if exc.code() not in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION):
+                raise
+            log.warning("%s: job %s cannot resume (%s); a new job trains", st.name, resume.job_id, exc.details())
+            self.details["resume_refused"] = f"{exc.code().name}: {exc.details()}"
+            self.config.env_frames = max(1, self.config.env_frames - resume.spent)
+            return False
+        state.job_id, state.policy_job = resume.job_id, ""
+        ctx.resume_training(state, resume.job_id, at.env_frames)
+        where = (f"finished its {at.env_frames:,} frames before the stop" if at.state == learner_pb2.JOB_STATE_SUCCEEDED
+                 else f"resumed from its checkpoint at {at.env_frames:,} of {self.config.env_frames:,} frames")
+        resume.at, resume.message = at, ", ".join(part for part in (where, resume.said) if part)
+        log.info("%s: job %s %s", st.name, resume.job_id, resume.message)
+        ctx.run.emit(st.name, training=learner_pb2.JobProgress(job_id=resume.job_id, state=at.state,
+                                                                env_frames=at.env_frames, message=resume.message))
+        ctx.save()
+        return True
+
     def _watch(self, job_id: str) -> list[dict[str, Any]]:
         """The job's progress to its end: emitted, on the sub-task's curve (on the frames the sub-task had spent
         by then), its frames spent as they are reported (a run paused by a service that died mid-training, or a
@@ -119,7 +169,8 @@ class Training:
         ctx, st, state, learner = self.ctx, self.st, self.state, learner_of(self.ctx, self.st)
         curve: list[dict[str, Any]] = []
         final = None
-        before = state.frames  # the sub-task's frames before this training
+        # The sub-task's frames before this training (a resumed job reports its frames from its start).
+        before = state.frames - (self.resume.at.env_frames if self.resume and self.resume.at else 0)
         watching = deadlines.training_seconds(self.config.env_frames)
         for progress in learner.WatchJob(learner_pb2.WatchJobRequest(job_id=job_id), timeout=watching):
             if self._halted():

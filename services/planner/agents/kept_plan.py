@@ -213,6 +213,18 @@ def answer_form(answer: KeptPlanAnswer) -> dict[str, Any]:
             "hand_back_within": answer.plan_interrupt.threat_within}
 
 
+def answer_of(form: dict[str, Any]) -> KeptPlanAnswer:
+    """An answer again from its :func:`answer_form` (as a run's state keeps it), without its call's record."""
+    return KeptPlanAnswer(
+        primitive_actions=list(form["primitive_actions"]),
+        macro_actions=[MacroActionAnswer.model_validate(m) for m in form["macro_actions"]],
+        skill_max_steps=int(form["skill_max_steps"]),
+        reward_terms=[common_pb2.RewardTerm(kind=t["kind"], target=t["target"] or "", weight=float(t["weight"]))
+                      for t in form["reward_terms"]],
+        record=None, plan_interrupt=common_pb2.PlanInterrupt(damage=bool(form["hand_back_when_hurt"]),
+                                                            threat_within=int(form["hand_back_within"])))
+
+
 def apply_answer(config: learner_pb2.RLConfig, answer: KeptPlanAnswer, macro_skills: list[str],
                  own_kinds: Collection[str] = KEPT_PLAN_OWN_KINDS) -> None:
     """The answer in the training's config: its primitives, its accepted macro actions (registered names), its K,
