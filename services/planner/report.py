@@ -28,7 +28,7 @@ from services.planner.report_evaluations import (
     links_section,
     verdicts_section,
 )
-from services.planner.report_game import achievements_section, frames_line, score_line
+from services.planner.report_game import achievements_section, frames_line, measure_text, score_line
 from services.planner.report_plots import plot_iterations, plot_subtask_curves
 from services.planner.state import RunState
 
@@ -158,13 +158,14 @@ def write_run_report(run_dir: Path, state: RunState | None = None, ended: str = 
     if state.stop_reason:
         lines.append(f"- stopped because: {state.stop_reason}")
     game = is_game(task)  # the whole game as the task: measured by its score, every frame counted
+    measure_head = "success rate (a final-controller candidate: its score)" if game else "success rate"
     lines += [score_line(final, target) if game else final_line(final),
               frames_line(state) if game else f"- env frames spent (skill tests + training): {state.frames_used}",
-              "", "## Sub-tasks", "", "| sub-task | decision | status | success rate | frames | attempts |",
+              "", "## Sub-tasks", "", f"| sub-task | decision | status | {measure_head} | frames | attempts |",
               "|---|---|---|---:|---:|---:|"]
     for name, sub in state.subtasks.items():
-        lines.append(f"| {name} | {sub.decision} | {sub.status} | {sub.success_rate:.0%} | {sub.frames} | "
-                     f"{len(sub.tests)} |")
+        measure = measure_text(state, task.name, sub) if game else f"{sub.success_rate:.0%}"
+        lines.append(f"| {name} | {sub.decision} | {sub.status} | {measure} | {sub.frames} | {len(sub.tests)} |")
     lines += ["", f"![success vs frames]({curves.name})", "", "## Iterations", "",
               "| iteration | LLM tokens | seconds | env frames | whole-task success | chain evaluated |",
               "|---:|---:|---:|---:|---|---|"]

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from services.planner.game_controller import controller_name
 from services.planner.game_final import KEPT, MACRO, chosen
-from services.planner.state import RunState
+from services.planner.kept_plan import kept_plan_name
+from services.planner.state import RunState, SubTaskState
 
 
 def _score(record: dict[str, Any] | None) -> str:
@@ -28,6 +30,15 @@ def score_line(final: dict[str, Any], target: float | None) -> str:
            if cut else "")
     return (f"- final score: **{_score(final)}** over {episodes} episodes{worlds}{aim} "
             f"({final.get('controller', '')}){cap}")
+
+
+def measure_text(state: RunState, task: str, sub: SubTaskState) -> str:
+    """A sub-task's measure in the sub-tasks table: a game's final-controller candidates have no success condition,
+    so theirs is the score they played to on the iteration worlds (not evaluated yet: n/a)."""
+    candidates = {controller_name(task): state.game_controller, kept_plan_name(task): state.kept_plan}
+    if sub.name in candidates:
+        return f"score {_score(candidates[sub.name])}"
+    return f"{sub.success_rate:.0%}"
 
 
 def frames_line(state: RunState) -> str:

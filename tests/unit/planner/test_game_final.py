@@ -17,8 +17,8 @@ from rlgpt import worlds
 from rlgpt.v1 import learner_pb2, planner_pb2
 from services.planner import game_final, game_kept_plan, game_task
 from services.planner.game_controller import MIN_FRAMES
-from services.planner.report_game import achievements_section
-from services.planner.state import Decision
+from services.planner.report_game import achievements_section, measure_text
+from services.planner.state import Decision, RunState, SubTaskState
 
 EVALUATION = 2 * 10_000
 """One evaluation's frames kept back: BUDGET's 2 episodes x the game's 10,000."""
@@ -151,3 +151,12 @@ def test_the_achievements_table_has_a_column_per_trained_policy(tmp_path: Path, 
     two.state.kept_plan = {"chain_score": 0.0, "job_id": "jB", "score": 0.0, "achievement_rates": rates}
     assert "| achievement | iteration 0 | macro-action policy | kept-plan policy |" in achievements_section(two.state)
     assert planner_pb2.RunEvent(final_controllers=game_final.chosen(two.state)).final_controllers.chosen == "chain"
+
+
+def test_the_sub_tasks_table_gives_a_candidate_its_score_not_a_success_rate() -> None:
+    """A candidate has no success condition: its 0% success read as a failed sub-task in a real run's report."""
+    state = RunState(game_controller={"chain_score": 46.2, "job_id": "jA", "score": 26.2})
+    macro = SubTaskState(name="crafter__macro_actions", decision=Decision.RL)
+    kept = SubTaskState(name="crafter__kept_plan", decision=Decision.RL)
+    wood = SubTaskState(name="collect_wood", decision=Decision.CODE, success_rate=1.0)
+    assert [measure_text(state, "crafter", s) for s in (macro, kept, wood)] == ["score 26.2", "score n/a", "100%"]
