@@ -158,9 +158,31 @@ def cap_message(message: str, max_bytes: int = MAX_STATUS_BYTES) -> str:
     return head + suffix
 
 
+DOWNSTREAM = {grpc.StatusCode.NOT_FOUND: grpc.StatusCode.FAILED_PRECONDITION,
+              grpc.StatusCode.INVALID_ARGUMENT: grpc.StatusCode.FAILED_PRECONDITION,
+              grpc.StatusCode.FAILED_PRECONDITION: grpc.StatusCode.FAILED_PRECONDITION,
+              grpc.StatusCode.RESOURCE_EXHAUSTED: grpc.StatusCode.RESOURCE_EXHAUSTED,
+              grpc.StatusCode.UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
+              grpc.StatusCode.DEADLINE_EXCEEDED: grpc.StatusCode.UNAVAILABLE}
+"""A refusal by a service this one called (e.g. the learner's Evaluate asking the env server for a skill nobody
+registered) as this call's status: the caller's request was fine but what it depends on is not (FAILED_PRECONDITION),
+or the other service is full or away. Its INTERNAL or UNKNOWN stays INTERNAL: a bug there."""
+
+
+def _downstream(exc: grpc.RpcError) -> tuple[grpc.StatusCode, str] | None:
+    code = exc.code() if callable(getattr(exc, "code", None)) else None
+    if code not in DOWNSTREAM:
+        return None
+    details = exc.details() if callable(getattr(exc, "details", None)) else str(exc)
+    return DOWNSTREAM[code], f"a service this call depends on answered {code.name}: {details}"
+
+
 def _abort(context: grpc.ServicerContext, exc: BaseException, method: str) -> None:
     if isinstance(exc, RlgptError):
         context.abort(exc.code, cap_message(str(exc)))
+    if isinstance(exc, grpc.RpcError) and (mapped := _downstream(exc)):
+        log.warning("%s: %s", method, mapped[1])
+        context.abort(mapped[0], cap_message(mapped[1]))
     log.exception("unexpected error in %s", method)
     context.abort(grpc.StatusCode.INTERNAL,
                   cap_message(f"internal error in {method}: {type(exc).__name__}: {exc}"))

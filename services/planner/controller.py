@@ -80,11 +80,16 @@ def chain_links(plan: planner_pb2.Plan | None, state: RunState, *, skill_frames:
     return links, missing
 
 
+def chain_skill_name(ctx: RunContext, subtask: str) -> str:
+    """The name a sub-task's code is registered under as a link of this run's chain (and as a macro action)."""
+    return f"{subtask[:40]}__chain{ctx.run.id[-6:]}"
+
+
 def register_chain_skills(ctx: RunContext, codes: list[tuple[str, str]]) -> dict[str, str]:
     """The ``(sub-task, code)`` skills registered under names of this run's chain: sub-task -> registered name."""
     names = {}
     for name, code in codes:
-        names[name] = f"{name[:40]}__chain{ctx.run.id[-6:]}"
+        names[name] = chain_skill_name(ctx, name)
         ctx.stubs.env.RegisterSkill(env_pb2.RegisterSkillRequest(
             name=names[name], code=code, replace=True, description=f"{name}: its code in the run's chain"))
     return names

@@ -83,6 +83,11 @@ def wanted(ctx: RunContext, plan: planner_pb2.Plan | None, chain_success: float 
     return left is None or left >= MIN_FRAMES
 
 
+def kept_step_name(ctx: RunContext, subtask: str) -> str:
+    """The name a coded sub-task's code is registered under as a step of this run's kept plan."""
+    return f"{subtask[:40]}__kept{ctx.run.id[-6:]}"
+
+
 def kept_plan_config(ctx: RunContext, plan: planner_pb2.Plan, trainings: int = 1) -> learner_pb2.RLConfig:
     """The plan's sub-tasks as the steps of a kept plan: a trained one's policy (the job its chain link runs), a
     coded one's code registered under a name of this run; the frames left shared by the ``trainings`` (this one and
@@ -93,7 +98,7 @@ def kept_plan_config(ctx: RunContext, plan: planner_pb2.Plan, trainings: int = 1
         if trained(sub := ctx.state.subtasks[st.name]):
             steps.append(learner_pb2.PlanStep(job_id=policy_of(sub), success=list(st.success)))
             continue
-        name = f"{st.name[:40]}__kept{ctx.run.id[-6:]}"
+        name = kept_step_name(ctx, st.name)
         ctx.stubs.env.RegisterSkill(env_pb2.RegisterSkillRequest(
             name=name, code=sub.skill_code, replace=True,
             description=f"{st.name}: its code as a step of the run's kept plan"))

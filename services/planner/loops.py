@@ -37,7 +37,13 @@ from services.planner.agents.slow import SlowAgent
 from services.planner.animations import write_animations
 from services.planner.attempts import Attempts
 from services.planner.context import AgentSetup, Mode, RunContext, Stubs
-from services.planner.controller import NO_CONTROLLER, final_evaluation, iteration_evaluation
+from services.planner.controller import (
+    NO_CONTROLLER,
+    chain_skill_name,
+    coded_skills,
+    final_evaluation,
+    iteration_evaluation,
+)
 from services.planner.inner_loops import InnerLoops
 from services.planner.iteration_costs import begin_iteration, iteration_frames, iteration_seconds, iteration_tokens
 from services.planner.planning import PlanMaking
@@ -117,6 +123,12 @@ class TwoLoops(PlanMaking, InnerLoops):
                       if sub.status == Status.DONE and sub.decision == Decision.CODE and sub.skill_code})
         for sub in self.state.subtasks.values():
             known.update(sub.macro_actions)  # an RL sub-task's own macro actions: its policy calls them
+        # The plan's code under the names trained policies call it by: the chain's (a macro-action policy's macro
+        # actions, the chain's links) and the kept plan's steps. Not restored, a resumed run's final evaluation of
+        # such a policy failed (the env server: no skill named ...).
+        for name, code in coded_skills(self.state.plan_proto(), self.state):
+            known[chain_skill_name(self.ctx, name)] = code
+            known[kept_plan.kept_step_name(self.ctx, name)] = code
         for name, code in known.items():
             try:
                 self.ctx.stubs.env.RegisterSkill(env_pb2.RegisterSkillRequest(name=name, code=code, replace=True,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from fakes.refusal import Refused
 from kept_plan_support import FAILED, PICKAXE, PLAN, WALK, ScriptedLLM
 
 from rlgpt import worlds
@@ -157,19 +158,6 @@ def test_a_policy_that_loses_to_the_plan_alone_is_revised_with_its_answer_and_ou
            "worlds: the policy is the final controller." in report
     two._iterate()
     assert len(learner.configs) == 2  # a resume trains nothing more
-
-
-class Refused(grpc.RpcError):
-    """What a gRPC stub raises for a refused call (its code and details)."""
-
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        self._code, self._details = code, details
-
-    def code(self) -> grpc.StatusCode:
-        return self._code
-
-    def details(self) -> str:
-        return self._details
 
 
 class BriefingRefused(PlanLearner):

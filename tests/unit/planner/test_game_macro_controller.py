@@ -117,3 +117,25 @@ def test_the_final_job_is_the_policy_only_when_it_scored_higher(tmp_path: Path, 
     two.state.best = None if chain is None else {"iteration": 0, "score": chain}
     choice = game_final.chosen(two.state)
     assert (choice.chosen == game_final.MACRO) == (expected == "j1")
+
+
+class Registry(Env):
+    """An env server that keeps what was registered with it."""
+
+    def __init__(self) -> None:
+        self.registered: dict[str, str] = {}
+
+    def RegisterSkill(self, request: env_pb2.RegisterSkillRequest, **_: object) -> None:
+        self.registered[request.name] = request.code
+
+
+def test_a_resumed_run_registers_again_every_skill_its_trained_policies_call(tmp_path: Path, describe) -> None:
+    """A real resumed run's final evaluation of its macro-action policy failed: the new env server had no skill
+    named '<sub-task>__chain<run>' (the names its macro actions are registered under)."""
+    learner = GameLearner(["collect_wood", "place_table", "eat_cow"])
+    two = with_learner(tmp_path, describe, learner, chain_score=0.5)
+    game_controller.train(two.ctx, two.attempts, two.state.plan_proto())
+    two.ctx.stubs = Stubs(env=(fresh := Registry()), learner=learner, critic=None)  # the server after a restart
+    two._register_known_skills()
+    assert set(learner.configs[0].skills) <= set(fresh.registered)
+    assert all(fresh.registered[name] for name in learner.configs[0].skills)  # with their code

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import grpc
 import pytest
+from fakes.refusal import Refused
 
 from rlgpt.errors import (
     MAX_REFUSAL_BYTES,
@@ -95,3 +96,25 @@ def test_decorator_caps_every_status_message(method: str) -> None:
     expected = grpc.StatusCode.INTERNAL if method == "crash" else grpc.StatusCode.INVALID_ARGUMENT
     assert context.code == expected
     assert len(context.details.encode()) <= MAX_STATUS_BYTES and "message cut" in context.details
+
+
+class _Caller:
+    @grpc_errors
+    def call(self, request: Refused, context: FakeContext) -> str:
+        raise request
+
+
+@pytest.mark.parametrize(("downstream", "expected"), [
+    (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION),
+    (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNAVAILABLE),
+    (grpc.StatusCode.INTERNAL, grpc.StatusCode.INTERNAL)])
+def test_a_refusal_by_a_service_called_is_not_this_services_internal_error(downstream: grpc.StatusCode,
+                                                                           expected: grpc.StatusCode) -> None:
+    """A real run's final evaluation read 'INTERNAL: internal error in Evaluate' for the env server's NOT_FOUND of
+    a skill the planner had not registered again after a resume."""
+    context = FakeContext()
+    with pytest.raises(_Aborted):
+        _Caller().call(Refused(downstream, "no skill named 'x'; register it first (RegisterSkill)"), context)
+    assert context.code == expected and "no skill named 'x'" in context.details
+    assert ("depends on answered NOT_FOUND" in context.details) == (downstream == grpc.StatusCode.NOT_FOUND)
