@@ -60,8 +60,14 @@ def cores(machine: dict[str, Any] | str) -> str:
 
 
 def who(llm: str) -> str:
-    """A model as the table names it: its name before the first comma ('Claude (Anthropic)')."""
-    return llm.split(", ")[0]
+    """A model as the table names it: its name before the first comma outside parentheses ('Claude (Anthropic)',
+    'embedded Gemma 3 270m (gemma-3-270m-q4_k_m.gguf, llama.cpp server)')."""
+    depth = 0
+    for i, char in enumerate(llm):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            return llm[:i]
+    return llm
 
 
 def raw_cell(*paths: Path) -> str:
@@ -181,7 +187,7 @@ def llm(results: dict[str, Any], raw: Path) -> Headline:
 def game(docs: list[dict[str, Any]], raw: tuple[Path, ...]) -> Headline:
     """bench-game's row: each run's latest scoring on the whole game, recomputed from its episodes (no APPO row
     has per-episode data yet)."""
-    cells, dates, llms = [], [], []
+    cells, dates, llms, machines = [], [], [], []
     for doc in docs:
         scorings = [s for s in doc.get("scorings", []) if game_raw.scored(s)]
         if not scorings:
@@ -189,10 +195,12 @@ def game(docs: list[dict[str, Any]], raw: tuple[Path, ...]) -> Headline:
         n = game_raw.numbers(scorings[-1])
         cells.append(f"{doc['name']}: score {n['score']:.1f} over {n['episodes']} held-out episodes")
         dates.append(scorings[-1].get("scored_utc", NONE))
-        llms.append(str(doc.get("run", {}).get("llm", NONE)).split(",")[0])
+        llms.append(who(str(doc.get("run", {}).get("llm", NONE))))
+        machines += [cores(scorings[-1]["machine"])] if scorings[-1].get("machine") else []
     published = ", ".join(f"{name} {score}" for name, score in PUBLISHED_SCORES.items())
     return Headline("make bench-game", "; ".join(cells) or "no scoring yet", f"published at 1M frames: {published}",
-                    max(dates, default=NONE), NONE, llms[-1] if llms else NONE, raw_cell(*raw))
+                    max(dates, default=NONE), joined(sorted(set(machines))) or NONE,
+                    joined(sorted(set(llms))) or NONE, raw_cell(*raw))
 
 
 def crafter(results: dict[str, Any], raw: Path) -> Headline:

@@ -20,7 +20,10 @@ INTRO = (
     "`rlgpt/worlds.py` `game_bench_worlds`, checked apart from every world the run trained or was evaluated on), "
     "one episode per world, Crafter's episodes (10,000 frames or death), whatever task the run had. Score and "
     "rates are computed from the committed per-episode raw data (`docs/bench-raw/game/<name>/results.json`) by "
-    "`rlgpt/game_score.py`. A set is scored once; every scoring made is listed, declared sets not scored too.")
+    "`rlgpt/game_score.py`. A set is scored once; every scoring made is listed, declared sets not scored too. The "
+    "run's frames, LLM calls, tokens and wall time are the run's own (its whole 1M-frame budget for a crafter "
+    "run); the wall time runs from its first LLM call to its end, pauses between sessions included. How a record "
+    "was made, and what was not regular in it: its folder under `docs/runs/` (NOTES.md, where it has one).")
 
 
 def label(doc: dict[str, Any], scoring: dict[str, Any]) -> str:
