@@ -80,6 +80,25 @@ def compare(a: Evaluation, b: Evaluation, resamples: int = RESAMPLES, seed: int 
     return Comparison(a, b, a.score - b.score, float(low), float(high))
 
 
+def interval(row: Evaluation, resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
+    """The 95% bootstrap CI of one row's score over its worlds (how far a target like 10.0 is from the score)."""
+    names = row.achievements
+    idx = np.random.default_rng(seed).integers(0, len(row.episodes), size=(resamples, len(row.episodes)))
+    low, high = np.percentile(_scores(_unlocked(row, names), idx, names), [2.5, 97.5])
+    return float(low), float(high)
+
+
+def interval_lines(evaluations: Sequence[Evaluation]) -> list[str]:
+    """Each row's score with its 95% bootstrap CI over its worlds."""
+    rows = [e for e in evaluations if e.episodes]
+    if not rows:
+        return []
+    return [f"Each row's score with its 95% CI by a bootstrap over its worlds ({RESAMPLES:,} resamples, seed "
+            f"{BOOTSTRAP_SEED}): " + "; ".join(
+                f"{e.label} {e.score:.1f} ({low:.1f} to {high:.1f})" for e in rows
+                for low, high in [interval(e)]) + "."]
+
+
 def groups(evaluations: Sequence[Evaluation]) -> list[list[Evaluation]]:
     """The evaluations grouped by the worlds they played (and the game's achievements), in order of appearance."""
     found: dict[tuple[Any, ...], list[Evaluation]] = {}

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import machine_line, markdown_table
-from benchmarks.crafter.paired import Evaluation, evaluation, paired_lines
+from benchmarks.crafter.paired import Evaluation, evaluation, interval_lines, paired_lines
 from benchmarks.game.report import game_evaluations, game_lines, game_series
 from rlgpt.game_score import crafter_score, success_rates, within_budget
 
@@ -139,8 +139,10 @@ def appo_series(results: dict[str, Any] | None) -> list[dict[str, Any]]:
 def crafter_section(results: dict[str, Any] | None, game_docs: list[dict[str, Any]], plot: str | None) -> str:
     """The whole Crafter section: bench-crafter's rows (``results``, None: not on disk), bench-game's (its raw
     files' documents), every achievement's rate per row, the published scores, the plot's link."""
+    held = appo_evaluations(results) + game_evaluations(game_docs)
+    intervals = interval_lines(held)
     lines = [SECTION_TITLE, "", *(appo_lines(results) if results else [NO_APPO_DATA]), "", *game_lines(game_docs),
-             "", *paired_lines(appo_evaluations(results) + game_evaluations(game_docs))]
+             "", *([*intervals, ""] if intervals else []), *paired_lines(held)]
     series = appo_series(results) + game_series(game_docs)
     if series:
         names = list(series[0]["rates"])

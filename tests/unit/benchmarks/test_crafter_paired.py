@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from benchmarks.crafter.paired import compare, comparisons, evaluation, paired_lines
+from benchmarks.crafter.paired import compare, comparisons, evaluation, interval, interval_lines, paired_lines
 from benchmarks.crafter.report import crafter_section
 from benchmarks.game import raw
 from rlgpt.game_score import crafter_score, success_rates
@@ -120,3 +120,14 @@ def test_the_section_compares_appo_and_rl_gpt_on_the_same_worlds(tmp_path: Path)
     assert "RL-GPT run-c, set 1 |" not in section.split("Paired comparisons")[1].split("not paired")[0]
     assert ("Rows on different worlds are not paired: 7,100,001..7,100,008 (APPO, primitives, held-out; RL-GPT run-a, "
             "set 0; RL-GPT run-b, set 0) and 7,110,001..7,110,008 (RL-GPT run-c, set 1).") in section
+
+
+def test_a_rows_score_interval_brackets_its_score_and_is_a_point_for_identical_worlds() -> None:
+
+    names = ("collect_wood", "place_table")
+    same = evaluation("same", names, [{"seed": s, "achievements": ["collect_wood"]} for s in range(20)])
+    assert interval(same) == pytest.approx((same.score, same.score))  # every world alike: no spread
+    mixed = evaluation("mixed", names, [{"seed": s, "achievements": ["collect_wood"] * (s % 2)} for s in range(40)])
+    low, high = interval(mixed)
+    assert low < mixed.score < high
+    assert f"mixed {mixed.score:.1f} ({low:.1f} to {high:.1f})" in interval_lines([mixed])[0]
