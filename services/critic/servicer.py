@@ -68,8 +68,8 @@ def link_problems(links: list[critic_pb2.TaskLink]) -> list[str]:
         if not 0 <= link.succeeded <= link.reached:
             problems.append(f"links[{i}]: reached={link.reached} succeeded={link.succeeded}: must be "
                             "0 <= succeeded <= reached")
-        if not (math.isfinite(link.mean_frames) and link.mean_frames >= 0):
-            problems.append(f"links[{i}].mean_frames={link.mean_frames:.6g}: must be >= 0")
+        if link.mean_frames != -1 and not (math.isfinite(link.mean_frames) and link.mean_frames >= 0):
+            problems.append(f"links[{i}].mean_frames={link.mean_frames:.6g}: must be >= 0, or -1 (not known)")
         own = link.own_success_rate
         if own != -1 and not 0 <= own <= 1:  # NaN fails both
             problems.append(f"links[{i}].own_success_rate={own:.6g}: must be in 0..1, or -1 (not measured)")

@@ -33,8 +33,9 @@ def links_text(links: list[critic_pb2.TaskLink]) -> str:
     return "\n".join(
         f"{i}. {link.subtask} ({link.decision or 'controller not given'}), hands over when "
         f"{conditions_text(list(link.success), '(no conditions given)')}: reached {link.reached}, succeeded "
-        f"{link.succeeded} ({link_rate(link):.0%} in the chain), {own_text(link)}, mean {link.mean_frames:.0f} "
-        "frames" for i, link in enumerate(links, 1))
+        f"{link.succeeded} ({link_rate(link):.0%} in the chain), {own_text(link)}, "
+        f"{'mean frames unknown' if link.mean_frames == -1 else f'mean {link.mean_frames:.0f} frames'}"
+        for i, link in enumerate(links, 1))
 
 
 def failures_text(kinds: list[FailureKind], episodes: list[common_pb2.EpisodeSummary]) -> str:

@@ -21,7 +21,8 @@ def episode_summary_proto(e: dict[str, Any]) -> common_pb2.EpisodeSummary:
         success=e["success"], steps=e["steps"], episode_return=e["episode_return"], error=skill_error_proto(e["error"]),
         achievements=e["achievements"], death_cause=e["death_cause"], text=e["text"], end_reason=e["end_reason"],
         final_inventory=[common_pb2.ItemCount(item=k, count=v) for k, v in e["final_inventory"].items()],
-        animation=e.get("animation", b""), stages_done=e.get("stages_done", []))
+        animation=e.get("animation", b""), stages_done=e.get("stages_done", []),
+        stage_frames=e.get("stage_frames", []))
 
 
 def skill_info(record: SkillRecord, include_code: bool = True) -> env_pb2.SkillInfo:

@@ -201,15 +201,28 @@ def _code_chain(ctx: RunContext, plan: planner_pb2.Plan, codes: list[tuple[str, 
 def plan_links(plan: planner_pb2.Plan, episodes: list[common_pb2.EpisodeSummary]) -> list[dict[str, Any]]:
     """Per link of an all-code chain, how far its episodes got (EpisodeSummary.stages_done): a link is reached
     when every earlier one was done, and succeeded when its own stage was; empty where the env server did not
-    say (an older server)."""
+    say (an older server). Its mean frames (:func:`link_frames`) are None where the server did not say when each
+    stage was done (an older server's EpisodeSummary has no stage_frames)."""
     if not episodes or any(len(e.stages_done) != len(plan.subtasks) for e in episodes):
         return []
+    timed = all(len(e.stage_frames) == len(plan.subtasks) for e in episodes)
     links = []
     for i, st in enumerate(plan.subtasks):
         reached = [e for e in episodes if all(e.stages_done[:i])]
+        frames = [link_frames(e, i) for e in reached] if timed else []
+        mean = (round(sum(frames) / len(frames), 1) if frames else 0.0) if timed else None
         links.append({"name": st.name, "reached": len(reached),
-                      "succeeded": sum(1 for e in reached if e.stages_done[i]), "mean_frames": 0.0})
+                      "succeeded": sum(1 for e in reached if e.stages_done[i]), "mean_frames": mean})
     return links
+
+
+def link_frames(episode: common_pb2.EpisodeSummary, i: int) -> int:
+    """Env frames episode ``episode`` spent in link ``i`` (it reached it): from the step its last earlier stage was
+    done (0 for the first link) to the step its own was, or to the episode's end when it never was. A stage whose
+    conditions already held when its link started took none (the plan moves on at once)."""
+    start = max(episode.stage_frames[:i], default=0)
+    end = episode.stage_frames[i] if episode.stages_done[i] else episode.steps
+    return max(0, end - start)
 
 
 def failed_episodes(episodes: list[common_pb2.EpisodeSummary], tails: int = FAILED_TAILS,

@@ -80,8 +80,9 @@ def links_section(state: RunState) -> list[str]:
         sub = state.subtasks.get(str(link.get("name", "")))
         own = f"{sub.success_rate:.0%}" if sub is not None and sub.tests else "-"
         reached, succeeded = int(link.get("reached", 0)), int(link.get("succeeded", 0))
+        frames = link.get("mean_frames")  # None: the env server did not say when each link was done
         lines.append(f"| {link.get('name', '')} | {own} | {reached} | {rate_text(succeeded, reached)} | "
-                     f"{float(link.get('mean_frames', 0.0)):.0f} |")
+                     f"{'n/a' if frames is None else f'{float(frames):.0f}'} |")
     return [*lines, ""]
 
 

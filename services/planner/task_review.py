@@ -42,16 +42,18 @@ TAIL_CHARS = 1500
 
 
 def task_links(plan: planner_pb2.Plan, ctx: RunContext, links: list[dict[str, Any]]) -> list[critic_pb2.TaskLink]:
-    """The evaluated chain's links with their sub-task's decision, conditions and own measured success."""
+    """The evaluated chain's links with their sub-task's decision, conditions and own measured success; a link's
+    mean frames -1 where they are not known."""
     by_name = {st.name: st for st in plan.subtasks}
     out = []
     for link in links:
         st, sub = by_name.get(link["name"]), ctx.state.subtasks.get(link["name"])
         if st is None or sub is None:
             continue
+        frames = link.get("mean_frames")  # None: the env server did not say when each link was done
         out.append(critic_pb2.TaskLink(
             subtask=st.name, decision=str(sub.decision), success=list(st.success), reached=int(link["reached"]),
-            succeeded=int(link["succeeded"]), mean_frames=float(link.get("mean_frames", 0.0)),
+            succeeded=int(link["succeeded"]), mean_frames=-1.0 if frames is None else float(frames),
             own_success_rate=sub.success_rate if sub.tests else -1.0))
     return out
 

@@ -22,6 +22,8 @@ class Episode:
     success: bool = False
     stages_done: list[bool] = dataclasses.field(default_factory=list)
     """Per stage of the session, whether its conditions have held (sticky, as ``success``)."""
+    stage_frames: list[int] = dataclasses.field(default_factory=list)
+    """Per stage, the episode step at which its conditions first held; 0 while they have not."""
     inventory: dict[str, int] = dataclasses.field(default_factory=dict)
     health: float = 0.0
     end_reason: str = ""
@@ -36,6 +38,10 @@ class Episode:
     episode length)."""
     animation: bytes = b""
     """The episode's GIF, once it ended among those its session animates (EpisodeSummary.animation)."""
+
+    def __post_init__(self) -> None:
+        if not self.stage_frames:  # one per stage, as stages_done
+            self.stage_frames = [0] * len(self.stages_done)
 
 
 class EnvSlot:

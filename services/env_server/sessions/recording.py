@@ -50,5 +50,5 @@ def episode_summary(slot: EnvSlot) -> dict[str, Any]:
         "error": episode.error, "achievements": list(episode.unlocked), "death_cause": episode.death_cause,
         "text": text[:SUMMARY_TEXT_CHARS], "end_reason": reason,
         "final_inventory": {k: v for k, v in episode.inventory.items() if v}, "animation": episode.animation,
-        "stages_done": list(episode.stages_done),
+        "stages_done": list(episode.stages_done), "stage_frames": list(episode.stage_frames),
     }

@@ -239,7 +239,7 @@ class Session:
         stages_done = 0
         for j, stage in enumerate(self.stages):
             if judged and not episode.stages_done[j] and stage.holds(unlocked, inventory):  # sticky, as success is
-                episode.stages_done[j] = True
+                episode.stages_done[j], episode.stage_frames[j] = True, episode.steps + 1  # this frame's step
                 stages_done += 1
         reward = 0.0 if not judged else step_reward(
             self.reward_terms, native=raw.native_reward, newly_unlocked=set(new), gained=gained,

@@ -121,6 +121,14 @@ def test_bad_requests_are_refused_naming_the_value_and_the_range(fields, needle)
     assert needle in refused(**fields)
 
 
+def test_a_links_frames_may_be_not_known_but_not_negative() -> None:
+    unknown, negative = link("get_a", 1, 0), link("get_a", 1, 0)
+    unknown.mean_frames, negative.mean_frames = -1.0, -2.0
+    servicer = CriticServicer(CriticSettings(use_llm=False))
+    servicer._validate_task(task_request(links=[unknown]))  # an env server that did not say when stages were done
+    assert "links[0].mean_frames=-2: must be >= 0, or -1 (not known)" in refused(links=[negative])
+
+
 def test_a_bad_value_is_echoed_only_by_its_start() -> None:
     message = refused(links=[link("get_a", 1, 0, decision="v" * 100)])
     assert "v" * 40 in message and "v" * 41 not in message

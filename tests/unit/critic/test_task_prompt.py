@@ -84,3 +84,11 @@ def test_a_game_prompt_states_the_score_and_its_target_not_a_success_rate() -> N
     assert ("Measured success rate: none; instead: The whole game scored 4.2 (target 27.3). Never unlocked (1 of 2): "
             "collect_diamond.") in text
     assert "0.27" not in text and "0.00 (0/1 episodes)" not in text
+
+
+def test_a_links_frames_not_known_are_said_to_be_unknown() -> None:
+    req = request_with_rules()
+    req.links[1].mean_frames = -1.0
+    text = task_prompt.prompt_text(req, task_checks(req))
+    assert "own success 100%, mean 50 frames\n" in text
+    assert "(50% in the chain), own success not measured, mean frames unknown\n" in text

@@ -60,6 +60,15 @@ def test_the_link_table_puts_each_subtask_beside_its_link(tmp_path: Path) -> Non
     assert "| pickaxe | 100% | 30 | 40% (12/30, 95% CI 25-58%) | 80 |" in text  # tested on worlds of its own
 
 
+def test_a_link_whose_frames_are_not_known_says_so_not_zero(tmp_path: Path) -> None:
+    state = _state()
+    state.final["links"] = [{"name": "wood", "reached": 32, "succeeded": 30, "mean_frames": None},
+                            {"name": "pickaxe", "reached": 30, "succeeded": 12, "mean_frames": 0.0}]
+    text = _report(tmp_path, state)
+    assert "| wood | 100% | 32 | 94% (30/32, 95% CI 80-98%) | n/a |" in text  # an older env server's chain
+    assert "| pickaxe | 100% | 30 | 40% (12/30, 95% CI 25-58%) | 0 |" in text
+
+
 def test_each_iteration_says_its_verdict_and_the_final_controller_plays(tmp_path: Path) -> None:
     text = _report(tmp_path, _state())
     assert ("- iteration 0: 25% (8/32, 95% CI 13-42%); the first controller; verdict to the fast agent on pickaxe; "

@@ -164,3 +164,10 @@ def test_a_game_iteration_sends_the_critic_its_score_and_rates_and_another_sends
     other = IterationRecord(iteration=0, tokens=0, seconds=0.0, frames=0, success_rate=0.5)
     assert task_review.game_measure(other) == {}
     assert not critic_pb2.JudgeTaskRequest(**task_review.game_measure(other)).HasField("score")
+
+
+def test_the_critic_reads_a_links_frames_as_not_known_where_the_env_server_did_not_say(tmp_path: Path) -> None:
+    two = coded_loops(tmp_path)
+    links = task_review.task_links(PLAN, two, [{"name": "wood", "reached": 4, "succeeded": 3, "mean_frames": None},
+                                               {"name": "table", "reached": 3, "succeeded": 1, "mean_frames": 41.5}])
+    assert [(x.subtask, x.mean_frames) for x in links] == [("wood", -1.0), ("table", 41.5)]

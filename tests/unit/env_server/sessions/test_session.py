@@ -1,9 +1,10 @@
-"""Session semantics in-process: termination, autoreset, and stepping a finished env."""
+"""Session semantics in-process: termination, autoreset, stepping a finished env, and when stages are done."""
 
 import pytest
 
 from rlgpt.errors import FailedPrecondition
 from services.env_server.backends.crafter import CrafterBackend
+from services.env_server.messages import episode_summary_proto
 from services.env_server.sessions.actions import Action
 from services.env_server.sessions.session import Session
 from services.env_server.settings import EnvServerSettings
@@ -75,3 +76,25 @@ def test_a_recording_session_summarises_each_episode_and_starts_a_fresh_record()
     assert session.summary(0)["text"].startswith("start: at (32, 32)")  # the next episode's own record
     assert make(Task(name="t", achievements=(), inventory=(), start_inventory=(), terminate_on_success=False),
                 autoreset=False).slots[0].episode.trajectory is None  # only recording sessions keep one
+
+
+def test_a_session_says_the_step_each_stage_first_held() -> None:
+    backend = CrafterBackend()
+    actions = [Action(name=n, primitive=i) for i, n in enumerate(backend.spec.actions)]
+    task = Task(name="open", achievements=(), inventory=(), start_inventory=(("wood", 2),), terminate_on_success=False)
+    stages = tuple(Task(name=f"s{n}", achievements=(), inventory=((item, n),), start_inventory=(),
+                        terminate_on_success=False) for item, n in (("wood", 2), ("wood", 3), ("stone", 1)))
+    session = Session(session_id="t", backend=backend, task=task, reward_terms=(RewardTerm("native", "", 1.0),),
+                      seed=0, num_envs=1, episode_length=10, actions=actions, skill_max_steps=4, autoreset=False,
+                      settings=EnvServerSettings(), record=True, stages=stages)
+    assert session.slots[0].episode.stage_frames == [0, 0, 0]
+    session.step([0])  # wood 2 from the start: held at the first step
+    session.step([0])
+    session.slots[0].env.give("wood", 1)  # wood 3 from here: held at the next step, the third
+    for _ in range(3):
+        session.step([0])
+    summary = session.summary(0)
+    assert summary["stages_done"] == [True, True, False] and summary["stage_frames"] == [1, 3, 0]
+    assert list(episode_summary_proto(summary).stage_frames) == [1, 3, 0]
+    session.reset([0])
+    assert session.slots[0].episode.stage_frames == [0, 0, 0]  # a new episode's own
