@@ -8,11 +8,13 @@ The model the machine cannot host answers the product's own requests through ``r
                                                  # call from the record, skills, trainings and evaluation live
     python -m benchmarks.bench_replay report     # the section of docs/BENCHMARKS.md, from the raw results alone
 
-``run`` keeps, per kept run, its recorded numbers and its replay's (success, frames, the replayed calls, those
-whose prompt was the recorded one word for word, the calls not made or answered with another call's record, and
-every distinct line that changed) in the tracked docs/results/bench-replay.json; ``report`` rebuilds the section
-from that file. A record whose prompts drifted is listed as drifted with what changed, not as reproduced. Anyone
-can therefore check a capable model's RL-GPT numbers with no model at all.
+``keep`` records the run's own id in ``recorded.json`` (``run_id``: the skills it registered are named by it, not by
+NAME) and, for a whole-game run, the score of its own final evaluation (not a held-out score: bench-game's).
+``run`` keeps, per kept run, its recorded numbers and its replay's (success, or a whole-game run's score; frames;
+the replayed calls, those whose prompt was the recorded one word for word, the calls not made or answered with
+another call's record, and every distinct line that changed) in the tracked docs/results/bench-replay.json;
+``report`` rebuilds the section from that file. A record whose prompts drifted is listed as drifted with what
+changed, not as reproduced. Anyone can therefore check a capable model's RL-GPT numbers with no model at all.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ from rich.console import Console
 from benchmarks.common import load_results, machine_description, save_results, setup_logging, utc_now, write_section
 from benchmarks.replay.changes import prompt_changes
 from benchmarks.replay.drift import compare_prompts, llm_calls
-from benchmarks.replay.records import critic_asked_on_pass, kept_runs, recorded_entry, run_summary
-from benchmarks.replay.report import RAW, TITLE, drift_summary, render_section
+from benchmarks.replay.records import critic_asked_on_pass, kept_runs, recorded_entry, run_id_of, run_summary
+from benchmarks.replay.report import RAW, TITLE, drift_summary, measure_text, render_section
 from rlgpt.app.runner import RunOptions, run_rlgpt
 
 log = logging.getLogger("benchmarks.replay")
@@ -62,10 +64,10 @@ def keep(run_dir: Path, name: Annotated[str, typer.Option(help="Folder name unde
             shutil.copy2(source, target / item)
     for png in run_dir.glob("*.png"):
         shutil.copy2(png, target / png.name)
-    summary = run_summary(run_dir) | {"model": model, "recorded": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(
-        (run_dir / "request.json").stat().st_mtime))}
+    summary = run_summary(run_dir) | {"run_id": run_id_of(run_dir), "model": model, "recorded": time.strftime(
+        "%Y-%m-%d %H:%M UTC", time.gmtime((run_dir / "request.json").stat().st_mtime))}
     save_results(target / "recorded.json", summary)
-    console.print(f"kept {run_dir} as {target}: {summary['task']} success {summary['success_rate']}")
+    console.print(f"kept {run_dir} ({summary['run_id']}) as {target}: {summary['task']} {measure_text(summary)}")
 
 
 def record_digest(source: Path) -> str:
@@ -113,6 +115,7 @@ def replay_one(source: Path, runs_dir: Path) -> dict[str, Any]:
     calls = llm_calls(run_dir / "llm") if run_dir else []
     return {"date": date, "machine": machine, "wall_seconds": wall, "error": error, "critic_on_pass": on_pass,
             "run_dir": str(run_dir or runs_dir), "success_rate": replayed.get("success_rate"),
+            "score": replayed.get("score"),
             "frames_used": replayed.get("frames_used", 0), **compare_prompts(recorded, calls),
             **prompt_changes(recorded, calls)}
 

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 from google.protobuf import json_format
 
+from benchmarks.replay.records import run_id_of
 from rlgpt.app.runner import recorded_request
 from services.learner.policy import latest_checkpoint
 from services.learner.sf_env import load_job_config
@@ -42,6 +42,7 @@ class FinalController:
     run_dir: Path
     """The run's directory (state.json, request.json, llm/)."""
     run_id: str
+    """The run's id (status.json's; a kept record's recorded.json ``run_id``): the suffix of its skills' names."""
     seed: int
     """The run's seed: its worlds, and the held-out sets', derive from it (rlgpt/worlds.py)."""
     task: str
@@ -74,13 +75,6 @@ class FinalController:
 
 LINK = re.compile(r"(\S+) \((?:code|policy (\S+))\)")
 """A link of a recorded chain controller: its sub-task and, for a trained one, its policy's job."""
-
-
-def run_id_of(run_dir: Path) -> str:
-    """The run's id (its status.json's; a kept record under docs/runs has none: its folder's name)."""
-    status = run_dir / "status.json"
-    recorded = str(json.loads(status.read_text()).get("runId", "")) if status.exists() else ""
-    return recorded or run_dir.name
 
 
 def chain_name(subtask: str, run_id: str) -> str:

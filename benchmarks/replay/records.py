@@ -1,5 +1,6 @@
-"""A run directory read as numbers: task, budgets, plan, final success, frames, sub-task results, LLM calls and the
-wall time of the whole run, for a kept record (docs/runs/NAME) and for its replay alike."""
+"""A run directory read as numbers: task, budgets, plan, final success (a whole-game run: its final evaluation's
+score), frames, sub-task results, LLM calls and the wall time of the whole run, for a kept record (docs/runs/NAME)
+and for its replay alike; and the run's id, which a kept record's folder name is not."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 from benchmarks.replay.drift import llm_calls
 from rlgpt.app.runner import recorded_request
+from rlgpt.env_contract import GAME_OBJECTIVE
 
 WALL_FROM = "the start of the first LLM call"
 """Where a run's wall time starts. The run's first event is the first LLM call's, written when the call ends, so
@@ -45,14 +47,36 @@ def wall_seconds(run_dir: Path, calls: list[dict[str, Any]]) -> float | None:
     return round(times[-1] - times[0] + first_call_seconds(calls), 1)
 
 
+def _first_event_run_id(run_dir: Path) -> str:
+    events = run_dir / "events.jsonl"
+    lines = events.read_text().splitlines() if events.exists() else []
+    return str(json.loads(lines[0]).get("runId", "")) if lines and lines[0].strip() else ""
+
+
+def run_id_of(run_dir: Path) -> str:
+    """The run's id, which names the skills it registered (``<sub-task>__chain<last 6 of the id>``): its
+    status.json's, a kept record's ``recorded.json`` ``run_id`` (docs/runs/NAME is named by hand), its events',
+    else its folder's name (the planner names a run's folder by its id)."""
+    for path, key in ((run_dir / "status.json", "runId"), (run_dir / "recorded.json", "run_id")):
+        found = str(json.loads(path.read_text()).get(key, "")) if path.exists() else ""
+        if found:
+            return found
+    return _first_event_run_id(run_dir) or run_dir.name
+
+
 def run_summary(run_dir: Path) -> dict[str, Any]:
-    """Task, budgets, plan, final success, frames, each sub-task's best test, LLM calls and wall time of a run."""
+    """Task, budgets, plan, final success, frames, each sub-task's best test, LLM calls and wall time of a run. A
+    whole-game run (task objective "game") has no success condition: its measure is ``score``, the game's score of
+    its own final evaluation (the run's final worlds, not held-out ones), and its ``success_rate`` is None; a run
+    with a success condition has ``score`` None."""
     state = json.loads((run_dir / "state.json").read_text())
     request = recorded_request(run_dir)
     calls = llm_calls(run_dir / "llm")
     final = state.get("final") or {}
     budgets = request.budgets
-    return {"task": request.task.name, "success_rate": final.get("success_rate"), "finished": state.get("finished"),
+    game = request.task.objective == GAME_OBJECTIVE
+    return {"task": request.task.name, "success_rate": None if game else final.get("success_rate"),
+            "score": final.get("score") if game else None, "finished": state.get("finished"),
             "controller": final.get("controller", ""), "frames_used": state.get("frames_used", 0),
             "budgets": {f.name: getattr(budgets, f.name) for f in budgets.DESCRIPTOR.fields
                         if budgets.HasField(f.name)},

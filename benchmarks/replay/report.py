@@ -20,6 +20,9 @@ SUBTASK_PASS = 0.8
 WITHDRAWN_PREFIX = "claude-relay-ablation-"
 """Kept records of the agent ablation withdrawn on 2026-11-28 (see the bench-rlgpt section, docs/benchmarks/frozen.md):
 kept as the withdrawal's evidence, not results."""
+OWN_FINAL = "the run's own final evaluation, not held-out"
+"""What a whole-game run's recorded score is: its final evaluation on the run's final worlds (the Crafter section has
+its held-out score)."""
 LOAD = re.compile(r"load average ([0-9.]+)")
 """The load average a machine description ends with."""
 _BUDGET_NAMES = {"max_outer_iterations": "O", "max_inner_iterations": "I", "env_frames_per_training":
@@ -32,6 +35,21 @@ PROMPT_HEADER = ("record", "recorded success", "recorded calls", "replayed calls
 
 def pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
+
+
+def measure_key(recorded: dict[str, Any]) -> str:
+    """What a record is measured by: ``score`` for a whole-game run (no success condition), else ``success_rate``."""
+    return "score" if recorded.get("score") is not None else "success_rate"
+
+
+def measure_text(numbers: dict[str, Any], key: str = "") -> str:
+    """A record's or a replay's measure (``key``, default the numbers' own): the final success, or a whole-game
+    run's score in its own final evaluation, said not held-out (held-out scores are bench-game's)."""
+    key = key or measure_key(numbers)
+    value = numbers.get(key)
+    if key == "success_rate":
+        return pct(value)
+    return "-" if value is None else f"score {value:.1f} ({OWN_FINAL})"
 
 
 def budgets_text(budgets: dict[str, int]) -> str:
@@ -51,13 +69,15 @@ def drifted(replay: dict[str, Any]) -> bool:
 
 def verdict(run: dict[str, Any]) -> str:
     """What a run's replay is: not replayed; drifted (its success is that of the recorded answers to other prompts,
-    no reproduction); reproduced (same prompts, success and frames); or different (same prompts, another result)."""
+    no reproduction); reproduced (same prompts, success and frames; a whole-game run: score and frames); or
+    different (same prompts, another result)."""
     rec, rep = run["recorded"], run.get("replay")
     if not rep:
         return "not replayed"
     if drifted(rep):
         return "drifted"
-    if rep["success_rate"] == rec["success_rate"] and rep["frames_used"] == rec["frames_used"]:
+    key = measure_key(rec)
+    if rep.get(key) == rec.get(key) and rep["frames_used"] == rec["frames_used"]:
         return "reproduced"
     return "different"
 
@@ -84,9 +104,10 @@ def drift_summary(replay: dict[str, Any]) -> str:
 def _result_row(run: dict[str, Any]) -> list[str]:
     rec, rep = run["recorded"], run.get("replay")
     wall = "-" if rec.get("wall_seconds") is None else f"{rec['wall_seconds']:.0f}"
-    replayed = [pct(rep["success_rate"]), str(rep["frames_used"]), f"{rep['wall_seconds']:.0f}"] if rep else ["-"] * 3
+    replayed = [measure_text(rep, measure_key(rec)), str(rep["frames_used"]), f"{rep['wall_seconds']:.0f}"
+                ] if rep else ["-"] * 3
     return [rec["task"], f"`docs/runs/{run['name']}`", budgets_text(rec["budgets"]), "; ".join(rec["plan"]),
-            pct(rec["success_rate"]), str(rec["frames_used"]), wall, *replayed, verdict(run)]
+            measure_text(rec), str(rec["frames_used"]), wall, *replayed, verdict(run)]
 
 
 def legend(runs: list[dict[str, Any]]) -> dict[str, str]:
@@ -112,7 +133,7 @@ def changed_text(replay: dict[str, Any], letters: dict[str, str]) -> str:
 
 def _prompt_row(run: dict[str, Any], letters: dict[str, str]) -> list[str]:
     rec, rep = run["recorded"], run.get("replay")
-    first = [f"`{run['name']}`", pct(rec["success_rate"]), f"{rec['llm_calls']} ({_agents(rec['llm_calls_by_agent'])})"]
+    first = [f"`{run['name']}`", measure_text(rec), f"{rec['llm_calls']} ({_agents(rec['llm_calls_by_agent'])})"]
     if not rep:
         return first + ["-"] * 5
     elsewhere = len(rep.get("answered_elsewhere", []))
@@ -122,30 +143,41 @@ def _prompt_row(run: dict[str, Any], letters: dict[str, str]) -> list[str]:
             changed_text(rep, letters) + stopped]
 
 
+def _subtasks_text(rec: dict[str, Any]) -> str:
+    """How many of a record's sub-tasks reached a test success of at least SUBTASK_PASS, and those that did not."""
+    best = rec.get("subtask_best", {})
+    passed = [n for n, r in best.items() if r >= SUBTASK_PASS]
+    failed = ", ".join(f"{n} (best {r:.0%})" for n, r in best.items() if r < SUBTASK_PASS)
+    share = f" ({len(passed) / len(best):.0%})" if best else ""
+    return (f"{len(passed)} of {len(best)} sub-tasks{share} reached a test success of at least {SUBTASK_PASS:.0%}"
+            + (f", not {failed}" if failed else ""))
+
+
 def summary_sentences(runs: list[dict[str, Any]]) -> list[str]:
     """What the tables show, each number what it says: solved tasks, unsolved runs' sub-tasks, the replays by
     verdict, the records not replayed."""
     out = []
-    solved = [r["recorded"]["task"] for r in runs if (r["recorded"]["success_rate"] or 0) > 0]
+    games = [r for r in runs if measure_key(r["recorded"]) == "score"]
+    goals = [r for r in runs if measure_key(r["recorded"]) != "score"]
+    solved = [r["recorded"]["task"] for r in goals if (r["recorded"]["success_rate"] or 0) > 0]
     if solved:
-        out.append(f"{len(solved)} of {len(runs)} recorded runs solved their task "
-                   f"({', '.join(dict.fromkeys(solved))}).")
+        out.append(f"{len(solved)} of {len(goals)} recorded runs{' with a success condition' if games else ''} "
+                   f"solved their task ({', '.join(dict.fromkeys(solved))}).")
     for run in runs:
         rec = run["recorded"]
-        if (rec["success_rate"] or 0) > 0:
-            continue
-        best = rec.get("subtask_best", {})
-        passed = [n for n, r in best.items() if r >= SUBTASK_PASS]
-        failed = ", ".join(f"{n} (best {r:.0%})" for n, r in best.items() if r < SUBTASK_PASS)
-        share = f" ({len(passed) / len(best):.0%})" if best else ""
-        out.append(f"{rec['task']} (`{run['name']}`) ended at {pct(rec['success_rate'])} over the final episodes; "
-                   f"{len(passed)} of {len(best)} sub-tasks{share} reached a test success of at least "
-                   f"{SUBTASK_PASS:.0%}" + (f", not {failed}" if failed else "") + ".")
+        if measure_key(rec) == "score":
+            out.append(f"{rec['task']} (`{run['name']}`), a whole-game run (no success condition), scored "
+                       f"{rec['score']:.1f} in {OWN_FINAL} (its held-out score is bench-game's, in the Crafter "
+                       f"section); {_subtasks_text(rec)}.")
+        elif not (rec["success_rate"] or 0) > 0:
+            out.append(f"{rec['task']} (`{run['name']}`) ended at {pct(rec['success_rate'])} over the final "
+                       f"episodes; {_subtasks_text(rec)}.")
     verdicts = [verdict(r) for r in runs]
     replayed = [v for v in verdicts if v != "not replayed"]
     if replayed:
+        measure = "final success (a whole-game run: its score)" if games else "final success"
         out.append(f"Replayed with no model: {len(replayed)} of {len(runs)} records; "
-                   f"{replayed.count('reproduced')} reproduced the recorded final success and frame count with every "
+                   f"{replayed.count('reproduced')} reproduced the recorded {measure} and frame count with every "
                    f"recorded prompt word for word, {replayed.count('drifted')} drifted (their success is that of the "
                    "recorded answers to other prompts, not a reproduction), "
                    f"{replayed.count('different')} replayed the recorded prompts to another result.")
@@ -207,7 +239,8 @@ def render_section(results: dict[str, Any]) -> str:
              f"`{results.get('raw', RAW)}` (`python -m benchmarks.bench_replay report` rebuilds this section).", "",
              *markdown_table(RESULT_HEADER, [_result_row(r) for r in runs], "llllrrrrrrl"), "",
              *summary_sentences(runs), "Frames: env frames of skill tests and trainings (the final evaluation is "
-             "not counted).", "",
+             "not counted)" + ("; a whole-game run's: its whole spend, every evaluation included." if any(
+                 measure_key(r["recorded"]) == "score" for r in runs) else "."), "",
              "Prompts, per record. A replayed call is a recorded call the replay made for the same purpose "
              "(iteration, sub-task, agent); with the recorded prompt: every message the record's word for word; not "
              "made: recorded calls the replay never made; answered with another call's record: the replay answers an "

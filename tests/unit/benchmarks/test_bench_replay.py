@@ -9,7 +9,7 @@ from typing import Any
 
 from benchmarks.bench_replay import report
 from benchmarks.common import REPO_ROOT, load_results
-from benchmarks.replay.report import RAW, TITLE, headline_result, render_section, summary_sentences
+from benchmarks.replay.report import RAW, TITLE, headline_result, render_section, summary_sentences, verdict
 
 
 def recorded(task: str, success: float, frames: int, best: dict[str, float]) -> dict[str, Any]:
@@ -102,3 +102,21 @@ def test_a_replay_that_stopped_is_a_drift_with_the_error() -> None:
 def test_the_committed_section_is_the_one_the_committed_raw_results_give() -> None:
     section = render_section(load_results(REPO_ROOT / RAW))
     assert section in (REPO_ROOT / "docs" / "BENCHMARKS.md").read_text()
+
+
+def game_record(score: float | None) -> dict[str, Any]:
+    return recorded("crafter", 0.0, 950866, {"a": 1.0}) | {"success_rate": None, "score": score}
+
+
+def test_a_whole_game_record_is_compared_by_its_score_and_never_shown_as_a_held_out_number() -> None:
+    same = {"name": "relay-crafter", "recorded": game_record(40.88037279594115),
+            "replay": replayed(None, 950866, score=40.88037279594115)}
+    other = same | {"replay": replayed(None, 950866, score=35.2)}  # the same (no) success: another result still
+    assert [verdict(same), verdict(other)] == ["reproduced", "different"]
+    section = render_section({"runs": [other]})
+    assert ("| score 40.9 (the run's own final evaluation, not held-out) | 950866 | 149 | score 35.2 (the run's own "
+            "final evaluation, not held-out) | 950866 | 20 | different |") in section
+    assert ("crafter (`relay-crafter`), a whole-game run (no success condition), scored 40.9 in the run's own final "
+            "evaluation, not held-out (its held-out score is bench-game's, in the Crafter section)") in section
+    rows = [line for line in section.splitlines() if "relay-crafter`" in line and line.startswith("| ")]
+    assert len(rows) == 2 and not any("%" in row for row in rows)  # no success rate, 0% or other

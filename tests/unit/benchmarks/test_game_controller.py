@@ -99,3 +99,19 @@ def test_an_unfinished_run_and_a_skill_the_run_lacks_are_refused(tmp_path: Path)
     (run / "state.json").write_text(json.dumps(state | {"final": None}))
     with pytest.raises(ValueError, match="no final evaluation"):
         read_controller(run, jobs)
+
+
+def test_a_kept_record_names_its_skills_by_the_runs_own_id_not_its_folder(tmp_path: Path) -> None:
+    run, jobs = make_run(tmp_path, "kept plan: the plan's chain with policy job-2 stepping in", kept_job="job-2")
+    kept = run.rename(tmp_path / "kept-by-hand")  # docs/runs/NAME: its recorded.json keeps the run's id
+    (kept / "recorded.json").write_text(json.dumps({"run_id": run.name, "model": "m"}))
+    controller = read_controller(kept, jobs)
+    assert controller.run_id == run.name and controller.skills["wood__keptabc123"] == WOOD
+
+
+def test_the_kept_crafter_record_is_the_controller_its_held_out_scoring_played() -> None:
+    run = RUNS / "claude-relay-crafter"
+    raw = json.loads((RUNS.parent / "bench-raw" / "game" / run.name / "results.json").read_text())
+    controller = read_controller(run, Path("no-jobs"))
+    assert controller.run_id == raw["run"]["id"] == "crafter__20261129-000509__f52e84"
+    assert controller.as_json() == raw["controller"]
