@@ -38,7 +38,8 @@ HISTORY_INTRO = (
 
 
 def headline_table() -> list[str]:
-    return table([s.headline() for s in CURRENT if s.headline is not None])
+    rows = [s.headline() for s in CURRENT if s.headline is not None]
+    return table([r for row in rows for r in (row if isinstance(row, list) else [row])])
 
 
 def _join(parts: list[str]) -> str:

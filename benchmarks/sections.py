@@ -59,7 +59,8 @@ class Section:
     key: str
     raw: tuple[Path, ...]
     render: Callable[[Figures], str]
-    headline: Callable[[], Headline] | None = None
+    headline: Callable[[], Headline | list[Headline]] | None = None
+    """Its row of the headline table (rows, for a section two benchmarks write)."""
 
 
 def load(raw: Path) -> dict[str, Any]:
@@ -153,11 +154,11 @@ def crafter(raw: Path) -> Section:
                  else (results or docs) and figure)
         return crafter_report.crafter_section(results, docs, figures.link(figure) if drawn else None)
 
-    def row() -> Headline:
-        if (REPO_ROOT / raw).exists():
-            return headlines.crafter(load(raw), raw)
+    def row() -> list[Headline]:  # bench-crafter's and bench-game's, each where its raw data is committed
         docs = game_raw.load_all(REPO_ROOT / game_raw.ROOT)
-        return headlines.game(docs, games) if docs else missing("make bench-crafter")
+        rows = [headlines.crafter(load(raw), raw)] if (REPO_ROOT / raw).exists() else []
+        rows += [headlines.game(docs, games)] if docs else []
+        return rows or [missing("make bench-crafter")]
     return Section("crafter", (raw, *games), render, row)
 
 
