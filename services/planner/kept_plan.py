@@ -70,14 +70,15 @@ def trained(sub: SubTaskState) -> bool:
 
 
 def wanted(ctx: RunContext, plan: planner_pb2.Plan | None, chain_success: float | None) -> bool:
-    """Every sub-task done with a controller (its code, or its trained policy), the chain evaluated and failing
-    somewhere, a learner and frames to train."""
+    """Every sub-task with a controller (its code, or its trained policy; a link still below its bar too: RL around
+    the plan is where the method helps such a link, issue 35), the chain evaluated and failing somewhere, a learner
+    and frames to train."""
     if ctx.mode != Mode.RL_GPT or ctx.stubs.learner is None or not ctx.settings.keep_plan or plan is None:
         return False
     if ctx.state.kept_plan is not None or chain_success is None or chain_success >= 1.0:
         return False
     subs = [ctx.state.subtasks[st.name] for st in plan.subtasks]
-    if not subs or not all(s.status == Status.DONE and (trained(s) or s.skill_code) for s in subs):
+    if not subs or not all(trained(s) or s.skill_code for s in subs):
         return False
     left = ctx.frames_left()
     return left is None or left >= MIN_FRAMES

@@ -211,6 +211,18 @@ def test_a_chain_with_an_rl_link_keeps_its_plan_with_the_links_policy_pinned(tmp
     assert final_controller(two.ctx) == two.state.kept_plan["job_id"]
 
 
+def test_a_chain_whose_last_coded_link_stayed_below_its_bar_keeps_its_plan(tmp_path: Path, env_server) -> None:
+    """Issue 35: kept plans apply to any chain with a controller per link. A capable model's collect_diamond run
+    ended its iterations with the diamond link at 50% (failed, its latest code in the chain) and kept no plan."""
+    answer = {"primitive_actions": ["noop"], "skill_max_steps": 12, "reward_terms": [], "macro_actions": []}
+    llm, learner = ScriptedLLM(answer), PlanLearner(policy=0.5, alone=0.25)
+    two = finished_iterations(tmp_path, env_server, llm, learner)
+    two.state.subtasks["pickaxe"].status = Status.FAILED  # below its bar; its code still plays its link
+    two._iterate()
+    assert len(learner.configs) == 1 and learner.configs[0].plan[-1].skill.startswith("pickaxe__kept")
+    assert final_controller(two.ctx) == two.state.kept_plan["job_id"]
+
+
 def test_a_chain_whose_rl_link_has_no_training_keeps_no_plan(tmp_path: Path, env_server) -> None:
     learner = PlanLearner(policy=0.5, alone=0.25)
     two = finished_iterations(tmp_path, env_server, ScriptedLLM(None), learner)
