@@ -6,7 +6,9 @@ none of it.
 - The fast agent's config answer is kept as it arrives (an unusable one's error too): a resume uses it and asks
   nothing (no second LLM call, no second answer to one decision in the run's records).
 - A training under way goes on with its job, from the job's latest checkpoint to the frames it was given
-  (:class:`~services.planner.trainings.Resume`); the frames the job trained before the stop are counted once.
+  (:class:`~services.planner.trainings.Resume`); the frames the job trained before the stop are counted once. A job
+  that had finished is only evaluated (its curve not extended again). Where the learner lost the job, a new one trains
+  what it left; with fewer than :data:`~services.planner.trainings.MIN_FRAMES` left, none: the candidate's error.
 
 The candidate's record says what was resumed (``resumed``), and the training's event where its job resumed.
 """

@@ -1,9 +1,9 @@
-"""RL inside the chain: when every sub-task of the plan is done, coded or trained by RL, but the whole task's chain
-still fails in some worlds, the run trains a policy around the plan instead of letting RL re-learn it. The plan
-becomes one macro action (``RLConfig.plan``: its sub-tasks' controllers in order, each until its success holds: a
-coded sub-task's skill, an RL sub-task's trained policy, the one its chain link runs, pinned by its job id) next to
-the primitives, and the policy learns when to let it act and when to step in: what kills the chain, which the
-plan's controllers leave out. The plan's order is never re-learned.
+"""RL inside the chain: when every sub-task of the plan has a controller (its code or its trained policy, a link still
+below its bar included) but the whole task's chain still fails in some worlds, the run trains a policy around the
+plan instead of letting RL re-learn it. The plan becomes one macro action (``RLConfig.plan``: its sub-tasks'
+controllers in order, each until its success holds: a coded sub-task's skill, an RL sub-task's trained policy, the
+one its chain link runs, pinned by its job id) next to the primitives, and the policy learns when to let it act and
+when to step in: what kills the chain, which the plan's controllers leave out. The plan's order is never re-learned.
 
 The fast agent configures that training (:mod:`services.planner.agents.kept_plan`): told where and how the chain's
 failed episodes ended, it chooses the primitives, writes macro actions (tested and registered like an RL

@@ -25,6 +25,9 @@ from services.planner.state import Decision, SubTaskState, TestRecord
 log = logging.getLogger(__name__)
 LEARNER_BUSY_SECONDS = 2.0
 """How long a training waits before asking again a learner that runs as many jobs as it may."""
+MIN_FRAMES = 5_000
+"""Fewer frames left than this for a new job, where the learner lost a stopped one: none (it would not learn
+anything; the same bar as a final-controller candidate's, services/planner/game_controller.py)."""
 
 
 @dataclasses.dataclass
@@ -59,6 +62,21 @@ class Resume:
     """Set by the training: where the job stood when it resumed; None when the learner could not resume it."""
     message: str = ""
     """Set by the training with ``at``: how the job resumed, in words (its event's message)."""
+
+
+class TooFewFramesLeft(grpc.RpcError):
+    """A stopped job the learner lost or cannot resume, with fewer than :data:`MIN_FRAMES` of its frames left: no new
+    job trains, the training's error (its code: the learner's answer about the job)."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self._code, self._message = code, message
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._message
 
 
 @dataclasses.dataclass
@@ -135,7 +153,8 @@ class Training:
         """The stopped job (``resume``) continued from its latest checkpoint to its own frame budget (StartTraining
         with resume_job_id; one that had reached its budget is only watched and evaluated), the frames its learner
         reports for it so far counted once (the resumed run counted them when it settled the job). False where the
-        learner no longer knows the job or cannot resume it: a new job trains what the stopped one left."""
+        learner no longer knows the job or cannot resume it: a new job trains what the stopped one left, unless that
+        is under :data:`MIN_FRAMES` (:class:`TooFewFramesLeft`, recorded on the sub-task)."""
         ctx, st, state, learner, resume = self.ctx, self.st, self.state, learner_of(self.ctx, self.st), self.resume
         assert resume is not None
         try:  # where the job stands: StopJob answers a stopped or ended job as it is
@@ -146,9 +165,17 @@ class Training:
         except grpc.RpcError as exc:
             if exc.code() not in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION):
                 raise
-            log.warning("%s: job %s cannot resume (%s); a new job trains", st.name, resume.job_id, exc.details())
             self.details["resume_refused"] = f"{exc.code().name}: {exc.details()}"
-            self.config.env_frames = max(1, self.config.env_frames - resume.spent)
+            if self.config.env_frames - resume.spent < MIN_FRAMES:  # a new job would not learn anything
+                lost = "lost" if exc.code() == grpc.StatusCode.NOT_FOUND else "could not resume"
+                error = (f"the learner {lost} job {resume.job_id} after {resume.spent:,} of "
+                         f"{self.config.env_frames:,} frames; too few frames left to train again")
+                log.warning("%s: %s (%s)", st.name, error, exc.details())
+                state.record(TestRecord(iteration=ctx.state.outer_iteration, kind=Decision.RL, error=error,
+                                        frames=state.frames, job_id=resume.job_id))
+                raise TooFewFramesLeft(exc.code(), error) from exc
+            log.warning("%s: job %s cannot resume (%s); a new job trains", st.name, resume.job_id, exc.details())
+            self.config.env_frames -= resume.spent
             return False
         state.job_id, state.policy_job = resume.job_id, ""
         ctx.resume_training(state, resume.job_id, at.env_frames)
@@ -164,7 +191,8 @@ class Training:
     def _watch(self, job_id: str) -> list[dict[str, Any]]:
         """The job's progress to its end: emitted, on the sub-task's curve (on the frames the sub-task had spent
         by then), its frames spent as they are reported (a run paused by a service that died mid-training, or a
-        planner killed then, still counts what its events show). A stop (or ``halt``) stops the job; a job that
+        planner killed then, still counts what its events show). A resumed job's points already on the curve (it
+        was watched to its end before the stop) are not added again. A stop (or ``halt``) stops the job; a job that
         did not succeed is a FailedPrecondition (the run pauses)."""
         ctx, st, state, learner = self.ctx, self.st, self.state, learner_of(self.ctx, self.st)
         curve: list[dict[str, Any]] = []
@@ -185,9 +213,10 @@ class Training:
         ctx.spend_training(state, job_id, final.env_frames if final else 0, ended=True)
         if curve and final is not None and final.action_shares:  # what the policy chose by the end: once
             curve[-1]["action_shares"] = dict(final.action_shares)
-        state.curve.extend({**point, "env_frames": before + point["env_frames"],
-                            "training_frames": point["env_frames"], "job_id": job_id,
-                            "iteration": ctx.state.outer_iteration} for point in curve)
+        known = {p.get("training_frames") for p in state.curve if p.get("job_id") == job_id}  # resumed: seen
+        state.curve.extend({**point, "env_frames": before + point["env_frames"], "training_frames": point["env_frames"],
+                            "job_id": job_id, "iteration": ctx.state.outer_iteration}
+                           for point in curve if point["env_frames"] not in known)
         if final is None or final.state != learner_pb2.JOB_STATE_SUCCEEDED:
             message = final.message if final else "no progress"
             state.record(TestRecord(iteration=ctx.state.outer_iteration, kind=Decision.RL, error=message,

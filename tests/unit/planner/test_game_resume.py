@@ -18,7 +18,7 @@ from test_game_macro_controller import Env
 from test_game_measure import SETTINGS
 
 from rlgpt.v1 import learner_pb2
-from services.planner import game_final, game_task
+from services.planner import game_controller, game_final, game_task
 from services.planner.agents.fast import FastAgent
 from services.planner.context import StopRequested, Stubs
 from services.planner.loops import TwoLoops
@@ -50,17 +50,20 @@ class Gone(grpc.RpcError):
 
 class StoppingLearner(SpendingLearner):
     """Trains each job to its config's frames, but StopRun comes while ``stop_job`` trains (after its report at
-    AT frames); StopJob answers a job stopped at CHECKPOINT frames (``lost``: unknown to the learner once
-    stopped), and
-    StartTraining with resume_job_id continues it to its budget. ``unavailable``: the learner is gone when the
-    job with that number would start."""
+    ``at`` frames); StopJob answers a job stopped at CHECKPOINT frames (``lost``: unknown to the learner once
+    stopped), a job trained to its end SUCCEEDED at its frames, and StartTraining with resume_job_id continues a
+    job to its budget. ``unavailable``: the learner is gone when the job with that number would start;
+    ``gone_in_evaluation``: when that job's policy is first evaluated."""
 
-    def __init__(self, run: Run, stop_job: str = "", *, unavailable: int = 0, lost: bool = False) -> None:
+    def __init__(self, run: Run, stop_job: str = "", *, unavailable: int = 0, lost: bool = False, at: int = AT,
+                 gone_in_evaluation: str = "") -> None:
         super().__init__([])
-        self.run, self.stop_job, self.unavailable, self.lost = run, stop_job, unavailable, lost
+        self.run, self.stop_job, self.unavailable, self.lost, self.at = run, stop_job, unavailable, lost, at
+        self.gone_in_evaluation = gone_in_evaluation
         self.starts: list[learner_pb2.StartTrainingRequest] = []
         self.resumed: set[str] = set()
         self.stopped: list[str] = []
+        self.finished: set[str] = set()
 
     def StartTraining(self, request: learner_pb2.StartTrainingRequest) -> learner_pb2.StartTrainingResponse:
         self.starts.append(request)
@@ -75,15 +78,26 @@ class StoppingLearner(SpendingLearner):
     def WatchJob(self, request: learner_pb2.WatchJobRequest, timeout: float) -> Iterator[learner_pb2.JobProgress]:
         job = request.job_id
         if job == self.stop_job and job not in self.resumed:
-            yield learner_pb2.JobProgress(job_id=job, env_frames=AT, state=learner_pb2.JOB_STATE_RUNNING)
+            yield learner_pb2.JobProgress(job_id=job, env_frames=self.at, state=learner_pb2.JOB_STATE_RUNNING)
             self.run.stop_requested.set()  # StopRun while the job trains
-            yield learner_pb2.JobProgress(job_id=job, env_frames=AT + 100, state=learner_pb2.JOB_STATE_RUNNING)
+            yield learner_pb2.JobProgress(job_id=job, env_frames=self.at + 100, state=learner_pb2.JOB_STATE_RUNNING)
         yield from super().WatchJob(request, timeout)
+        self.finished.add(job)
+
+    def Evaluate(self, request: learner_pb2.EvaluateRequest, timeout: float) -> learner_pb2.EvaluateResponse:
+        if request.job_id == self.gone_in_evaluation:
+            self.gone_in_evaluation = ""
+            raise Gone(grpc.StatusCode.UNAVAILABLE)
+        return super().Evaluate(request, timeout)
 
     def StopJob(self, request: learner_pb2.StopJobRequest) -> learner_pb2.JobProgress:
         if self.lost and request.job_id in self.stopped:  # stopped once, then lost (its learner's disk went)
             raise Gone(grpc.StatusCode.NOT_FOUND)
         self.stopped.append(request.job_id)
+        if request.job_id in self.finished:  # an ended job answers its last progress
+            frames = self.configs[int(request.job_id[1:]) - 1].env_frames
+            return learner_pb2.JobProgress(job_id=request.job_id, env_frames=frames,
+                                           state=learner_pb2.JOB_STATE_SUCCEEDED)
         return learner_pb2.JobProgress(job_id=request.job_id, env_frames=CHECKPOINT,
                                        state=learner_pb2.JOB_STATE_STOPPED)
 
@@ -166,3 +180,34 @@ def test_a_job_the_learner_lost_is_trained_again_on_what_it_left(tmp_path: Path,
     record = again.state.kept_plan
     assert record["resumed"].startswith("a new job trained: the stopped one could not resume")
     assert record["frames"] == B_FRAMES + SPENT and again.state.frames_used == FRAMES_USED
+
+
+def test_a_job_that_had_finished_is_evaluated_without_training_or_a_second_curve_point(tmp_path: Path,
+                                                                                      describe) -> None:
+    two, _, learner = stopped(tmp_path, describe, gone_in_evaluation="j2")  # B trained, its evaluation failed
+    with pytest.raises(grpc.RpcError):
+        two._keep_plan()
+    assert two.state.subtasks["crafter__kept_plan"].curve  # its final point, watched before the pause
+    two.ctx.save()  # with it on record (a save after the watch: the resumed watch must not add it again)
+    again, llm_again = resumed(two, describe, learner)
+    assert llm_again.prompts == [] and len(learner.starts) == 2  # no StartTraining: the job had finished
+    record = again.state.kept_plan
+    assert record["job_id"] == "j2" and "score" in record
+    assert record["resumed"] == f"finished its {B_FRAMES:,} frames before the stop, its config from before the stop"
+    assert record["frames"] == B_FRAMES + SPENT and again.state.frames_used == FRAMES_USED  # counted once
+    curve = again.state.subtasks["crafter__kept_plan"].curve
+    assert [(p["job_id"], p["training_frames"]) for p in curve] == [("j2", B_FRAMES)]  # its final point once
+
+
+def test_a_lost_job_with_too_few_frames_left_trains_no_new_job(tmp_path: Path, describe) -> None:
+    at = B_FRAMES - game_controller.MIN_FRAMES + 1  # what the lost job left is under a training's minimum
+    two, _, learner = stopped(tmp_path, describe, stop_job="j2", lost=True, at=at)
+    with pytest.raises(StopRequested):
+        two._keep_plan()
+    evaluations = len(learner.evaluations)
+    again, _ = resumed(two, describe, learner)
+    assert len(learner.starts) == 2 and len(learner.evaluations) == evaluations  # no new job, nothing evaluated
+    record = again.state.kept_plan
+    error = f"the learner lost job j2 after {at:,} of {B_FRAMES:,} frames; too few frames left to train again"
+    assert record["error"] == f"NOT_FOUND: {error}" and "score" not in record and record["frames"] == at
+    assert again.state.subtasks["crafter__kept_plan"].last_error == error and again.state.under_way == {}
