@@ -26,8 +26,6 @@ from services.planner.state import Decision, Status, SubTaskState
 from services.planner.trainings import Training
 
 log = logging.getLogger(__name__)
-MIN_FRAMES = 5_000
-"""Fewer frames left than this for a training: none (it would not learn anything)."""
 
 
 def controller_name(task: str) -> str:

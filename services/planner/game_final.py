@@ -16,7 +16,7 @@ episode the run's evaluations played, game_task.episode_cap) while it trains. Wh
 gets half of what is left once one evaluation is kept back, and B then gets all that is left once its own
 evaluation is kept back: the other half less what A's evaluation spent, so about half each, and what the
 evaluations kept back but did not spend is what the final evaluation leaves. When that half is below
-:data:`~services.planner.game_controller.MIN_FRAMES`, or B is not possible (no step has a controller, kept plans
+:data:`~services.planner.trainings.MIN_FRAMES`, or B is not possible (no step has a controller, kept plans
 off), A gets all but its evaluation; B alone (no coded skill in the plan) gets the same. A training with fewer than
 MIN_FRAMES is not made.
 
@@ -30,7 +30,7 @@ import logging
 from typing import Any
 
 from rlgpt.v1 import learner_pb2, planner_pb2
-from services.planner import game_controller, game_kept_plan, game_resume
+from services.planner import game_controller, game_kept_plan, game_resume, trainings
 from services.planner.attempts import Attempts
 from services.planner.context import RunContext
 from services.planner.controller import final_evaluation, learner_evaluation, measured
@@ -51,11 +51,11 @@ def macro_frames(ctx: RunContext, both: bool) -> int | None:
     if left is None:
         return None
     alone = max(0, left - ctx.evaluation_hold())
-    return alone // 2 if both and alone // 2 >= game_controller.MIN_FRAMES else alone
+    return alone // 2 if both and alone // 2 >= trainings.MIN_FRAMES else alone
 
 
 def enough(frames: int | None) -> bool:
-    return frames is None or frames >= game_controller.MIN_FRAMES
+    return frames is None or frames >= trainings.MIN_FRAMES
 
 
 def train(ctx: RunContext, attempts: Attempts, plan: planner_pb2.Plan | None) -> None:

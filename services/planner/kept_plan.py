@@ -42,6 +42,7 @@ from services.planner.context import AgentSetup, Mode, RunContext
 from services.planner.controller import evaluation_seconds, learner_evaluation, policy_of
 from services.planner.schemas import KEPT_PLAN_OWN_KINDS
 from services.planner.state import Decision, FinalResult, Status, SubTaskState
+from services.planner.trainings import MIN_FRAMES
 
 log = logging.getLogger(__name__)
 KEPT_PLAN_K = 16
@@ -50,8 +51,6 @@ KEPT_PLAN_PRIOR = 0.8
 """The untrained policy's probability of the plan action (``RLConfig.plan_prior``): it starts near the chain
 alone, whose order it should keep, and explores steps away from the plan rather than a random walk (on
 collect_diamond, make bench-diamond: training success began at 15% with a prior of 0.9, at 5.5% without)."""
-MIN_FRAMES = 5_000
-"""Fewer frames left than this: no training around the plan (it would not learn anything)."""
 OWN_REWARD = (("stage", 1.0, ""), ("success", SUCCESS_REWARD, ""))
 """Paid in every training around a kept plan: each sub-task the plan gets done pays 1, the task as much as pure
 RL's success."""

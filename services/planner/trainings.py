@@ -26,8 +26,9 @@ log = logging.getLogger(__name__)
 LEARNER_BUSY_SECONDS = 2.0
 """How long a training waits before asking again a learner that runs as many jobs as it may."""
 MIN_FRAMES = 5_000
-"""Fewer frames left than this for a new job, where the learner lost a stopped one: none (it would not learn
-anything; the same bar as a final-controller candidate's, services/planner/game_controller.py)."""
+"""Fewer frames than this for a training: none is made (it would not learn anything). The one bar for every
+training the planner starts: a final-controller candidate, RL around a kept plan, a new job where the learner lost
+a stopped one."""
 
 
 @dataclasses.dataclass

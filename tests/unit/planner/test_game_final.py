@@ -16,9 +16,9 @@ from test_game_measure import GAME, FakeEnv
 from rlgpt import worlds
 from rlgpt.v1 import learner_pb2, planner_pb2
 from services.planner import game_final, game_kept_plan, game_task
-from services.planner.game_controller import MIN_FRAMES
 from services.planner.report_game import achievements_section, measure_text
 from services.planner.state import Decision, RunState, SubTaskState
+from services.planner.trainings import MIN_FRAMES
 
 EVALUATION = 2 * 10_000
 """One evaluation's frames kept back: BUDGET's 2 episodes x the game's 10,000."""

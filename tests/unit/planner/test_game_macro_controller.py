@@ -14,7 +14,7 @@ from test_game_measure import GAME, game_loops
 
 from rlgpt import worlds
 from rlgpt.v1 import common_pb2, env_pb2, learner_pb2, planner_pb2
-from services.planner import game_controller, game_final
+from services.planner import game_controller, game_final, trainings
 from services.planner.context import Stubs
 from services.planner.report_game import controllers_lines
 
@@ -55,7 +55,7 @@ def test_it_is_possible_only_for_a_game_run_with_a_learner_and_trains_only_with_
     left = two.ctx.frames_left()
     assert game_controller.training_frames(two.ctx) == left - 2 * 10_000  # its own evaluation kept back
     assert not game_controller.possible(with_learner(tmp_path / "b", describe, None).ctx, plan)  # no learner
-    two.state.frames_used = 100_000 - 2 * 20_000 - game_controller.MIN_FRAMES + 1  # too few frames left
+    two.state.frames_used = 100_000 - 2 * 20_000 - trainings.MIN_FRAMES + 1  # too few frames left
     assert not game_final.enough(game_controller.training_frames(two.ctx))
 
 

@@ -18,7 +18,7 @@ from test_game_macro_controller import Env
 from test_game_measure import SETTINGS
 
 from rlgpt.v1 import learner_pb2
-from services.planner import game_controller, game_final, game_task
+from services.planner import game_final, game_task, trainings
 from services.planner.agents.fast import FastAgent
 from services.planner.context import StopRequested, Stubs
 from services.planner.loops import TwoLoops
@@ -200,7 +200,7 @@ def test_a_job_that_had_finished_is_evaluated_without_training_or_a_second_curve
 
 
 def test_a_lost_job_with_too_few_frames_left_trains_no_new_job(tmp_path: Path, describe) -> None:
-    at = B_FRAMES - game_controller.MIN_FRAMES + 1  # what the lost job left is under a training's minimum
+    at = B_FRAMES - trainings.MIN_FRAMES + 1  # what the lost job left is under a training's minimum
     two, _, learner = stopped(tmp_path, describe, stop_job="j2", lost=True, at=at)
     with pytest.raises(StopRequested):
         two._keep_plan()
