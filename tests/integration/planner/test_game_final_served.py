@@ -17,7 +17,7 @@ from fakes.fake_openai import Reply
 from test_game_run_served import serving_planner
 
 from rlgpt.v1 import common_pb2, learner_pb2, planner_pb2
-from services.planner import game_controller
+from services.planner import trainings
 
 pytestmark = pytest.mark.timeout(900)
 EPISODE, EPISODES, BUDGET = 1_000, 2, 16_000
@@ -40,7 +40,7 @@ def reply(body: dict) -> Reply:
 
 def test_a_game_run_keeps_the_highest_of_the_chain_and_both_policies_on_the_games_reward(
         env_server, learner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(game_controller, "MIN_FRAMES", 2_000)  # tiny trainings: the test's time
+    monkeypatch.setattr(trainings, "MIN_FRAMES", 2_000)  # tiny trainings: the test's time
     monkeypatch.setattr(test_game_run_served, "reply", reply)  # serving_planner's script, one more answer
     with serving_planner(env_server, tmp_path, learner=learner.target) as (stub, fake):
         run = stub.StartRun(planner_pb2.StartRunRequest(
