@@ -184,6 +184,7 @@ class TwoLoops(PlanMaking, InnerLoops):
             plan = self.state.plan_proto()
             if plan is None or self.state.slow_feedback:
                 plan = self._new_plan(plan)
+                self.state.slow_feedback = ""  # answered: a resume of this iteration keeps the plan, not asks again
                 self._adopt_plan(plan)
             # Coded sub-tasks first, in plan order; then the RL ones together (decided as the iteration began: a
             # sub-task moved to RL now is trained in the next iteration, once the slow agent saw why, unless an RL
@@ -278,7 +279,7 @@ class TwoLoops(PlanMaking, InnerLoops):
         # iteration's revision back; what the evaluation showed is then the revision's (its chain), said so.
         evaluated, plan = plan, self.state.plan_proto() or plan
         rollback = task_review.rolled_back(ctx, record)
-        deaths = survival.deaths_text(ctx, evaluation.episode_summaries, evaluated,  # a game task's, for a re-plan
+        deaths = survival.deaths_text(ctx, evaluation.episode_summaries, evaluated,  # for a re-plan
                                       rolled_back=bool(rollback))
         pending = [s for s in plan.subtasks if self.state.subtasks[s.name].status != Status.DONE]
         if pending:  # sub-tasks that failed: the slow agent sees why, as before any whole-task verdict

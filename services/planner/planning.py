@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from rlgpt.llm.client import StructuredOutputError
 from rlgpt.prompts import shorten
 from rlgpt.v1 import planner_pb2
-from services.planner import coding_failed
+from services.planner import coding_failed, survival
 from services.planner.agents.one_answers import AnsweredPlan
 from services.planner.context import Mode
 from services.planner.curriculum import curriculum_violations, repair_curriculum
@@ -77,8 +77,12 @@ class PlanMaking:
         return self._within_rules(plan, goal) if self.check_plans else plan
 
     def _allowed_needs(self) -> set[str]:
-        """Survival needs the critic's summary names: no side quests."""
-        return needs_named(self.state.slow_feedback, [*self.ctx.describe.achievements, *self.ctx.describe.items])
+        """Survival needs the critic's summary names: no side quests; after an evaluation whose players died
+        (:func:`survival.reported`), every achievement and item (the feedback invites sub-tasks that keep the
+        player alive, and which ones do is the slow agent's call)."""
+        names = [*self.ctx.describe.achievements, *self.ctx.describe.items]
+        return set(names) if survival.reported(self.state.slow_feedback) else needs_named(self.state.slow_feedback,
+                                                                                            names)
 
     def _repaired(self, plan: planner_pb2.Plan) -> planner_pb2.Plan:
         """The plan repaired from the rules: toward the task's goal, or for a game (a curriculum, no one goal)

@@ -126,10 +126,11 @@ class EvalProtocol:
             f"A coded sub-task is tested on {self.test_episodes} episodes of at most {self.test_steps} frames; an "
             f"RL sub-task trains for up to {self.env_frames} frames and is evaluated on {self.eval_episodes} "
             "episodes. A sub-task that fails is revised by the fast agent, then by you. At the end the whole task "
-            f"is evaluated on {self.eval_episodes} new worlds, starting with an empty inventory: when every "
-            f"sub-task is coded, their skills run in plan order in one world for up to {self.final_frames} frames; "
-            "otherwise the policy of the last RL sub-task runs (for its own episode length), with the earlier "
-            "sub-tasks' coded skills as actions." + (self._game_end() if self.game else ""))
+            f"is evaluated on {self.eval_episodes} new worlds, starting with an empty inventory: the plan runs as "
+            f"a chain in one world for up to {self.final_frames} frames, each sub-task's skill or trained policy "
+            "acting until its success conditions hold, then the next one's; an episode ends early when the player "
+            "dies. A later plan's sub-task with the same name and success conditions keeps its skill or policy; "
+            "under a new name it is written or trained anew." + (self._game_end() if self.game else ""))
 
     def _game_end(self) -> str:
         return (f" The task is the whole game: its evaluation episodes last {self.final_frames} frames or until the "

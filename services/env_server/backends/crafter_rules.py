@@ -20,6 +20,7 @@ from crafter import constants, objects
 
 from rlgpt.v1 import common_pb2
 from rlgpt.world_rules import render_rules
+from services.env_server.backends import crafter_cycle
 from services.env_server.backends.base import package_version
 
 log = logging.getLogger(__name__)
@@ -126,7 +127,7 @@ def _every(threshold: float | None) -> int | None:
 def _fact(facts: list[str], text: Callable[[], str | None], name: str) -> None:
     try:
         sentence = text()
-    except (OSError, TypeError, ValueError, KeyError) as exc:
+    except (OSError, TypeError, ValueError, KeyError, AttributeError) as exc:
         sentence = None
         log.warning("crafter rules: cannot read %s from the installed game: %s", name, exc)
     if sentence:
@@ -245,6 +246,9 @@ def _code_facts(nearby_distance: int) -> list[str]:
     _fact(facts, plant, "plants")
     _fact(facts, zombie, "zombies")
     _fact(facts, skeleton, "skeletons")
+    _fact(facts, crafter_cycle.skeleton_behaviour, "how skeletons move and shoot")
+    _fact(facts, crafter_cycle.day_and_night, "the day and night cycle")
+    _fact(facts, crafter_cycle.creatures, "where creatures appear")
     _fact(facts, swords, "sword damage")
     _fact(facts, lava, "lava")
     facts.append("Placing or making fails silently (nothing happens) when a requirement is missing.")

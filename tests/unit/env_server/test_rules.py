@@ -8,6 +8,7 @@ from crafter import objects
 
 from rlgpt import world_rules
 from rlgpt.v1 import common_pb2
+from services.env_server.backends import crafter_cycle
 from services.env_server.backends.crafter import CrafterBackend, CrafterEnv
 from services.env_server.backends.crafter_rules import crafter_rules
 
@@ -177,3 +178,40 @@ def test_hunger_rate_matches_the_game(env: CrafterEnv) -> None:
     assert steps == every
 
 
+
+
+def test_the_served_day_and_night_is_the_games_daylight(env: CrafterEnv) -> None:
+    """The cycle the rules state (period, night window) is the daylight a real env has, step by step."""
+    fact = next(f for f in crafter_rules().facts if f.startswith("Day and night"))
+    cycle = int(fact.split("repeats every ")[1].split(" ")[0])
+    window = fact.split("(night) from step ")[1].split(" of every")[0]
+    night_from, night_to = (int(v) for v in window.split(" to step "))
+    seen = []
+    for _ in range(cycle + 1):
+        seen.append(env._env._world.daylight)
+        _do(env, "noop")
+    assert seen[0] == pytest.approx(seen[cycle]) and seen[0] == pytest.approx(crafter_cycle.daylight(0))
+    dark = [t for t in range(cycle) if seen[t] < crafter_cycle.DARK]
+    assert (dark[0], dark[-1] + 1) == (night_from, night_to)
+
+
+def test_zombies_appear_only_where_and_as_far_as_the_rules_say(env: CrafterEnv) -> None:
+    """Over two nights of a real world, every zombie appears on the material, and at least the distance from the
+    player, that the served sentence states; and more appear by night than by day."""
+    fact = next(f for f in crafter_rules().facts if f.startswith("Creatures appear"))
+    zombies = next(part for part in fact.split("; ") if "zombies only on" in part)
+    material = zombies.split("zombies only on ")[1].split(" cells")[0]
+    distance = int(zombies.split("at least ")[1].split(" steps")[0])
+    assert "by full day they disappear again" in zombies
+    world, at_night = env._env._world, []
+    known = {id(obj) for obj in world.objects if isinstance(obj, objects.Zombie)}  # the world's own, not balanced
+    for _ in range(600):
+        _do(env, "noop")
+        env._player.health = 9  # kept alive: the test watches where creatures appear, not the player
+        for obj in world.objects:
+            if isinstance(obj, objects.Zombie) and id(obj) not in known:
+                known.add(id(obj))
+                assert world[obj.pos][0] == material
+                assert env._player.distance(obj.pos) >= distance  # balanced after the creatures moved: not moved
+                at_night.append(world.daylight < crafter_cycle.DARK)
+    assert sum(at_night) > len(at_night) - sum(at_night), at_night

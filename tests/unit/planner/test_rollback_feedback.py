@@ -17,7 +17,7 @@ from rlgpt.v1 import common_pb2, critic_pb2, env_pb2, planner_pb2
 from services.planner import loops as loops_module
 from services.planner import task_review
 from services.planner.loops import TwoLoops
-from services.planner.state import FinalResult, IterationRecord, Status, SubTaskState
+from services.planner.state import FinalResult, IterationRecord, RunState, Status, SubTaskState
 
 SHELTER = planner_pb2.SubTask(name="shelter", decision=planner_pb2.DECISION_CODE,
                               success=[common_pb2.Condition(achievement="place_stone")])
@@ -114,3 +114,33 @@ def test_a_games_rolled_back_revision_is_told_by_score_and_its_deaths_are_the_re
     assert "Where: before shelter was done 2." in feedback  # the revision's chain, where its episodes died
     assert [st.name for st in two.state.plan_proto().subtasks] == ["wood", "table"]
     assert not two.state.subtasks["shelter"].reopened
+
+
+def test_a_run_stopped_after_its_re_plan_resumes_on_that_plan_without_asking_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The slow agent's answer is adopted and its feedback consumed in one saved step: a run stopped later in the
+    iteration (here: while coding) resumes that iteration on the adopted plan, with no second slow-agent call."""
+    two = coded_loops(tmp_path, max_outer_iterations=3)
+    two.state.slow_feedback = "The whole task after iteration 0: re-plan."
+    asked: list[str] = []
+
+    def new_plan(previous: planner_pb2.Plan | None) -> planner_pb2.Plan:
+        asked.append(two.state.slow_feedback)
+        return REVISION
+
+    def stopped(st: planner_pb2.SubTask, plan: planner_pb2.Plan) -> None:
+        raise KeyboardInterrupt("stopped while coding")
+
+    monkeypatch.setattr(two, "_new_plan", new_plan)
+    monkeypatch.setattr(two, "_solve", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        two._iterate()
+    assert asked == ["The whole task after iteration 0: re-plan."]
+    saved = RunState.load(two.ctx.run.dir)
+    assert saved.slow_feedback == "" and [s["name"] for s in saved.plan["subtasks"]] == ["wood", "shelter"]
+    resumed = TwoLoops(two.ctx.run, saved, two.ctx.describe, None, two.ctx.library, two.ctx.stubs, two.ctx.settings)
+    monkeypatch.setattr(resumed, "_new_plan", new_plan)
+    monkeypatch.setattr(resumed, "_solve", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        resumed._iterate()
+    assert len(asked) == 1  # the resumed iteration kept the adopted plan

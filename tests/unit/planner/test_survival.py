@@ -43,12 +43,25 @@ def test_the_deaths_are_counted_by_cause_and_place_with_a_trajectory_end(tmp_pat
     assert not any(name in fixed for name in (*describe.achievements, *describe.items))
 
 
-def test_no_death_or_another_task_adds_nothing(tmp_path: Path, describe) -> None:
+def test_no_death_adds_nothing(tmp_path: Path, describe) -> None:
     two = game_loops(tmp_path, describe)
     assert survival.deaths_text(two.ctx, [episode("", 10_000, [True, True])], PLAN) == ""
-    two.ctx.run.request.task.CopyFrom(common_pb2.TaskSpec(name="place_table", success=PLAN.subtasks[1].success))
-    assert survival.deaths_text(two.ctx, EPISODES, PLAN) == ""
     assert survival.where(episode("zombie", 3, []), PLAN) == ""  # the episode does not say where
+
+
+def test_another_task_is_told_its_deaths_too(tmp_path: Path, describe) -> None:
+    """Issue 35 item 1: any task's failed episodes that died are counted for the re-plan, and the advice says a
+    death fails the task (no achievement counts) and that renaming a sub-task has its skill written again."""
+    two = game_loops(tmp_path, describe)
+    two.ctx.run.request.task.CopyFrom(common_pb2.TaskSpec(name="place_table", success=PLAN.subtasks[1].success))
+    text = survival.deaths_text(two.ctx, EPISODES, PLAN)
+    assert text.startswith("Deaths in the whole task's last evaluation: 3 of 4 episodes ended with the player's "
+                           "death")
+    assert "by cause: zombie 2, thirst 1." in text and "Where: " in text
+    advice = text.split("\n")[-1]
+    assert advice.startswith("An episode whose player dies before the task is done fails")
+    assert "rename a sub-task where it dies" in advice and "its skill is written again" in advice
+    assert "achievement unlocked before death counts" not in text
 
 
 def evaluated(episodes: list[common_pb2.EpisodeSummary]) -> FinalResult:
@@ -90,3 +103,17 @@ def test_the_measured_verdict_on_a_game_that_mostly_died_goes_to_the_slow_agent(
     assert task_review.measured_task_verdict(game, 0.273).target == critic_pb2.TARGET_FAST
     other = IterationRecord(iteration=0, tokens=0, seconds=0.0, frames=0, success_rate=0.0, links=links, failed=died)
     assert task_review.measured_task_verdict(other, 0.8).target == critic_pb2.TARGET_FAST  # not a game: unchanged
+
+
+def test_after_deaths_the_plan_may_add_sub_tasks_that_keep_the_player_alive(tmp_path: Path, describe) -> None:
+    """The deaths text invites survival sub-tasks, so the plan rules must not refuse them as side quests: with
+    deaths in the feedback every achievement and item is an allowed need; without, only those the feedback names."""
+    two = game_loops(tmp_path, describe)
+    two.ctx.run.request.task.CopyFrom(common_pb2.TaskSpec(name="place_table", success=PLAN.subtasks[1].success))
+    names = {*describe.achievements, *describe.items}
+    two.state.slow_feedback = "Make collect_drink succeed."
+    assert two._allowed_needs() == {"collect_drink"} & names
+    two.state.slow_feedback = survival.joined("a rollback", survival.deaths_text(two.ctx, EPISODES, PLAN))
+    assert survival.reported(two.state.slow_feedback)
+    assert two._allowed_needs() == names
+    assert not survival.reported("No deaths. Deaths in the text, not at a line's start.")
