@@ -75,6 +75,10 @@ def run_summary(run_dir: Path) -> dict[str, Any]:
     final = state.get("final") or {}
     budgets = request.budgets
     game = request.task.objective == GAME_OBJECTIVE
+    # Sub-tasks of a plan only: a final controller's candidates (RL around the kept plan, the game's macro-action
+    # policy) keep their trainings under names of their own, not a sub-task's tests.
+    planned = {st["name"] for doc in [*state.get("plans", []), state.get("plan") or {}]
+               for st in doc.get("subtasks", [])}
     return {"task": request.task.name, "success_rate": None if game else final.get("success_rate"),
             "score": final.get("score") if game else None, "finished": state.get("finished"),
             "controller": final.get("controller", ""), "frames_used": state.get("frames_used", 0),
@@ -83,7 +87,7 @@ def run_summary(run_dir: Path) -> dict[str, Any]:
             "plan": [s["name"] + f" ({s.get('decision', '')})".replace("DECISION_", "").lower()
                      for s in state.get("plan", {}).get("subtasks", [])],
             "subtask_best": {name: max((t.get("success_rate", 0.0) for t in sub.get("tests", [])), default=0.0)
-                             for name, sub in state.get("subtasks", {}).items()},
+                             for name, sub in state.get("subtasks", {}).items() if name in planned},
             "llm_calls": len(calls), "llm_calls_by_agent": dict(sorted(Counter(c["agent"] for c in calls).items())),
             "tokens": sum(c.get("prompt_tokens", 0) + c.get("completion_tokens", 0) for c in calls),
             "wall_seconds": wall_seconds(run_dir, calls), "wall_from": WALL_FROM}

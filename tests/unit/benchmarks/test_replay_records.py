@@ -68,3 +68,16 @@ def test_the_run_id_comes_from_the_run_then_the_record_then_the_folder(tmp_path:
 def test_the_run_id_of_a_run_without_status_is_its_events(tmp_path: Path) -> None:
     run = make_run(tmp_path)
     assert run_id_of(run.rename(tmp_path / "renamed")) == RUN_ID
+
+
+def test_sub_task_results_are_the_plans_sub_tasks_not_the_final_controllers_candidates(tmp_path: Path) -> None:
+    """A final controller's candidate (RL around the kept plan, the game's macro-action policy) keeps its trainings
+    under a name of its own in the state: it is no sub-task of any plan, so it is not counted as one."""
+    run = make_run(tmp_path)
+    state = json.loads((run / "state.json").read_text())
+    tested = {"tests": [{"success_rate": 0.5}]}
+    state["subtasks"] = {"wood": tested, "table": {"tests": []}, "crafter__kept_plan": tested}
+    state["plans"] = [{"subtasks": [{"name": "wood"}]}]
+    state["plan"] = {"subtasks": [{"name": "wood"}, {"name": "table"}]}
+    (run / "state.json").write_text(json.dumps(state))
+    assert run_summary(run)["subtask_best"] == {"wood": 0.5, "table": 0.0}
