@@ -192,8 +192,14 @@ def game(docs: list[dict[str, Any]], raw: tuple[Path, ...]) -> Headline:
         scorings = [s for s in doc.get("scorings", []) if game_raw.scored(s)]
         if not scorings:
             continue
-        n = game_raw.numbers(scorings[-1])
-        cells.append(f"{doc['name']}: score {n['score']:.1f} over {n['episodes']} held-out episodes")
+        n, last = game_raw.numbers(scorings[-1]), scorings[-1]
+        task = str(doc.get("run", {}).get("task", ""))
+        # A run whose task is one achievement: its success on these worlds comes first (the score is a side view).
+        rate = ""
+        if task in last.get("achievements", []):
+            solved = sum(task in e["achievements"] for e in last["episodes"])
+            rate = f"{task} in {solved / len(last['episodes']):.1%} ({solved}/{len(last['episodes'])}), "
+        cells.append(f"{doc['name']}: {rate}score {n['score']:.1f} over {n['episodes']} held-out episodes")
         dates.append(scorings[-1].get("scored_utc", NONE))
         llms.append(who(str(doc.get("run", {}).get("llm", NONE))))
         machines += [cores(scorings[-1]["machine"])] if scorings[-1].get("machine") else []

@@ -8,6 +8,7 @@ from typing import Any
 
 from PIL import Image
 
+from benchmarks import headlines
 from benchmarks.crafter.report import SECTION_TITLE, crafter_section, plot_achievements
 from benchmarks.game import raw
 from rlgpt.game_score import crafter_score
@@ -91,3 +92,14 @@ def test_the_plot_is_a_png_and_no_data_draws_none(tmp_path: Path) -> None:
     with Image.open(path) as image:
         assert image.format == "PNG" and image.size[0] > 600
     assert plot_achievements(None, [doc(scoring(0, "declared"))], tmp_path / "none.png") is None
+
+
+def test_the_headline_of_a_run_with_an_achievement_task_leads_with_its_success() -> None:
+    """A collect_diamond run scored on the whole game: the README row says how often its task was done on the
+    held-out worlds, not only the game's score; a whole-game run's row has the score alone."""
+    task_run = doc(scoring(0))
+    task_run["run"]["task"], task_run["name"] = "place_table", "relay-table"
+    row = headlines.game([doc(scoring(0)), task_run], ()).result
+    game_cell, task_cell = row.split("; ")
+    assert game_cell.startswith("relay-game: score ") and " in " not in game_cell
+    assert task_cell.startswith("relay-table: place_table in 50.0% (2/4), score ")
