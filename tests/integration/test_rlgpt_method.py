@@ -93,7 +93,10 @@ def test_a_failing_coded_subtask_is_moved_to_rl_by_the_re_plan(tmp_path, monkeyp
         assert state["final"]["controller"] == f"chain: get_wood (policy {job})"
     else:
         assert second["kept"].startswith("not better than iteration 0's") and second["success_rate"] == 0.0
-        assert state["final"]["controller"] == "chain of coded skills" and not wood["job_id"]
+        # Iteration 0's snapshot is restored as it was: coding failed, so the sub-task had been moved to RL, with
+        # no policy yet; an RL sub-task without a training runs its code in the chain (kept_plan.trained).
+        assert (wood["decision"], wood["job_id"]) == ("rl", "")
+        assert state["final"]["controller"] == "chain of coded skills"
     text = report.read_text()
     assert "| 0 |" in text and "| 1 |" in text
     assert f"| 0% (0/{first['episodes']}, 95% CI 0-" in text and "| chain of coded skills |" in text
