@@ -117,6 +117,12 @@ class BackendEnv(abc.ABC):
     def perception(self) -> dict[str, Any]:
         """What the player perceives now, as JSON-able data for the skill `agent` object."""
 
+    def remembered(self) -> dict[str, Any] | None:
+        """The map this episode has shown the player so far, for a skill started now (its `agent` remembers it):
+        {"palette": names, "rows": one string per row, a character per cell indexing the palette, " " where never
+        seen}; None on a backend that keeps no such map."""
+        return None
+
     @abc.abstractmethod
     def nearby_text(self) -> str:
         """A few words on what is around the player, for trajectory summaries."""

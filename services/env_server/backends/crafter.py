@@ -37,6 +37,7 @@ STACK_LIMIT = max(int(info["max"]) for name, info in constants.items.items() if 
 VECTOR_SCALE = 1.0 + max(int(info["max"]) for info in constants.items.values())
 """One past the largest count or status value of data.yaml (0..9, so 10): what a network divides the vector by."""
 _SKELETON_RANGE = 5  # skeletons shoot at a player this close (crafter objects.Skeleton.update)
+_PALETTE_BASE = ord("A")  # remembered(): material id i is the character chr(_PALETTE_BASE + i)
 _ARROW_DAMAGE = arrow_damage() or 0  # an arrow's hit, read from the game as the rules are (0: unknown, not noted)
 
 
@@ -66,6 +67,9 @@ class CrafterEnv(BackendEnv):
         self._last_image: np.ndarray | None = None
         self._arrow_close = False
         self._in_view: list[tuple[int, int]] | None = None  # the threats in view, as the last vector saw them
+        # The material of every cell the view has shown this episode, as last seen (-1: never seen), indexed like
+        # the world's material map: what a skill started later remembers of the map (remembered()).
+        self._seen = np.full((64, 64), -1, dtype=np.int16)
 
     @property
     def _player(self) -> objects.Player:
@@ -78,7 +82,24 @@ class CrafterEnv(BackendEnv):
         self._arrow_close = False
         self._in_view = None
         self._last_image = self._env.reset()
+        self._seen = np.full(self._env._world.area, -1, dtype=np.int16)
+        self._see()
         return self._last_image, self._vector()
+
+    def _see(self) -> None:
+        """The view's materials remembered (creatures and objects move or go: only the ground is kept)."""
+        world = self._env._world
+        x, y = (int(v) for v in self._player.pos)
+        xs = slice(max(0, x - VIEW_WIDTH // 2), min(world.area[0], x + VIEW_WIDTH // 2 + 1))
+        ys = slice(max(0, y - VIEW_HEIGHT // 2), min(world.area[1], y + VIEW_HEIGHT // 2 + 1))
+        self._seen[xs, ys] = world._mat_map[xs, ys]
+
+    def remembered(self) -> dict[str, Any] | None:
+        names = self._env._world._mat_names  # material id -> name (0: none)
+        palette = [names.get(i) or "unknown" for i in range(max(names) + 1)]
+        chars = np.where(self._seen < 0, ord(" "), self._seen + _PALETTE_BASE).astype(np.uint8).T  # [y][x]
+        rows = [row.tobytes().decode("ascii") for row in chars]
+        return {"palette": palette, "rows": rows, "first": _PALETTE_BASE}
 
     def step(self, action: int) -> RawStep:
         # An arrow vanishes with its hit, and a skeleton may shoot from out of range: so the arrows about to hit
@@ -89,6 +110,7 @@ class CrafterEnv(BackendEnv):
         self._in_view = None
         image, reward, _done, _info = self._env.step(action)
         self._last_image = image
+        self._see()
         return RawStep(image=image, vector=self._vector(), native_reward=float(reward),
                        dead=self._player.health <= 0)
 

@@ -116,7 +116,7 @@ def run_skills(session: MacroSession, executor: SkillExecutor, envs: list[int], 
 
     def start(i: int, skill: SkillRecord) -> None:
         out.infos[i]["skill"] = skill.name
-        error = executor.start(slot(i), skill, backend, names)
+        error = executor.start(slot(i), skill, backend, names, session.slots[i].env.remembered())
         if error:
             failed(i, error, skill)
         else:

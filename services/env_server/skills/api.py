@@ -13,6 +13,7 @@ from services.env_server.skills.navigation import (
     CREATURES,
     MOVES,
     STEPS,
+    UNSEEN,
     WALKABLE,
     Cell,
     MapMemory,
@@ -35,6 +36,12 @@ class CrafterAgent:
         self._steps = 0
         self._targets: dict[str, Cell] = {}  # step_to's committed target per name
         self._frontier: Cell | None = None  # explore's committed goal
+
+    def _remember(self, remembered: dict[str, Any]) -> None:
+        """The map the episode showed before this skill started (BackendEnv.remembered), as if this run saw it."""
+        palette, first, rows = remembered["palette"], int(remembered["first"]), remembered["rows"]
+        names = [[UNSEEN if char == " " else palette[ord(char) - first] for char in row] for row in rows]
+        self._map.update(names, (0, 0), (len(rows[0]) if rows else 0, len(rows)))
 
     def _update(self, perception: dict[str, Any], steps: int) -> None:
         self._state = perception

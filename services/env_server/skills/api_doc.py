@@ -29,8 +29,9 @@ AGENT_API_DOC: dict[str, str] = {
     "agent.face(direction)": "the move action toward direction: it turns the player that way and, when that cell "
                              "is free, also steps onto it; toward a blocked cell it only turns",
     "agent.sees(name)": "True if name is in the current view",
-    "agent.at(x, y)": "name last seen at (x, y) (the memory of the map, kept for this skill run); 'out_of_map' "
-                      "outside 0..63; None if never seen",
+    "agent.at(x, y)": "name last seen at (x, y) (the memory of the map: what the whole episode has shown, "
+                      "earlier skills' runs too; creatures, plants and arrows only as this skill run saw them); "
+                      "'out_of_map' outside 0..63; None if never seen",
     "agent.nearest(name)": "(x, y) of the remembered cell holding name with the fewest |dx| + |dy| (obstacles "
                            "ignored; ties: smaller y, then smaller x), or None",
     "agent.path_to(x, y)": "list of move actions over remembered free cells that ends next to (x, y) facing it "

@@ -188,8 +188,10 @@ class SkillExecutor:
             self._lose_running(failure)
             raise
 
-    def start(self, slot: int, skill: SkillRecord, backend: str, actions: list[str]) -> dict[str, Any] | None:
-        """Starts the skill's generator in ``slot``; returns an error dict, or None on success."""
+    def start(self, slot: int, skill: SkillRecord, backend: str, actions: list[str],
+              remembered: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """Starts the skill's generator in ``slot`` (``remembered``: the map its episode showed so far, which its
+        agent starts with); returns an error dict, or None on success."""
         with self._lock:
             self._lost.pop(slot, None)
             try:
@@ -201,6 +203,8 @@ class SkillExecutor:
                     self._loaded.add(skill.key)
                 message: dict[str, Any] = {"op": "start", "slot": slot, "key": skill.key, "backend": backend,
                                            "actions": actions}
+                if remembered is not None:
+                    message["remembered"] = remembered
                 rules_key = f"rules:{backend}"  # the world's rules go to each worker once per backend
                 if rules_key not in self._loaded:
                     message["rules"] = agent_rules(backend)

@@ -16,6 +16,7 @@ MOVES = {(-1, 0): "move_left", (1, 0): "move_right", (0, -1): "move_up", (0, 1):
 SEARCH_LIMIT = 4096  # cells; the Crafter map has 64 x 64
 WALKABLE = frozenset({"grass", "sand", "path"})
 CREATURES = frozenset({"cow", "zombie", "skeleton"})  # they walk only on walkable cells, and move on
+UNSEEN = "unknown"  # a view cell with nothing known: never remembered
 OUT_OF_MAP = "out_of_map"
 COMMIT_SLACK = 4  # steps a committed goal may be farther than the nearest before a route switches
 
@@ -65,7 +66,8 @@ def _steps_to(parent: dict[Cell, Cell | None], cell: Cell) -> list[Cell]:
 
 
 class MapMemory:
-    """Every cell seen during one skill run, what blocks movement, and where unseen cells begin."""
+    """Every cell seen (the episode's map before the skill started, then its own run's views), what blocks
+    movement, and where unseen cells begin."""
 
     def __init__(self) -> None:
         self.names: dict[Cell, str] = {}
@@ -85,7 +87,7 @@ class MapMemory:
         new: list[Cell] = []
         for dy, row in enumerate(view):
             for dx, name in enumerate(row):
-                if name == "unknown":
+                if name == UNSEEN:
                     continue
                 cell = (x0 + dx, y0 + dy)
                 old = self.names.get(cell)
@@ -104,14 +106,13 @@ class MapMemory:
                         self.changed.append(cell)
                 self.names[cell] = name
                 self.where.setdefault(name, set()).add(cell)
-        for cell in new:
-            for dx, dy in ((0, 0), *STEPS):
-                near = (cell[0] + dx, cell[1] + dy)
-                unseen_next = any(self.name((near[0] + ex, near[1] + ey)) is None for ex, ey in STEPS)
-                if near in self.names and self.inside(near) and unseen_next:
-                    self.frontier.add(near)
-                else:
-                    self.frontier.discard(near)
+        # Each new cell and its neighbours once (a remembered map seeds thousands of cells at a time).
+        for near in {(cell[0] + dx, cell[1] + dy) for cell in new for dx, dy in ((0, 0), *STEPS)}:
+            unseen_next = any(self.name((near[0] + ex, near[1] + ey)) is None for ex, ey in STEPS)
+            if near in self.names and self.inside(near) and unseen_next:
+                self.frontier.add(near)
+            else:
+                self.frontier.discard(near)
 
     def _kind(self, cell: Cell, name: str) -> str:
         """What a name means for movement: creatures stand on free ground; an arrow flies over any."""

@@ -164,7 +164,7 @@ class Worker:
         return {"ok": True}
 
     def start(self, slot: int, key: str, backend: str, actions: list[str],
-              rules: dict[str, Any] | None = None) -> dict[str, Any]:
+              rules: dict[str, Any] | None = None, remembered: dict[str, Any] | None = None) -> dict[str, Any]:
         if rules is not None:  # sent once per backend and worker (see SkillExecutor.start)
             self._recipes[backend] = Recipes(rules)
         if key not in self._skills:
@@ -173,6 +173,8 @@ class Worker:
         budget = Budget(self._tick_budget)
         glb = skill_globals(budget)
         agent = make_agent(backend, actions, self._recipes.get(backend))
+        if remembered is not None:  # the map the episode showed before this skill (BackendEnv.remembered)
+            agent._remember(remembered)
         self._marker.set(slot)
         try:
             exec(code, glb)  # module level: the checked function definitions and constants
@@ -265,7 +267,8 @@ def main(argv: list[str]) -> int:
     worker = Worker(int(config["tick_budget"]), marker)
     handlers = {
         "load": lambda m: worker.load(m["key"], m["source"], m["max_bytes"]),
-        "start": lambda m: worker.start(m["slot"], m["key"], m["backend"], m["actions"], m.get("rules")),
+        "start": lambda m: worker.start(m["slot"], m["key"], m["backend"], m["actions"], m.get("rules"),
+                                           m.get("remembered")),
         "advance": lambda m: worker.advance(m["items"]),
         "stop": lambda m: worker.stop(m["slots"]),
         "ping": lambda m: {"ok": True, "pid": os.getpid(), "isolation": isolation},

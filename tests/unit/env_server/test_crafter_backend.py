@@ -153,3 +153,31 @@ def test_the_threat_distance_after_a_frame_is_the_one_a_fresh_look_gives() -> No
             assert env.threat_distance(within) == expected, (frame, within)
             answers.add(expected)
     assert len(answers) > 2  # the scene changed the answer
+
+
+def remembered_names(env) -> list[list[str | None]]:
+    """The episode's remembered map as names per [y][x] (None where never seen)."""
+    memory = env.remembered()
+    return [[None if c == " " else memory["palette"][ord(c) - memory["first"]] for c in row] for row in memory["rows"]]
+
+
+def test_the_episode_remembers_the_ground_of_every_cell_its_view_showed_and_forgets_it_at_reset() -> None:
+    env = CrafterBackend().make_env()
+    env.reset(5)
+    first = env.perception()
+    (x0, y0), names = first["view_origin"], remembered_names(env)
+    seen = {(x, y) for y, row in enumerate(names) for x, name in enumerate(row) if name is not None}
+    assert seen == {(x0 + dx, y0 + dy) for dy in range(7) for dx in range(9)}  # the first view, nothing else
+    ground = {(x0 + dx, y0 + dy): name for dy, row in enumerate(first["view"]) for dx, name in enumerate(row)}
+    assert all(names[y][x] == name for (x, y), name in ground.items() if name not in ("player", "cow", "zombie"))
+    assert names[first["position"][1]][first["position"][0]] in ("grass", "sand", "path")  # the ground, not "player"
+    for _ in range(12):  # walk left: the start's view stays remembered after it left the view
+        env.step(1)
+    now = env.perception()
+    assert now["position"][0] < first["position"][0] - 4
+    names = remembered_names(env)
+    assert all(names[y][x] == ground[(x, y)] for (x, y) in ground
+               if ground[(x, y)] not in ("player", "cow", "zombie") and not (now["view_origin"][0] <= x))
+    assert sum(name is not None for row in names for name in row) > 63
+    env.reset(5)
+    assert sum(name is not None for row in remembered_names(env) for name in row) == 63
