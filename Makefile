@@ -14,7 +14,7 @@ TEST_TIMEOUT ?= 600
 TEST_ALL_TIMEOUT ?= 3000
 PYTEST := $(PY) -m pytest -q -p no:cacheprovider
 
-.PHONY: setup setup-system proto run test test-all test-e2e vllm-setup llm-vllm lint bench-env bench-learner bench-crafter bench-game bench-diamond bench-diamond-rules bench-llm bench-rlgpt bench-skills bench-replay bench-run bench-report clean help \
+.PHONY: setup setup-system proto run test test-all test-e2e vllm-setup llm-vllm lint bench-env bench-learner bench-crafter bench-game bench-validate bench-diamond bench-diamond-rules bench-llm bench-rlgpt bench-skills bench-replay bench-run bench-report clean help \
 	images images-local smoke-images play-kube check-deploy kind-up deploy kind-down
 
 help:
@@ -33,6 +33,7 @@ help:
 	@echo "make bench-llm - embedded LLMs on the agents' prompts (valid answers, skill tests, dead loops) -> docs/BENCHMARKS.md"
 	@echo "make bench-rlgpt - pure RL vs pure code vs RL-GPT, its agent ablation and success per iteration, one frame budget -> docs/BENCHMARKS.md"
 	@echo "make bench-skills - a capable model's recorded skills for 14 sub-tasks, re-tested -> docs/BENCHMARKS.md"
+	@echo "make bench-validate - a recorded run's final controller played by this code on its validation worlds, paired with its first arm (BENCH_VALIDATE_ARGS=\"--run DIR --label TEXT\") -> docs/BENCHMARKS.md"
 	@echo "make bench-replay - a capable model's RL-GPT runs (docs/runs, recorded through the relay) replayed -> docs/BENCHMARKS.md"
 	@echo "make bench-run - make run once per seed (0,1,2), each from an empty runs directory: iterations, frames, final success, time -> docs/BENCHMARKS.md"
 	@echo "make bench-report - docs/BENCHMARKS.md (headline table first), docs/benchmarks/history.md, their figures and the README's results table, from the committed raw data alone"
@@ -141,6 +142,12 @@ bench-crafter: setup
 # the Crafter section and its plot from the raw files alone
 bench-game: setup
 	$(PY) -m benchmarks.bench_game $(BENCH_GAME_ARGS)
+
+# A recorded run's final controller played by this code on the run's validation worlds, one arm per call, paired with
+# the run's first arm (where mechanisms are chosen, never on held-out sets):
+# make bench-validate BENCH_VALIDATE_ARGS="--run docs/runs/claude-relay-collect_diamond-3 --label 'what changed'"
+bench-validate: setup
+	$(PY) -m benchmarks.bench_validate $(BENCH_VALIDATE_ARGS)
 
 # collect_diamond: a recorded RL-GPT run's all-code chain alone vs APPO around it as a kept plan (1M frames,
 # resumable), e.g. make bench-diamond BENCH_DIAMOND_ARGS="--frames 200000"

@@ -23,6 +23,9 @@ BRIEFING = 3_000_000
 """bench-diamond's briefing worlds (the chain alone, played to tell the fast agent how it fails)."""
 SKILL_BENCH_SEED = 1000
 """The run seed bench-skills' fast agent tests its skills with (worlds 1000 upward)."""
+VALIDATION = 500_000
+"""bench-validate's worlds of a run: where mechanisms and settings are chosen (far above bench-game's first 40
+held-out sets, which start at ``GAME_BENCH``)."""
 GAME_BENCH, GAME_BENCH_SET = 100_000, 10_000
 """bench-game's held-out sets of a run: set ``k`` starts ``GAME_BENCH + k * GAME_BENCH_SET`` above the run's
 held-out worlds (above its final, iteration and revision evaluations), each set at most ``GAME_BENCH_SET`` worlds."""
@@ -71,6 +74,12 @@ def game_bench_worlds(run_seed: int, set_index: int) -> int:
     """The first world of bench-game's held-out set ``set_index`` of a run: declared before it is scored, scored
     once, apart from every world the run itself played (benchmarks/game/sets.py checks that)."""
     return held_out_worlds(run_seed + GAME_BENCH + set_index * GAME_BENCH_SET)
+
+
+def validation_worlds(run_seed: int) -> int:
+    """The first of a run's validation worlds (bench-validate): a recorded controller played by other code there,
+    paired world by world, to choose what to change; never a held-out set."""
+    return held_out_worlds(run_seed + VALIDATION)
 
 
 def candidate_seed(run_seed: int, index: int) -> int:

@@ -129,12 +129,17 @@ def summarise(job_dir: Path, budget: int) -> dict[str, Any]:
 
 
 def start_env_servers(count: int, logs: Path, skills: dict[str, str], config: learner_pb2.RLConfig,
-                      session_envs: int = 0) -> tuple[list[ServiceProcess], list[str]]:
+                      session_envs: int = 0, code: Path | None = None) -> tuple[list[ServiceProcess], list[str]]:
     """``count`` env servers (one per rollout worker) holding the variant's skills; the achievement names from
     the first one's Describe (the game's own list). ``session_envs``: the most envs one session may hold
-    (``RLGPT_ENV_MAX_ENVS_PER_SESSION``); 0: the server's default."""
-    env = {"RLGPT_ENV_MAX_ENVS_PER_SESSION": str(session_envs)} if session_envs else None
-    servers = [start_service("env", logs, metrics_port=-1, env=env) for _ in range(count)]
+    (``RLGPT_ENV_MAX_ENVS_PER_SESSION``); 0: the server's default. ``code``: a checkout whose env server (and
+    sandbox) to run instead of this one's (bench-validate's arms)."""
+    env = {"RLGPT_ENV_MAX_ENVS_PER_SESSION": str(session_envs)} if session_envs else {}
+    if code is not None:
+        code = code.resolve()
+        env["PYTHONPATH"] = str(code)
+    env = env or None
+    servers = [start_service("env", logs.resolve(), metrics_port=-1, env=env, cwd=code) for _ in range(count)]
     channel = create_channel(servers[0].target, default_timeout=120, wait_ready_seconds=60)
     try:
         stub = env_pb2_grpc.EnvServiceStub(channel)

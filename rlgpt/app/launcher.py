@@ -57,11 +57,12 @@ class ServiceProcess:
 
 def start_service(name: str, log_dir: Path, *, extra_args: tuple[str, ...] = (), metrics_port: int = 0,
                   env: Mapping[str, str] | None = None, start_timeout: float = 120.0,
-                  log_name: str = "") -> ServiceProcess:
+                  log_name: str = "", cwd: Path | None = None) -> ServiceProcess:
     """Runs ``rlgpt serve NAME --port 0`` and waits for its ready line; its stderr goes to ``log_dir/NAME.log``
     (``log_dir/LOG_NAME.log`` when several processes serve NAME).
 
-    ``env`` adds to (or overrides) this process's environment. The service runs in its own session, so a
+    ``env`` adds to (or overrides) this process's environment; ``cwd``: where it runs (its imports come first from
+    there). The service runs in its own session, so a
     Ctrl-C at the terminal reaches only its starter, which stops it; it gets SIGTERM if the starter dies.
     """
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -71,7 +72,7 @@ def start_service(name: str, log_dir: Path, *, extra_args: tuple[str, ...] = (),
         die_with_parent([sys.executable, "-m", "rlgpt.app.cli", "serve", name, "--port", "0", "--metrics-port",
                          str(metrics_port), *extra_args]),
         stdout=subprocess.PIPE, stderr=stderr, text=True, env={**os.environ, **(env or {})},
-        start_new_session=True)
+        start_new_session=True, cwd=cwd)
     stderr.close()
     found: list[re.Match[str]] = []
 

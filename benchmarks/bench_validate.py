@@ -1,0 +1,96 @@
+"""A recorded controller played by this code on validation worlds: ``make bench-validate`` runs
+``python -m benchmarks.bench_validate``.
+
+A finished run's final controller (its skills' code as recorded, as bench-game reads it) plays the run's
+validation worlds (``rlgpt/worlds.py`` ``validation_worlds``), Crafter's episodes, one per world, with the env
+server and sandbox of the code this bench runs from. Each such play is an arm, labelled and stamped with that code's
+commit, appended to docs/bench-raw/validate/results.json; the section pairs every arm with the run's first on the
+same worlds. How a mechanism of the env server (what skills perceive, how the chain runs) changes what the same
+recorded code achieves is measured here, where settings may be chosen, never on bench-game's held-out sets.
+``--server-code`` plays with another checkout's env server (e.g. the commit before a change: ``git worktree add``).
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from benchmarks.cli_common import LogLevel, ReportOnly
+from benchmarks.common import REPO_ROOT, load_results, machine_info, save_results, setup_logging, utc_now, write_section
+from benchmarks.crafter.run import start_env_servers
+from benchmarks.game.controller import read_controller
+from benchmarks.game.play import game_task, play, register
+from benchmarks.game.raw import episode_records
+from benchmarks.validate.report import TITLE, render_section
+from rlgpt import worlds
+from rlgpt.v1 import learner_pb2
+
+log = logging.getLogger("benchmarks.validate")
+console = Console(stderr=True)
+RAW = Path("docs/bench-raw/validate/results.json")  # sections.py: bench_raw("validate")
+
+
+def code_commit(root: Path) -> str:
+    """The commit of the checkout at ``root`` (``+changes`` when its tracked files differ from it)."""
+    head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    return head + ("+changes" if dirty else "")
+
+
+def main(
+    run: Annotated[Path | None, typer.Option(help="A finished RL-GPT run's directory (state.json, request.json).")
+                   ] = None,
+    label: Annotated[str, typer.Option(help="What this arm is, in a few words (e.g. 'episode map memory').")] = "",
+    episodes: Annotated[int, typer.Option(help="Validation worlds, one episode each.", min=1, max=1024)] = 128,
+    raw: Annotated[Path, typer.Option(help="The raw file the arm is appended to.")] = RAW,
+    jobs: Annotated[Path, typer.Option(help="The learner's job folder (a controller with policies).")] = Path(
+        "runs/learner/jobs"),
+    output: Annotated[Path, typer.Option(help="Markdown file whose section is replaced.")] = Path(
+        "docs/BENCHMARKS.md"),
+    server_code: Annotated[Path | None, typer.Option(help="A checkout whose env server plays (its commit is the "
+                                                         "arm's code); default: this repository's.")] = None,
+    work: Annotated[Path, typer.Option(help="Where the env server's log goes.")] = Path("runs/bench-validate"),
+    report_only: ReportOnly = False,
+    log_level: LogLevel = "INFO",
+) -> None:
+    """One arm: the run's final controller on its validation worlds, played by this code."""
+    setup_logging(console, log_level)
+    if not report_only:
+        if run is None or not label:
+            raise typer.BadParameter("give --run and --label (or --report-only)", param_hint="--run")
+        try:
+            controller = read_controller(run, jobs)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--run") from None
+        results = load_results(raw) if raw.exists() else {"bench": "validate", "arms": []}
+        first = worlds.validation_worlds(controller.seed)
+        servers, _ = start_env_servers(1, work / "logs", {}, learner_pb2.RLConfig(backend="crafter"),
+                                       session_envs=episodes, code=server_code)
+        started = time.time()
+        try:
+            task, _ = game_task(servers[0].target)
+            register(servers[0].target, controller.skills)
+            console.print(f"{run.name}: {controller.kind} on worlds {first:,}..{first + episodes - 1:,}")
+            response = play(controller, servers[0].target, task, first, episodes)
+        finally:
+            servers[0].stop()
+        results["arms"].append({
+            "run": run.resolve().name, "run_id": controller.run_id, "task": controller.task, "label": label,
+            "code": code_commit(server_code or REPO_ROOT), "date_utc": utc_now(),
+            "wall_s": round(time.time() - started, 1),
+            "machine": machine_info(("crafter",)), "first_seed": first,
+            "episodes": episode_records(response.episodes, first)})
+        save_results(raw, results)
+    write_section(output, TITLE, render_section(load_results(raw)))
+
+
+if __name__ == "__main__":
+    typer.run(main)

@@ -1,0 +1,25 @@
+"""bench-validate's section: each arm's task success and its paired comparison with the run's first arm, computed
+from the episodes alone."""
+
+from benchmarks.validate.report import render_section
+
+
+def arm(label: str, wins: list[bool], first_seed: int = 7_500_001) -> dict:
+    return {"run": "a-run", "task": "collect_diamond", "label": label, "code": "abc1234", "date_utc": "2026-11-29T15",
+            "first_seed": first_seed,
+            "episodes": [{"seed": first_seed + i, "length": 100 + i,
+                          "achievements": ["collect_wood"] + (["collect_diamond"] if won else []),
+                          "death_cause": "" if won else "attacked by zombie and no drink"}
+                         for i, won in enumerate(wins)]}
+
+
+def test_each_arm_is_paired_with_the_first_on_the_worlds_both_played() -> None:
+    old = arm("before", [True, False, False, True])
+    new = arm("after", [True, True, True, False])
+    text = render_section({"arms": [old, new, arm("elsewhere", [True], first_seed=9)]})
+    rows = [line for line in text.splitlines() if line.startswith("| ")][1:]
+    assert "50% (2/4" in rows[0] and "| the first arm |" in rows[0]
+    assert "75% (3/4" in rows[1]
+    assert "paired on 4 worlds: 2 solved only by the new, 1 only by the old (exact McNemar p=1)" in rows[1]
+    assert "attacked by zombie 1, no drink 1" in rows[1]  # death kinds, an episode once per kind
+    assert "no world in common" in rows[2] and "7,500,001..7,500,004" in rows[0]
