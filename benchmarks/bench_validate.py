@@ -72,6 +72,7 @@ def main(
             raise typer.BadParameter(str(exc), param_hint="--run") from None
         results = load_results(raw) if raw.exists() else {"bench": "validate", "arms": []}
         first = worlds.validation_worlds(controller.seed)
+        code = code_commit(server_code or REPO_ROOT)  # as the server starts: what it imports
         servers, _ = start_env_servers(1, work / "logs", {}, learner_pb2.RLConfig(backend="crafter"),
                                        session_envs=episodes, code=server_code)
         started = time.time()
@@ -84,7 +85,7 @@ def main(
             servers[0].stop()
         results["arms"].append({
             "run": run.resolve().name, "run_id": controller.run_id, "task": controller.task, "label": label,
-            "code": code_commit(server_code or REPO_ROOT), "date_utc": utc_now(),
+            "code": code, "date_utc": utc_now(),
             "wall_s": round(time.time() - started, 1),
             "machine": machine_info(("crafter",)), "first_seed": first,
             "episodes": episode_records(response.episodes, first)})
