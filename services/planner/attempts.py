@@ -136,16 +136,21 @@ class Attempts:
     def __init__(self, ctx: RunContext, fast: WritesAnswers | None):
         self.ctx, self.fast = ctx, fast
 
-    def code(self, st: planner_pb2.SubTask, state: SubTaskState,
-             start: list[common_pb2.ItemCount]) -> critic_pb2.Verdict | None:
-        """N skill candidates tested with RunSkill; the best is kept and judged."""
+    def code(self, st: planner_pb2.SubTask, state: SubTaskState, start: list[common_pb2.ItemCount],
+             plan: planner_pb2.Plan) -> critic_pb2.Verdict | None:
+        """N skill candidates tested with RunSkill where the chain hands over (behind its earlier links, when they
+        are coded and done: :func:`chain_prefix`; from ``start`` otherwise); the best is kept and judged."""
         ctx, fast = self.ctx, self._fast()
+        prefix = chain_prefix(ctx, plan, st)
+        after = [other.name for other in plan.subtasks[:len(prefix)]]
+        if prefix:
+            start = []  # the earlier links hand over what they made
         # Each LLM call is recorded as its answer comes, before its test: a service that dies during the test
         # pauses the run, and the call still counts (a resume asks again).
         candidates = fast.write_skill(st, iteration=ctx.state.outer_iteration, candidates=ctx.budgets.candidates,
                                       previous_code=state.skill_code, error=state.last_error,
                                       feedback=state.feedback, start_inventory=start,
-                                      frames_per_episode=frames_per_episode(ctx),
+                                      frames_per_episode=frames_per_episode(ctx), prefix=prefix, after=after,
                                       on_call=lambda record: ctx.run.llm_call(record, st.name))
         for c in candidates:
             ctx.spend(state, sum(e.steps for e in c.episodes))
@@ -168,7 +173,7 @@ class Attempts:
             state.code_failures += 1
         return judge(ctx, st, Decision.CODE, list(best.episodes), code=state.skill_code,
                           errors=[best.error] if best.error else [], start=start,
-                          frames=judge_frames(best.episodes, best.frames))
+                          frames=judge_frames(best.episodes, best.frames), after=after)
 
     # --- RL attempts: configure (fast agent), train and evaluate (learner; thread-safe), verdict ---------------
     def rl(self, st: planner_pb2.SubTask, state: SubTaskState, start: list[common_pb2.ItemCount],

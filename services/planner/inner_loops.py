@@ -69,7 +69,7 @@ class InnerLoops:
             if ctx.frames_left() == 0:
                 state.feedback = FRAMES_SPENT
                 return
-            step = self._apply_verdict(st, state, self.attempts.code(st, state, start))
+            step = self._apply_verdict(st, state, self.attempts.code(st, state, start, plan))
             if step is Step.DONE:
                 return
             if step is Step.TO_SLOW:

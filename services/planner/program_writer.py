@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -57,13 +58,14 @@ def steps_text() -> str:
 
 def program_prompt(describe: env_pb2.DescribeResponse, protocol: EvalProtocol, subtask: planner_pb2.SubTask, *,
                    previous_code: str = "", error: str = "", feedback: str = "",
-                   start_inventory: list[common_pb2.ItemCount] | None = None) -> str:
-    """The prompt of a program; a revision shows the previous program (read back from its compiled code)."""
+                   start_inventory: list[common_pb2.ItemCount] | None = None, after: Sequence[str] = ()) -> str:
+    """The prompt of a program; a revision shows the previous program (read back from its compiled code).
+    ``after``: the chain's earlier sub-tasks its tests start behind."""
     previous = program_of(previous_code) if previous_code else None
     return render("fast_agent_program", steps=steps_text(), rules=rules_text(describe),
                   subtask=f"{subtask.name}: {subtask.description}",
                   success=conditions_text(list(subtask.success)),
-                  protocol=protocol.code_test(list(start_inventory or [])),
+                  protocol=protocol.code_test(list(start_inventory or []), after),
                   previous_program=json.dumps(previous) if previous else "(none)",
                   error=error or "(none)", feedback=feedback or "(none)")
 

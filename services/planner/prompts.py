@@ -66,12 +66,23 @@ class EvalProtocol:
         return f"nothing placed by an earlier sub-task ({', '.join(self.placed)})" if self.placed else \
             "nothing placed by an earlier sub-task"
 
-    def code_test(self, start: list[common_pb2.ItemCount]) -> str:
+    def code_test(self, start: list[common_pb2.ItemCount], after: Sequence[str] = ()) -> str:
+        """``after``: the earlier sub-tasks whose coded skills run first in every episode (the chain's prefix)."""
+        if after:
+            begins = (f"Each episode is a fresh, newly generated world (every episode has its own seed; the same "
+                      "worlds for every attempt at this sub-task, other worlds in the final evaluation) where the "
+                      f"coded skills of the sub-tasks before this one ({', '.join(after)}) run first, each until its "
+                      "success condition holds, as they will in the whole task's chain (an episode whose player "
+                      "dies there starts again in the next world). The skill starts where they hand over: with what "
+                      "they collected and placed, where they stopped, at that time of day, with the status values "
+                      "they left and the map they saw. Their frames count too. ")
+        else:
+            begins = (f"Each episode is a fresh, newly generated world (every episode has its own seed; the same "
+                      f"worlds for every attempt at this sub-task, other worlds in the final evaluation), so "
+                      f"{self._placed()} is in it. The player starts holding: {inventory_text(start)} (status "
+                      "values at their start values, see the rules). ")
         return (
-            f"The skill is tested on {self.test_episodes} episodes. Each episode is a fresh, newly generated world "
-            "(every episode has its own seed; the same worlds for every attempt at this sub-task, other worlds in "
-            f"the final evaluation), so {self._placed()} is in it. The player starts holding: "
-            f"{inventory_text(start)} (status values at their start values, see the rules). The skill runs once "
+            f"The skill is tested on {self.test_episodes} episodes. {begins}The skill runs once "
             f"per episode, one frame (game step) per yielded action, for at most {self.test_steps} frames; the "
             f"episode ends when the skill returns, when the player dies, or at {self.test_steps} frames. An "
             "episode is a success when the success condition holds at any frame of it; a skill that returns "
@@ -140,4 +151,4 @@ class EvalProtocol:
     def judge_text(self, decision: str, start: list[common_pb2.ItemCount], env_frames: int | None = None,
                    after: Sequence[str] = ()) -> str:
         """What the critic reads: the same words the agent that wrote the attempt read."""
-        return self.rl_test(start, env_frames, after) if decision == "rl" else self.code_test(start)
+        return self.rl_test(start, env_frames, after) if decision == "rl" else self.code_test(start, after)

@@ -47,13 +47,16 @@ class SkillTrials:
         if "" in plan:
             raise InvalidArgument(f"plan[{plan.index('')}] is empty: RunSkill runs every stage's skill itself (a "
                                   "stage a client plays, an empty name, needs a session of that client)")
+        if plan and request.prefix:
+            raise InvalidArgument("give `prefix` with `skill`, not with `plan`: a plan runs every stage itself from "
+                                  "the episode's start")
         record = self.registry.get(plan[0] if plan else request.skill)
         max_steps = request.max_steps or self.settings.run_skill_default_steps
         session_request = env_pb2.CreateSessionRequest(
             backend=request.backend or record.backend, task=request.task, seed=request.seed,
             num_envs=request.episodes, reward_terms=request.reward_terms, episode_length=max_steps,
             skills=[] if plan else [record.name], plan=plan, stages=request.stages, autoreset=False,
-            animate=request.animate)
+            animate=request.animate, prefix=request.prefix)
         if not self._slots.acquire(timeout=SLOT_WAIT_SECONDS):
             raise FailedPrecondition("too many RunSkill calls in progress; retry shortly")
         try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import grpc
@@ -105,6 +106,11 @@ class WritesAnswers(Protocol):
                                macros: list[MacroActionAnswer]) -> MacroActions: ...
 
 
+def prefix_frames(prefix: Sequence[common_pb2.PrefixStep]) -> int:
+    """The most frames a test episode's prefix may take (each link at most its max_frames)."""
+    return sum(step.max_frames for step in prefix)
+
+
 class AnswerHandler:
     """Tests, keeps, converts and registers answers on the run's env server, library and protocol."""
 
@@ -121,8 +127,9 @@ class AnswerHandler:
     def test_skill(self, subtask: planner_pb2.SubTask, answer: SkillAnswer, index: int,
                    record: CallRecord | None = None,
                    start_inventory: list[common_pb2.ItemCount] | None = None, *,
-                   frames_per_episode: int = 0) -> SkillCandidate:
-        """Registers the candidate under a private name and runs its test episodes."""
+                   frames_per_episode: int = 0, prefix: Sequence[common_pb2.PrefixStep] = ()) -> SkillCandidate:
+        """Registers the candidate under a private name and runs its test episodes (behind ``prefix``: the chain's
+        earlier links, run first in each)."""
         name = f"{subtask.name}__candidate{index}"[:64]
         candidate = SkillCandidate(index, answer, record=record)
         try:
@@ -133,8 +140,9 @@ class AnswerHandler:
                 seed=worlds.skill_test_worlds(self.seed),
                 task=common_pb2.TaskSpec(name=subtask.name, success=list(subtask.success),
                                          start_inventory=start_inventory or []),
-                frames_per_episode=frames_per_episode),
-                timeout=deadlines.frames_seconds(self.protocol.test_episodes * self.protocol.test_steps))
+                frames_per_episode=frames_per_episode, prefix=list(prefix)),
+                timeout=deadlines.frames_seconds(self.protocol.test_episodes * (
+                    self.protocol.test_steps + prefix_frames(prefix))))
         except grpc.RpcError as exc:
             # Refused by the sandbox (syntax, policy, never yields, ...): the message carries the line.
             candidate.error = common_pb2.SkillError(type=exc.code().name, message=exc.details() or "")

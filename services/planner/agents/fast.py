@@ -62,7 +62,8 @@ class FastAgent:
         self.answers = AnswerHandler(env, describe, library, self.protocol, seed=seed)
 
     def skill_prompt(self, subtask: planner_pb2.SubTask, *, previous_code: str = "", error: str = "",
-                     feedback: str = "", start_inventory: list[common_pb2.ItemCount] | None = None) -> str:
+                     feedback: str = "", start_inventory: list[common_pb2.ItemCount] | None = None,
+                     after: Sequence[str] = ()) -> str:
         query = subtask_query(subtask)
         skills = offered_skills(self.library, query)
         relevant = tuple(s.name for s in self.library.retrieve(query, k=MAX_SHOWN_CODE)
@@ -70,7 +71,7 @@ class FastAgent:
         return render("fast_agent_code", skill_api=skill_api_text(self.describe), game=game_text(self.describe),
                       subtask=f"{subtask.name}: {subtask.description}",
                       success=conditions_text(list(subtask.success)),
-                      protocol=self.protocol.code_test(list(start_inventory or [])),
+                      protocol=self.protocol.code_test(list(start_inventory or []), after),
                       library=library_text(skills, code_of=relevant), previous_code=previous_code or "(none)",
                       error=error or "(none)", feedback=feedback or "(none)",
                       answer_limits=answer_limits(SkillAnswer))
@@ -120,21 +121,24 @@ class FastAgent:
     def write_skill(self, subtask: planner_pb2.SubTask, *, iteration: int = 0, candidates: int = 1,
                     previous_code: str = "", error: str = "", feedback: str = "",
                     start_inventory: list[common_pb2.ItemCount] | None = None,
-                    frames_per_episode: int = 0,
+                    frames_per_episode: int = 0, prefix: Sequence[common_pb2.PrefixStep] = (),
+                    after: Sequence[str] = (),
                     on_call: Callable[[CallRecord], None] | None = None) -> list[SkillCandidate]:
         """Draws ``candidates`` skills, registers and tests each, returns them best first (Eureka-style).
 
-        ``start_inventory``: what earlier sub-tasks of the chain produce, given at the start of each test.
+        ``start_inventory``: what earlier sub-tasks of the chain produce, given at the start of each test (no
+        prefix). ``prefix``: the chain's earlier links, run first in every test episode (``after``: their
+        sub-tasks' names, for the prompt).
         ``frames_per_episode``: PNG frames RunSkill samples from each test episode (for a critic that looks).
         ``on_call``: given each LLM call's record as soon as its answer is in, before the candidate is tested (a
         run records the call even when a service dies during the test); the candidates keep their records too.
         """
         if self.skill_format == "program":
             prompt = program_prompt(self.describe, self.protocol, subtask, previous_code=previous_code, error=error,
-                                    feedback=feedback, start_inventory=start_inventory)
+                                    feedback=feedback, start_inventory=start_inventory, after=after)
         else:
             prompt = self.skill_prompt(subtask, previous_code=previous_code, error=error, feedback=feedback,
-                                       start_inventory=start_inventory)
+                                       start_inventory=start_inventory, after=after)
         results = []
         for index in range(candidates):
             # Candidates of one prompt differ by their sampling seed (one draw: the server's own sampling).
@@ -150,7 +154,7 @@ class FastAgent:
             if on_call is not None:
                 on_call(record)
             results.append(self.answers.test_skill(subtask, answer, index, record, start_inventory,
-                                                   frames_per_episode=frames_per_episode))
+                                                   frames_per_episode=frames_per_episode, prefix=prefix))
         return self.answers.keep_best(subtask, results)
 
     def write_rl(self, subtask: planner_pb2.SubTask, *, env_frames: int, iteration: int = 0,

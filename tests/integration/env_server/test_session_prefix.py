@@ -156,3 +156,26 @@ def test_bad_prefixes_and_animations_are_refused_with_what_to_change(env_server,
     assert f"animate={limits.max_animations + 1} must be in 0..{limits.max_animations}" in details
     code, details = rpc_error(stub.RunSkill, env_pb2.RunSkillRequest(skill="prefix_wood", episodes=1, animate=-1))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "animate=-1 must be in 0.." in details
+
+
+def test_a_skill_tested_behind_a_prefix_starts_where_the_chain_hands_over(env_server, chain) -> None:
+    """RunSkill's test episodes run the chain's earlier links first: a skill that only waits one frame meets a
+    condition the prefix met (wood held), which it never meets from a fresh start; the prefix's frames count in
+    the episode's steps, the test's max_steps from where it hands over."""
+    stub = env_server.stub
+    stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="prefix_wait_once", replace=True,
+                                                    code="def skill(agent):\n    yield 'noop'\n"))
+    task = common_pb2.TaskSpec(name="hold_wood", success=[HAS_WOOD])
+    behind = stub.RunSkill(env_pb2.RunSkillRequest(skill="prefix_wait_once", episodes=2, seed=3, max_steps=5,
+                                                   task=task, prefix=chain[:1]))
+    alone = stub.RunSkill(env_pb2.RunSkillRequest(skill="prefix_wait_once", episodes=2, seed=3, max_steps=5,
+                                                  task=task))
+    assert behind.success_rate == 1.0 and alone.success_rate == 0.0
+    prefix = stub.CreateSession(env_pb2.CreateSessionRequest(num_envs=2, seed=3, prefix=chain[:1]))
+    assert [e.steps for e in behind.episodes] == [f + 1 for f in prefix.observations.prefix_frames]
+    code, details = rpc_error(stub.RunSkill, env_pb2.RunSkillRequest(
+        plan=["prefix_wood"], stages=[env_pb2.Stage(success=[HAS_WOOD])], episodes=1, prefix=chain[:1]))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "give `prefix` with `skill`, not with `plan`" in details
+    code, details = rpc_error(stub.RunSkill, env_pb2.RunSkillRequest(
+        skill="prefix_wait_once", episodes=1, prefix=[common_pb2.PrefixStep(skill="prefix_wood", max_frames=10)]))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "prefix[0].success is empty" in details

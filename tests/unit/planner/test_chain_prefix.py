@@ -1,5 +1,5 @@
-"""An RL sub-task trains where its chain hands over: the plan's earlier coded links become the env server's prefix
-of its episodes, and the fast agent and the critic read that its episodes start there."""
+"""A sub-task trains (RL) or is tested (code) where its chain hands over: the plan's earlier coded links become the
+env server's prefix of its episodes, and the fast agent and the critic read that its episodes start there."""
 
 from __future__ import annotations
 
@@ -7,11 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from rlgpt.v1 import common_pb2, env_pb2, planner_pb2
+from services.planner.agents.answers import SkillCandidate
 from services.planner.attempts import chain_prefix
 from services.planner.context import Stubs
 from services.planner.loops import TwoLoops
 from services.planner.prompts import EvalProtocol
 from services.planner.runs import Run
+from services.planner.schemas import SkillAnswer
 from services.planner.settings import PlannerSettings
 from services.planner.skill_library import SkillLibrary
 from services.planner.state import RunState, Status
@@ -74,3 +76,43 @@ def test_the_agents_read_that_episodes_start_where_the_chain_hands_over() -> Non
     assert protocol.judge_text("rl", [], 9000, ["wood", "table"]) == behind
     alone = protocol.rl_test([common_pb2.ItemCount(item="wood", count=3)], 9000)
     assert "the player starts holding: 3 wood" in alone
+
+
+class RecordingFast:
+    """Test double of the fast agent: one candidate that passed its test, and the arguments it was asked with."""
+
+    def __init__(self) -> None:
+        self.asked: list[dict[str, Any]] = []
+
+    def write_skill(self, subtask: planner_pb2.SubTask, **kwargs: Any) -> list[SkillCandidate]:
+        self.asked.append(kwargs)
+        answer = SkillAnswer(name=subtask.name, description="waits", code="def skill(agent):\n    yield 'noop'\n")
+        return [SkillCandidate(0, answer, 1.0, episodes=[common_pb2.EpisodeSummary(success=True, steps=90)])]
+
+
+def test_a_coded_link_is_tested_behind_the_earlier_coded_links_and_is_told_so(tmp_path: Path) -> None:
+    two = plan_loops(tmp_path)
+    plan = planner_pb2.Plan()
+    plan.CopyFrom(PLAN)
+    plan.subtasks[2].decision = planner_pb2.DECISION_CODE
+    fast = two.attempts.fast = RecordingFast()
+    two.attempts.code(plan.subtasks[2], two.state.subtasks["pickaxe"], [common_pb2.ItemCount(item="wood", count=3)],
+                      plan)
+    asked = fast.asked[-1]
+    assert [list(step.success) for step in asked["prefix"]] == [[WOOD], [TABLE]]
+    assert asked["after"] == ["wood", "table"] and asked["start_inventory"] == []  # the links hand over the items
+    assert two.state.frames_used == 90  # the prefix's frames are in the test episode's steps and count
+    two.state.subtasks["table"].status = Status.FAILED  # failed code never hands over: tested from the start items
+    two.attempts.code(plan.subtasks[2], two.state.subtasks["pickaxe"], [common_pb2.ItemCount(item="wood", count=3)],
+                      plan)
+    assert fast.asked[-1]["prefix"] == [] and fast.asked[-1]["after"] == []
+    assert fast.asked[-1]["start_inventory"] == [common_pb2.ItemCount(item="wood", count=3)]
+
+
+def test_the_skill_writer_and_its_critic_read_that_tests_start_behind_the_chain() -> None:
+    protocol = EvalProtocol()
+    behind = protocol.code_test([], after=["wood", "table"])
+    assert "the coded skills of the sub-tasks before this one (wood, table) run first" in behind
+    assert "at that time of day" in behind and "starts holding" not in behind
+    assert protocol.judge_text("code", [], None, ["wood", "table"]) == behind
+    assert "The player starts holding: 3 wood" in protocol.code_test([common_pb2.ItemCount(item="wood", count=3)])

@@ -48,7 +48,8 @@ class ScriptedSlow:
 def failing_code(log: Log):
     """The fast agent's coded attempts, each below the pass bar (as Attempts.code records them)."""
 
-    def code(st: planner_pb2.SubTask, state: SubTaskState, start: list[common_pb2.ItemCount]) -> critic_pb2.Verdict:
+    def code(st: planner_pb2.SubTask, state: SubTaskState, start: list[common_pb2.ItemCount],
+             plan: Any) -> critic_pb2.Verdict:
         log.add("code", st.name)
         passed = st.name == "wood"
         if not passed:

@@ -486,7 +486,7 @@ def test_coded_subtasks_go_first_then_the_rl_ones_together(tmp_path: Path) -> No
                                                two.state.plan_proto().subtasks[1]]))
     two.ctx.budgets.max_outer_iterations = 1
 
-    def code(st: planner_pb2.SubTask, state: SubTaskState, start: list[common_pb2.ItemCount]):
+    def code(st: planner_pb2.SubTask, state: SubTaskState, start: list[common_pb2.ItemCount], plan: Any):
         log.add("code", st.name)
         return critic_pb2.Verdict(success=True, target=critic_pb2.TARGET_KEEP)
 

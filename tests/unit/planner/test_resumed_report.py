@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,7 +50,8 @@ def attempt(two: TwoLoops, clock: Clock, *, seconds: float, tokens: int, frames:
     """A coded attempt of the fast agent: an LLM call, a skill test's frames; ``pause``: the critic fails after
     them (the run pauses, resumable)."""
 
-    def code(st: planner_pb2.SubTask, state: SubTaskState, start: list[common_pb2.ItemCount]) -> critic_pb2.Verdict:
+    def code(st: planner_pb2.SubTask, state: SubTaskState, start: list[common_pb2.ItemCount],
+             plan: Any) -> critic_pb2.Verdict:
         clock.now += seconds
         two.ctx.run.llm_call(CallRecord(seq=0, agent="fast", iteration=0, model="m", messages=[], response="{}",
                                         parsed={}, prompt_tokens=tokens, completion_tokens=0, latency_seconds=1.0,
@@ -70,7 +72,7 @@ def test_an_iteration_split_by_a_pause_counts_both_parts_in_the_report(tmp_path:
     first._adopt_plan(PLAN)
     calls = iter([attempt(first, clock, seconds=10, tokens=100, frames=30),  # wood: done
                   attempt(first, clock, seconds=5, tokens=50, frames=20, pause=True)])  # table: the critic fails
-    first.attempts.code = lambda st, state, start: next(calls)(st, state, start)
+    first.attempts.code = lambda st, state, start, plan: next(calls)(st, state, start, plan)
     with pytest.raises(Unavailable):
         first._iterate()
     first.ctx.run.emit(error=planner_pb2.ErrorEvent(message="paused", resumable=True))  # as the servicer does

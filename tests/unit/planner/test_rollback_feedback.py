@@ -40,7 +40,7 @@ def scripted(two: TwoLoops, monkeypatch: pytest.MonkeyPatch, rates: list[list[bo
         feedbacks.append(two.state.slow_feedback)
         return next(plans)
 
-    def code(st: planner_pb2.SubTask, state: SubTaskState, start: Any) -> critic_pb2.Verdict:
+    def code(st: planner_pb2.SubTask, state: SubTaskState, start: Any, plan: Any) -> critic_pb2.Verdict:
         if st.name == "table":
             return critic_pb2.Verdict(target=critic_pb2.TARGET_SLOW, diagnosis="It never finds a tree.")
         return critic_pb2.Verdict(success=True, success_rate=1.0, target=critic_pb2.TARGET_KEEP)

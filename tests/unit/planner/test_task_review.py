@@ -115,7 +115,8 @@ def test_a_run_below_its_target_goes_on_after_every_subtask_is_done_and_improves
 
     revisions = []
 
-    def code(st: planner_pb2.SubTask, state: SubTaskState, start: list[common_pb2.ItemCount]) -> critic_pb2.Verdict:
+    def code(st: planner_pb2.SubTask, state: SubTaskState, start: list[common_pb2.ItemCount],
+             plan: Any) -> critic_pb2.Verdict:
         revisions.append((st.name, state.feedback))
         state.skill_code = f"{st.name}-2"
         return critic_pb2.Verdict(success=True, success_rate=1.0, target=critic_pb2.TARGET_KEEP)
@@ -138,7 +139,7 @@ def test_a_run_says_why_it_stopped_below_its_target(tmp_path: Path, monkeypatch:
     monkeypatch.setattr(loops_module, "iteration_evaluation", lambda ctx: FinalResult(
         episodes=2, frames_used=0, controller="chain", successes=[True, False], success_rate=0.5,
         links=[{"name": "table", "reached": 2, "succeeded": 1}]))
-    two.attempts.code = lambda st, state, start: critic_pb2.Verdict(success=True, target=critic_pb2.TARGET_KEEP)
+    two.attempts.code = lambda st, state, start, plan: critic_pb2.Verdict(success=True, target=critic_pb2.TARGET_KEEP)
     two._iterate()
     assert len(two.state.iterations) == 2
     assert two.state.stop_reason == "its 2 outer iterations are spent, below its target of 90%"
