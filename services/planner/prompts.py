@@ -74,8 +74,9 @@ class EvalProtocol:
                       f"coded skills of the sub-tasks before this one ({', '.join(after)}) run first, each until its "
                       "success condition holds, as they will in the whole task's chain (an episode whose player "
                       "dies there starts again in the next world). The skill starts where they hand over: with what "
-                      "they collected and placed, where they stopped, at that time of day, with the status values "
-                      "they left and the map they saw. Their frames count too. ")
+                      "they collected and placed (what their success conditions ask, unless one ran out of frames "
+                      "first), where they stopped, at that time of day, with the status values they left and the map "
+                      "they saw. Their frames count too. ")
         else:
             begins = (f"Each episode is a fresh, newly generated world (every episode has its own seed; the same "
                       f"worlds for every attempt at this sub-task, other worlds in the final evaluation), so "
