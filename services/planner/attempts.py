@@ -20,7 +20,7 @@ from rlgpt.llm.client import StructuredOutputError
 from rlgpt.v1 import common_pb2, critic_pb2, learner_pb2, planner_pb2
 from services.planner.agents.answers import MacroActions, SkillCandidate, WritesAnswers
 from services.planner.answer_forms import rl_config_answer
-from services.planner.context import RunContext
+from services.planner.context import AgentSetup, RunContext
 from services.planner.controller import coded_skills, policy_of, register_chain_skills
 from services.planner.judging import frames_per_episode, increasing, judge, judge_frames
 from services.planner.program_code import program_of
@@ -139,9 +139,11 @@ class Attempts:
     def code(self, st: planner_pb2.SubTask, state: SubTaskState, start: list[common_pb2.ItemCount],
              plan: planner_pb2.Plan) -> critic_pb2.Verdict | None:
         """N skill candidates tested with RunSkill where the chain hands over (behind its earlier links, when they
-        are coded and done: :func:`chain_prefix`; from ``start`` otherwise); the best is kept and judged."""
+        are coded and done: :func:`chain_prefix`; from ``start`` otherwise); the best is kept and judged. The one
+        agent's skills, all written in one answer whose prompt says tests start from the earlier sub-tasks' items,
+        are tested from ``start``."""
         ctx, fast = self.ctx, self._fast()
-        prefix = chain_prefix(ctx, plan, st)
+        prefix = chain_prefix(ctx, plan, st) if ctx.agents is not AgentSetup.ONE else []
         after = [other.name for other in plan.subtasks[:len(prefix)]]
         if prefix:
             start = []  # the earlier links hand over what they made
