@@ -21,6 +21,7 @@ from benchmarks.rlgpt.runs import fmt_pct as rl_pct
 from benchmarks.rlgpt.runs import label
 from benchmarks.run.report import final_rate, median_success
 from benchmarks.skills import report as skills
+from benchmarks.validate import report as validate_report
 
 NONE = "-"
 
@@ -219,3 +220,12 @@ def crafter(results: dict[str, Any], raw: Path) -> Headline:
                      + (f" (held-out {held['score']:.1f})" if held else ""))
     return Headline("make bench-crafter", "; ".join(cells), f"published at 1M frames: PPO {PUBLISHED_SCORES['PPO']}",
                     results["date_utc"], cores(results["machine"]), NONE, raw_cell(raw))
+
+
+def validate(results: dict[str, Any], raw: Path) -> Headline:
+    """bench-validate's row: its latest arm against its run's first, on the same validation worlds."""
+    arms = results.get("arms", [])
+    last = arms[-1] if arms else {}
+    return Headline("make bench-validate", validate_report.latest_change(results), "the run's first arm, paired",
+                    str(last.get("date_utc", NONE))[:10], cores(last["machine"]) if "machine" in last else NONE,
+                    "none (recorded code)", raw_cell(raw))

@@ -32,6 +32,7 @@ from benchmarks.rlgpt import report as rlgpt_report
 from benchmarks.run import report as run_report
 from benchmarks.run.plot import plot_runs
 from benchmarks.skills import report as skills_report
+from benchmarks.validate import report as validate_report
 
 FROZEN = Path("docs/benchmarks/frozen.md")
 """Sections kept as history whose numbers nobody can recompute from this repository, and withdrawn records."""
@@ -229,6 +230,7 @@ CURRENT: tuple[Section, ...] = (
     note("images", no_raw(IMAGES_TITLE, "make smoke-images", None), missing("make smoke-images")),
     skills(SKILL_ANSWERS),
     crafter(bench_raw("crafter")),
+    plain("validate", bench_raw("validate"), validate_report.render_section, headlines.validate),
     diamond("diamond-interrupt-revised-updates-1m", current=True),
     diamond_rules("diamond-rules-revised", current=True),
     make_run(run_report.RAW),

@@ -11,7 +11,7 @@ from collections import Counter
 from statistics import median
 from typing import Any
 
-from benchmarks.common import markdown_table
+from benchmarks.common import machine_line, markdown_table
 from rlgpt import stats
 
 TITLE = "## Validation worlds: one recorded controller, played by different code"
@@ -36,27 +36,40 @@ def _comparison(arm: dict[str, Any], first: dict[str, Any]) -> str:
     return stats.paired([ours[w] for w in shared], [theirs[w] for w in shared]).text()
 
 
+def arm_row(arm: dict[str, Any], first: dict[str, Any]) -> tuple[str, ...]:
+    wins = sum(won(arm).values())
+    worlds = f"{arm['first_seed']:,}..{arm['first_seed'] + len(arm['episodes']) - 1:,}"
+    return (arm["run"], arm["label"], f"`{arm['code']}`", worlds, stats.rate_text(wins, len(arm["episodes"])),
+            f"{median(e['length'] for e in arm['episodes']):g}", _deaths(arm), _comparison(arm, first))
+
+
+def latest_change(results: dict[str, Any]) -> str:
+    """The headline cell: the latest arm against its run's first, in a few words."""
+    arms = results.get("arms", [])
+    if not arms:
+        return "no arm yet"
+    last = arms[-1]
+    first = next(arm for arm in arms if arm["run"] == last["run"])
+    rate = stats.rate_text(sum(won(last).values()), len(last["episodes"])).split(" (")[0]
+    start = stats.rate_text(sum(won(first).values()), len(first["episodes"])).split(" (")[0]
+    return (f"{last['run']}'s controller, {last['task']}: {rate} with {last['label'].split(':')[0]} against "
+            f"{start} ({_comparison(last, first).split(': ', 1)[-1]})")
+
+
 def render_section(results: dict[str, Any]) -> str:
+    arms = results.get("arms", [])
+    firsts = {}
+    for arm in arms:
+        firsts.setdefault(arm["run"], arm)
+    machines = sorted({machine_line(a["date_utc"][:10], a["machine"], ("crafter",)) for a in arms if "machine" in a})
     lines = [TITLE, "",
-             "`make bench-validate` plays a recorded run's final controller (its skills' code as recorded) on the "
-             "run's validation worlds (`rlgpt/worlds.py` `validation_worlds`: apart from its own evaluations and "
-             "from bench-game's held-out sets), with whatever code the bench runs from: each arm names its commit. "
-             "Settings and mechanisms are chosen here, never on held-out worlds. Crafter's episodes (10,000 "
-             "frames or death), one per world; the task counts when its achievement was unlocked."]
-    runs: dict[str, list[dict[str, Any]]] = {}
-    for arm in results.get("arms", []):
-        runs.setdefault(arm["run"], []).append(arm)
-    for run, arms in runs.items():
-        first = arms[0]
-        lines += ["", f"**{run}** ({first['task']}):", ""]
-        rows = []
-        for arm in arms:
-            wins = sum(won(arm).values())
-            worlds = f"{arm['first_seed']:,}..{arm['first_seed'] + len(arm['episodes']) - 1:,}"
-            rows.append((arm["label"], f"`{arm['code']}`", arm["date_utc"][:10], worlds,
-                         stats.rate_text(wins, len(arm["episodes"])),
-                         f"{median(e['length'] for e in arm['episodes']):g}", _deaths(arm),
-                         _comparison(arm, first)))
-        lines += markdown_table(("arm", "code", "date", "worlds", f"{first['task']}", "median length",
-                                 "deaths (kind: episodes)", "against the first arm"), rows, "lllllrll")
+             "`make bench-validate` plays a recorded run's final controller (its skills' code as recorded, no LLM) "
+             "on the run's validation worlds (`rlgpt/worlds.py` `validation_worlds`: apart from its own evaluations "
+             "and from bench-game's held-out sets) with the env server of the commit each arm names, and pairs each "
+             "arm with its run's first on the same worlds. Settings and mechanisms are chosen here, never on "
+             "held-out worlds. Crafter's episodes (10,000 frames or death), one per world; the task counts when "
+             f"its achievement was unlocked. {'; '.join(machines)}.", ""]
+    lines += markdown_table(("run", "arm", "code", "worlds", "task success", "median length",
+                             "deaths (kind: episodes)", "against the run's first arm"),
+                            [arm_row(arm, firsts[arm["run"]]) for arm in arms], "llllllrl")
     return "\n".join(lines) + "\n"

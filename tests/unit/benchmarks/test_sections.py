@@ -15,7 +15,7 @@ from benchmarks.common import REPO_ROOT
 from benchmarks.sections import CURRENT, FROZEN, HISTORY
 from benchmarks.skills.report import render_section as skills_section
 
-MAX_LINES = 400
+MAX_LINES = 420  # 400 until bench-validate's section (2026-11-29): one section per bench, each kept short
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """bench-validate's section: each arm's task success and its paired comparison with the run's first arm, computed
 from the episodes alone."""
 
-from benchmarks.validate.report import render_section
+from benchmarks.validate.report import latest_change, render_section
 
 
 def arm(label: str, wins: list[bool], first_seed: int = 7_500_001) -> dict:
@@ -23,3 +23,9 @@ def test_each_arm_is_paired_with_the_first_on_the_worlds_both_played() -> None:
     assert "paired on 4 worlds: 2 solved only by the new, 1 only by the old (exact McNemar p=1)" in rows[1]
     assert "attacked by zombie 1, no drink 1" in rows[1]  # death kinds, an episode once per kind
     assert "no world in common" in rows[2] and "7,500,001..7,500,004" in rows[0]
+
+
+def test_the_headline_names_the_latest_arm_against_its_runs_first() -> None:
+    results = {"arms": [arm("before", [True, False, False, True]), arm("memory: more", [True, True, True, False])]}
+    assert latest_change(results) == ("a-run's controller, collect_diamond: 75% with memory against 50% (2 solved "
+                                      "only by the new, 1 only by the old (exact McNemar p=1))")
