@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rlgpt.llm.chat_server import ChatRequest, ChatServerError
+from rlgpt.llm.chat_server import ChatRequest, ChatServerError, estimated_tokens
 from rlgpt.llm.client import parse_json_leniently
 
 log = logging.getLogger(__name__)
@@ -36,6 +36,11 @@ def check_answer(text: str, request: ChatRequest) -> str | None:
     """Why ``text`` cannot be the reply to ``request``, or None when it can."""
     if not text.strip():
         return "the answer file is empty: write the assistant's reply into it"
+    limit = request.body.get("max_tokens")
+    if isinstance(limit, int) and limit > 0 and estimated_tokens(text) > limit:
+        return (f"the answer is about {estimated_tokens(text):,} tokens ({len(text):,} characters / 4) and this "
+                f"request allows max_tokens={limit:,}: a real server would cut it off there; write at most "
+                f"{4 * limit:,} characters")
     if not request.wants_json():
         return None
     try:
@@ -93,7 +98,10 @@ class DirectoryAnswerer:
 
     def _write_request(self, number: int, request: ChatRequest) -> Path:
         answer_path = self.answers / f"{number:04d}.json"
-        how = ("Write the assistant's reply, exactly, to the answer file. "
+        limit = request.body.get("max_tokens")
+        how = ("Write the assistant's reply, exactly, to the answer file"
+               + (f", at most {4 * limit:,} characters (max_tokens={limit:,}, counted as characters / 4: a real "
+                  "server would cut a longer reply off). " if isinstance(limit, int) and limit > 0 else ". ")
                + ("This request asks for JSON: write one JSON object that matches response_format's schema and "
                   "nothing else." if request.wants_json() else "Plain text is fine."))
         doc: dict[str, Any] = {

@@ -165,3 +165,17 @@ def test_a_request_that_is_not_a_chat_is_a_400(tmp_path) -> None:
             urllib.request.urlopen(req, timeout=5)
     assert caught.value.code == 400
     assert "non-empty 'messages'" in json.loads(caught.value.read())["error"]["message"]
+
+
+def test_an_answer_longer_than_max_tokens_is_set_aside_as_a_real_server_would_cut_it(tmp_path) -> None:
+    """The request says how many characters its max_tokens allows (counted as the relay counts tokens); a longer
+    answer is rejected with the limit, so a relay run's answers are ones a real endpoint could have given."""
+    with relay(tmp_path) as server:
+        call = ask_in_background(server, max_tokens=16)
+        request = json.loads(wait_for(tmp_path / "requests" / "0001.json").read_text())
+        assert request["max_tokens"] == 16 and "at most 64 characters (max_tokens=16" in request["how_to_answer"]
+        write_answer(tmp_path / "answers" / "0001.json", '{"item": "wood", "count": 3}' + " " * 40)
+        assert "this request allows max_tokens=16: a real server would cut it off" in rejection(tmp_path, "0001")
+        (tmp_path / "answers" / "0001.json").write_text('{"item": "wood", "count": 3}')
+        call["thread"].join(15)
+    assert call["answer"] == Answer(item="wood", count=3)
