@@ -180,9 +180,10 @@ class LLMSettings(Settings):
     api_key_env: str = setting("OPENAI_API_KEY", "Name of the environment variable holding the API key "
                                                  "(the key itself is never a setting, never logged or recorded).")
     timeout_seconds: float = setting(120.0, "Timeout of one HTTP request to the LLM server.", gt=0)
-    max_tokens: int = setting(4096, "Max completion tokens per call: room for the longest answer the agents' "
-                                    "schemas allow (a skill's code may be 8,000 characters); the embedded server's "
-                                    "calls take at most 1,024 (its context is 8,192 tokens).", ge=16)
+    max_tokens: int = setting(8192, "Max completion tokens per call: room for the longest answer the agents' "
+                                    "schemas allow (a skill's code may be 8,000 characters, an RL answer has up to "
+                                    "3 macro actions of that size); the embedded server's calls take at most 1,024 "
+                                    "(its context is 8,192 tokens).", ge=16)
     temperature: float = setting(0.3, "Sampling temperature.", ge=0, le=2)
     max_retries: int = setting(4, "Retries on 429, 5xx, timeouts and connection errors.", ge=0, le=20)
     backoff_seconds: float = setting(1.0, "First retry delay; doubles each retry (capped at 30 s).", ge=0)

@@ -23,19 +23,22 @@ def test_a_longer_timeout_asked_for_is_kept_and_a_shorter_local_one_can_be_set()
 
 
 def test_the_embedded_servers_calls_ask_for_at_most_1024_tokens_and_remote_ones_for_the_longest_answer() -> None:
-    """A skill's code may be 8,000 characters: the default must leave room for it (an answer cut at 1,024 tokens
-    is no JSON), while the embedded server's 8,192-token context keeps its calls at 1,024."""
+    """A skill's code may be 8,000 characters and an RL answer carries up to 3 macro actions of that size: the
+    default must leave room for them (an answer cut at 1,024 tokens is no JSON), while the embedded server's
+    8,192-token context keeps its calls at 1,024."""
     import json
 
     from rlgpt.llm.chat_server import estimated_tokens
     from rlgpt.llm.factory import EMBEDDED_MAX_TOKENS
-    from services.planner.schemas import SkillAnswer
+    from services.planner.schemas import MAX_MACRO_ACTIONS, SkillAnswer
 
     settings = LLMSettings.load(environ={})
     code = ("def skill(agent):\n" + "    yield agent.step_to('tree') or 'do'  # a line of typical skill code\n" * 200)
     longest = SkillAnswer(name="n" * 40, description="d" * 400, code=code[:8000]).model_dump_json()
     assert len(json.loads(longest)["code"]) == 8000
-    assert 3 * estimated_tokens(longest) // 2 <= settings.max_tokens  # half as many tokens again as chars / 4
+    tokens = len(longest) * 2 // 7  # code runs at about 3.5 characters per token (the relay counts 4)
+    assert estimated_tokens(longest) < tokens < settings.max_tokens // 3
+    assert MAX_MACRO_ACTIONS * tokens < settings.max_tokens  # an RL answer's macro actions, each that long
     env = embedded_env(settings, "http://127.0.0.1:1234/v1")
     assert LLMSettings.load(environ=env).max_tokens == EMBEDDED_MAX_TOKENS == 1024
     assert embedded_env(LLMSettings.load(environ={"RLGPT_LLM_MAX_TOKENS": "512"}), "u")["RLGPT_LLM_MAX_TOKENS"] == "512"
