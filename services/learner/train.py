@@ -177,7 +177,7 @@ class ProgressObserver(AlgoObserver):
         return record
 
     def on_training_step(self, runner: Runner, training_iteration_since_resume: int) -> None:
-        if time.time() - self.last_write >= self.interval:
+        if not self.stopped and time.time() - self.last_write >= self.interval:  # the final record stays last
             self.record(runner)
         self.check_budget(runner)
 
@@ -255,6 +255,15 @@ def run_job(job_dir: Path, env_name: str = ENV_NAME) -> int:
     if status == ExperimentStatus.SUCCESS:
         status = runner.run()
     log.info("job %s ended with status %s (%s)", job_dir.name, status, observer.reason or "no reason")
+    return exit_code(observer, runner, status)
+
+
+def exit_code(observer: ProgressObserver, runner: Runner, status: int) -> int:
+    """The job process's exit code once Sample Factory's loop ended, its final record written first: the loop can
+    end before the stop callback ran (seen under load), and the learner judges a job by that record, so a job that
+    trained its budget never exits without one."""
+    if observer.reason and not observer.stopped:
+        observer.on_stop(runner)
     if status != ExperimentStatus.SUCCESS:
         return 1
     return 0 if observer.reason in ("budget", "stopped") else 3

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sample_factory.algo.utils.misc import ExperimentStatus
 
 from rlgpt.v1 import learner_pb2
 from services.learner.sf_env import ENV_NAME
-from services.learner.train import ROLLOUT, ProgressObserver, main, sf_argv
+from services.learner.train import ROLLOUT, ProgressObserver, exit_code, main, sf_argv
 
 
 def argv_of(job_dir: Path, **fields) -> dict[str, str]:
@@ -164,6 +165,26 @@ def test_the_budget_stops_training_and_the_final_record_says_why(tmp_path: Path)
     observer.on_stop(runner)
     final = records(tmp_path)[-1]
     assert final["final"] is True and final["reason"] == "budget" and final["env_frames"] == 1000
+
+
+def test_a_job_whose_loop_ended_before_its_stop_callback_still_writes_its_final_record(tmp_path: Path) -> None:
+    """Under load Sample Factory's loop has ended without calling on_stop: the job then failed as "exited with code
+    0" although it trained its budget. The exit code is decided after the final record is written, once."""
+    observer, runner = ProgressObserver(tmp_path, frame_budget=1000, interval=3600.0), Runner()
+    runner.env_steps = {0: 1000}
+    observer.on_training_step(runner, 1)  # the budget is reached: the runner is asked to stop
+    assert observer.reason == "budget" and not any(r["final"] for r in records(tmp_path))
+    assert exit_code(observer, runner, ExperimentStatus.SUCCESS) == 0
+    finals = [r for r in records(tmp_path) if r["final"]]
+    assert len(finals) == 1 and finals[0]["reason"] == "budget"
+    assert exit_code(observer, runner, ExperimentStatus.SUCCESS) == 0 and len(records(tmp_path)) == 2  # once
+    observer.interval = 0.0
+    observer.on_training_step(runner, 2)  # a step the loop still ran after the stop: the final record stays last
+    assert records(tmp_path)[-1]["final"] is True
+    idle = ProgressObserver(tmp_path / "other", frame_budget=1000, interval=3600.0)
+    (tmp_path / "other").mkdir()
+    assert exit_code(idle, Runner(), ExperimentStatus.FAILURE) == 1  # no reason to stop: nothing written
+    assert not (tmp_path / "other" / "progress.jsonl").exists()
 
 
 def test_the_stop_file_stops_training(tmp_path: Path) -> None:
