@@ -40,6 +40,7 @@ from services.planner.answer_forms import macro_short_name
 from services.planner.attempts import Attempts, RLAttempt
 from services.planner.context import AgentSetup, Mode, RunContext
 from services.planner.controller import evaluation_seconds, learner_evaluation, policy_of
+from services.planner.game_task import on_target
 from services.planner.schemas import KEPT_PLAN_OWN_KINDS
 from services.planner.state import Decision, FinalResult, Status, SubTaskState
 from services.planner.trainings import MIN_FRAMES
@@ -70,12 +71,14 @@ def trained(sub: SubTaskState) -> bool:
 
 def wanted(ctx: RunContext, plan: planner_pb2.Plan | None, chain_success: float | None) -> bool:
     """Every sub-task with a controller (its code, or its trained policy; a link still below its bar too: RL around
-    the plan is where the method helps such a link, issue 35), the chain evaluated and failing somewhere, a learner
-    and frames to train."""
+    the plan is where the method helps such a link, issue 35), the chain evaluated and below the run's target, a
+    learner and frames to train."""
     if ctx.mode != Mode.RL_GPT or ctx.stubs.learner is None or not ctx.settings.keep_plan or plan is None:
         return False
     if ctx.state.kept_plan is not None or chain_success is None or chain_success >= 1.0:
         return False
+    if on_target(ctx.run.request.task, chain_success, None, ctx.budgets.target_success):
+        return False  # the run ends when the whole task reaches its target (issue 35): nothing left to lift
     subs = [ctx.state.subtasks[st.name] for st in plan.subtasks]
     if not subs or not all(trained(s) or s.skill_code for s in subs):
         return False
