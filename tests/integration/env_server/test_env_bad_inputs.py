@@ -24,7 +24,8 @@ BASES = {
         prefix=[common_pb2.PrefixStep(skill=PROBE, success=[WOOD], max_frames=10)]),
     "ResolveTask": env_pb2.ResolveTaskRequest(task=TASK),
     "RunSkill": env_pb2.RunSkillRequest(skill=PROBE, episodes=1, max_steps=5, task=TASK, reward_terms=TERMS,
-                                        stages=[env_pb2.Stage(success=[WOOD])]),
+                                        stages=[env_pb2.Stage(success=[WOOD])],
+                                        prefix=[common_pb2.PrefixStep(skill=PROBE, success=[WOOD], max_frames=10)]),
     "RegisterSkill": env_pb2.RegisterSkillRequest(name=PROBE, code="def skill(agent):\n    yield 'noop'\n",
                                                   replace=True)}
 """Requests the env server accepts, so that the one bad field is all that is wrong with each call."""
