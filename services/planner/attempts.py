@@ -90,6 +90,11 @@ def chain_prefix(ctx: RunContext, plan: planner_pb2.Plan, st: planner_pb2.SubTas
                                   max_frames=ctx.settings.test_steps) for other in earlier]
 
 
+def prefix_names(plan: planner_pb2.Plan, prefix: list[common_pb2.PrefixStep]) -> list[str]:
+    """The sub-tasks a :func:`chain_prefix` runs, by name (what the agents and the critic are told)."""
+    return [other.name for other in plan.subtasks[:len(prefix)]]
+
+
 def joined_skills(config: learner_pb2.RLConfig, subtask: planner_pb2.SubTask, plan: planner_pb2.Plan,
                   ctx: RunContext, macros: list[str] | tuple[str, ...] = ()) -> None:
     """Skills that work join the RL action space (RL-GPT's key mechanism): the library skills the plan suggested
@@ -144,7 +149,7 @@ class Attempts:
         are tested from ``start``."""
         ctx, fast = self.ctx, self._fast()
         prefix = chain_prefix(ctx, plan, st) if ctx.agents is not AgentSetup.ONE else []
-        after = [other.name for other in plan.subtasks[:len(prefix)]]
+        after = prefix_names(plan, prefix)
         if prefix:
             start = []  # the earlier links hand over what they made
         # Each LLM call is recorded as its answer comes, before its test: a service that dies during the test
@@ -210,7 +215,7 @@ class Attempts:
             training_frames(ctx.budgets.env_frames_per_training, ctx.frames_left())
         previous = json_format.ParseDict(state.rl_config, learner_pb2.RLConfig()) if state.rl_config else None
         prefix = chain_prefix(ctx, plan, st)  # train where the chain hands over (empty: from the start items)
-        attempt.after = [other.name for other in plan.subtasks[:len(prefix)]]
+        attempt.after = prefix_names(plan, prefix)
         try:
             answer = fast.write_rl(st, env_frames=frames, iteration=ctx.state.outer_iteration, previous=previous,
                                    feedback=state.feedback, start_inventory=start,
