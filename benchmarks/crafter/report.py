@@ -201,6 +201,9 @@ def plot_series(series: list[dict[str, Any]], path: Path) -> Path:
     ax.set_ylim(floor, 100)
     ax.set_ylabel("success rate (%), log; o = 0%")
     ax.set_xticks(x + width * (len(series) - 1) / 2, [n.replace("_", " ") for n in names], rotation=60, ha="right")
-    ax.set_title("Crafter: share of episodes that unlocked each achievement", pad=28)
-    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=min(len(series), 3), fontsize=8, frameon=False)
+    columns = min(len(series), 3)
+    rows = -(-len(series) // columns) if series else 1
+    # The legend sits above the axes: the title clears every one of its rows.
+    ax.set_title("Crafter: share of episodes that unlocked each achievement", pad=6 + 13 * rows)
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=columns, fontsize=8, frameon=False)
     return save_plot(fig, path)
