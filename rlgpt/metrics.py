@@ -30,6 +30,8 @@ ENV_SESSIONS_EXPIRED = Counter("rlgpt_env_sessions_expired_total", "Sessions clo
 ENV_EPISODES = Counter("rlgpt_env_episodes_total", "Episodes finished, by end reason.", ["backend", "reason"])
 ENV_SKILL_RUNS = Counter("rlgpt_env_skill_runs_total", "Skill executions (macro actions and test episodes) "
                          "by outcome.", ["outcome"])
+ENV_GUARD_RUNS = Counter("rlgpt_env_guard_runs_total", "Guards' take-overs by how they ended (returned, "
+                         "max_frames, error).", ["outcome"])
 ENV_SKILL_ERRORS = Counter("rlgpt_env_skill_errors_total", "Skill errors by kind (exception type, Timeout, "
                            "StepBudgetExceeded, PolicyViolation, ...).", ["kind"])
 ENV_SKILL_WORKER_RESTARTS = Counter("rlgpt_env_skill_worker_restarts_total",

@@ -117,7 +117,7 @@ def _chain_session(request: learner_pb2.EvaluateRequest, configs: dict[str, lear
         episode_length=length, skills=chain_skills(links, configs),
         skill_max_steps=skill_steps(links, configs, length, describe.limits.max_skill_steps),
         autoreset=True, client="evaluate:chain", record_trajectories=True, animate=request.animate,
-        stages=[env_pb2.Stage(success=link.success) for link in links]), env_server)
+        stages=[env_pb2.Stage(success=link.success) for link in links], guards=list(request.guards)), env_server)
     return session, describe
 
 

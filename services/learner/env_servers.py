@@ -78,8 +78,9 @@ def prepare_env_servers(targets: Sequence[str], primary_target: str, primary: en
     backend, or refuses a skill."""
     if list(targets) == [primary_target]:
         return
-    # Its plan's and its prefix's too: the env server runs those skills in the job's sessions.
-    needed = [name for name in dict.fromkeys([*config.skills, *(step.skill for step in [*config.plan, *config.prefix])])
+    # Its plan's, its prefix's and its guards' too: the env server runs those skills in the job's sessions.
+    steps = [*config.plan, *config.prefix, *config.guards]
+    needed = [name for name in dict.fromkeys([*config.skills, *(step.skill for step in steps)])
               if name]  # a plan step a policy plays names no skill
     wanted = set(needed)
     library = {s.name: s for s in list_all_skills(primary, config.backend, include_code=True,

@@ -166,6 +166,9 @@ class LearnerServicer(learner_pb2_grpc.LearnerServiceServicer):
         if request.plan_alone and (request.chain or request.greedy):
             raise InvalidArgument("plan_alone evaluates one job's kept plan with no policy acting: set neither "
                                   "chain nor greedy with it")
+        if request.guards and not request.chain:
+            raise InvalidArgument("guards go with a chain: a job's own evaluation uses its config's guards "
+                                  "(RLConfig.guards)")
         if request.chain:
             check_chain(request)
             job_dirs = {link.job_id: self.jobs.get(link.job_id).job_dir for link in request.chain if link.job_id}

@@ -47,7 +47,8 @@ def session_request(config: learner_pb2.RLConfig, seed: int, *, num_envs: int = 
         skill_max_steps=config.skill_max_steps, autoreset=autoreset, client=client,
         record_trajectories=record, stages=[env_pb2.Stage(success=step.success) for step in config.plan],
         plan=[step.skill for step in config.plan], observe=list(config.observe),
-        plan_interrupt=config.plan_interrupt, prefix=list(config.prefix), animate=animate)
+        plan_interrupt=config.plan_interrupt, prefix=list(config.prefix), animate=animate,
+        guards=list(config.guards))
 
 
 def env_server_for(doc: dict[str, Any], worker_index: int) -> str:

@@ -45,9 +45,7 @@ def action_space(backend: Backend, primitives: list[str], skill_names: list[str]
     if problems:
         raise InvalidArgument(join_problems(problems))
     for name in skill_names:
-        record = skills.get(name)  # NotFound names the missing skill
-        if record.backend != spec.name:
-            raise InvalidArgument(f"skill {shown(name)} was written for {record.backend}, not {spec.name}")
+        record = skills.for_backend(name, spec.name)
         actions.append(Action(name=SKILL_PREFIX + name, skill=record))
     return actions
 
@@ -65,9 +63,5 @@ def plan_action(backend: Backend, plan: list[str], stages: int, skills: SkillReg
         if not name:
             records.append(None)  # the client plays this stage
             continue
-        record = skills.get(name)  # NotFound names the missing skill
-        if record.backend != backend.spec.name:
-            raise InvalidArgument(f"plan[{j}]: skill {shown(name)} was written for {record.backend}, not "
-                                  f"{backend.spec.name}")
-        records.append(record)
+        records.append(skills.for_backend(name, backend.spec.name, f"plan[{j}]"))
     return [Action(name=PLAN_ACTION, plan=tuple(records))]

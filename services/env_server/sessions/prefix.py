@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from rlgpt.env_contract import SKILL_PREFIX
-from rlgpt.errors import InvalidArgument, NotFound, join_problems, shown
+from rlgpt.errors import InvalidArgument, join_problems
 from rlgpt.v1 import common_pb2
 from services.env_server.backends.base import Backend
 from services.env_server.sessions.actions import Action
@@ -62,13 +62,7 @@ def parse_prefix(backend: Backend, steps: Sequence[common_pb2.PrefixStep], skill
         raise InvalidArgument(join_problems(problems))
     parsed = []
     for j, (step, success) in enumerate(zip(steps, conditions, strict=True)):
-        try:
-            record = skills.get(step.skill)
-        except NotFound as e:
-            raise NotFound(f"prefix[{j}].skill: {e}") from None
-        if record.backend != backend.spec.name:
-            raise InvalidArgument(f"prefix[{j}]: skill {shown(step.skill)} was written for {record.backend}, not "
-                                  f"{backend.spec.name}")
+        record = skills.for_backend(step.skill, backend.spec.name, f"prefix[{j}]")
         parsed.append(PrefixStep(skill=record, success=success, max_frames=step.max_frames))
     return tuple(parsed)
 

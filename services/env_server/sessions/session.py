@@ -19,6 +19,7 @@ from services.env_server.backends.base import Backend, RawStep
 from services.env_server.sessions.actions import Action
 from services.env_server.sessions.animation import AnimationQuota
 from services.env_server.sessions.episode import EnvSlot, Episode
+from services.env_server.sessions.guarded import Guard, GuardedExecutor
 from services.env_server.sessions.macro_actions import PlanInterrupt, PlanState, plan_slot, run_skills
 from services.env_server.sessions.outcome import StepOutcome
 from services.env_server.sessions.prefix import PrefixStep, run_prefix
@@ -41,7 +42,7 @@ class Session:
                  autoreset: bool, settings: EnvServerSettings, record: bool = False, client: str = "",
                  stages: tuple[Task, ...] = (), observe: np.ndarray | None = None,
                  plan_interrupt: PlanInterrupt | None = None, prefix: tuple[PrefixStep, ...] = (),
-                 animate: int = 0):
+                 animate: int = 0, guards: tuple[Guard, ...] = ()):
         self.id = session_id
         self.observe = observe
         """Per vector entry 1 (observed) or 0 (left at 0 for the policy); None: all observed."""
@@ -57,6 +58,8 @@ class Session:
         self.plan_interrupt = plan_interrupt or PlanInterrupt()
         """When a plan action ends before its K frames (macro_actions.run_skills)."""
         self.autoreset = autoreset
+        self.guards = guards
+        """Skills that take over from the session's skills while their trigger holds (guarded.py)."""
         self.prefix = prefix
         """What runs after every reset before the client's first observation (prefix.py)."""
         self.animations = AnimationQuota(animate, settings.max_animation_frames) if animate else None
@@ -275,7 +278,8 @@ class Session:
 
     def _executor_for_skills(self) -> SkillExecutor:
         if self._executor is None:
-            self._executor = SkillExecutor(self._settings)
+            self._executor = (GuardedExecutor(self._settings, self.guards, self.slots) if self.guards
+                              else SkillExecutor(self._settings))
         return self._executor
 
     def finish_animation(self, i: int) -> None:

@@ -10,6 +10,7 @@ from rlgpt.observation_choice import choices, observed
 from rlgpt.v1 import env_pb2
 from services.env_server.backends.base import Backend, get_backend
 from services.env_server.sessions.actions import action_space, plan_action
+from services.env_server.sessions.guarded import parse_guards
 from services.env_server.sessions.macro_actions import PlanInterrupt
 from services.env_server.sessions.prefix import parse_prefix
 from services.env_server.sessions.session import Session
@@ -78,10 +79,11 @@ def build_session(settings: EnvServerSettings, skills: SkillRegistry, session_id
     actions += plan_action(backend, list(request.plan), len(stages), skills)
     interrupt = plan_interrupt(backend, request, s)
     prefix = parse_prefix(backend, request.prefix, skills, s.max_episode_length)
+    guards = parse_guards(backend, request.guards, skills, s.max_episode_length)
     return Session(session_id=session_id, backend=backend, task=task, reward_terms=terms, seed=request.seed,
                    observe=observe_mask(backend, list(request.observe)),
                    num_envs=n, episode_length=request.episode_length or backend.spec.default_episode_length,
                    actions=actions, skill_max_steps=request.skill_max_steps or s.default_skill_steps,
                    autoreset=request.autoreset, settings=s, record=record or request.record_trajectories,
                    client=request.client, stages=stages, plan_interrupt=interrupt, prefix=prefix,
-                   animate=request.animate)
+                   animate=request.animate, guards=guards)

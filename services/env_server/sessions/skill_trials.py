@@ -56,7 +56,7 @@ class SkillTrials:
             backend=request.backend or record.backend, task=request.task, seed=request.seed,
             num_envs=request.episodes, reward_terms=request.reward_terms, episode_length=max_steps,
             skills=[] if plan else [record.name], plan=plan, stages=request.stages, autoreset=False,
-            animate=request.animate, prefix=request.prefix)
+            animate=request.animate, prefix=request.prefix, guards=request.guards)
         if not self._slots.acquire(timeout=SLOT_WAIT_SECONDS):
             raise FailedPrecondition("too many RunSkill calls in progress; retry shortly")
         try:

@@ -118,6 +118,11 @@ class TrajectoryRecorder:
         if parts and position is not None:
             self._reported = position
 
+    def note(self, step: int, text: str) -> None:
+        """A line of its own about what the session did at ``step`` (a guard took over, handed back)."""
+        self._flush()
+        self._emit(f"step {step}: {text}")
+
     # --- output -----------------------------------------------------------------------------------
     def watch_lines(self) -> list[str]:
         """One line per watched name: where it was first seen and whether a path to it is known now."""

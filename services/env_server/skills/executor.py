@@ -13,7 +13,7 @@ import threading
 from typing import Any
 
 from rlgpt import metrics
-from rlgpt.errors import AlreadyExists, InvalidArgument, ResourceExhausted, found, shown
+from rlgpt.errors import AlreadyExists, InvalidArgument, NotFound, ResourceExhausted, found, shown
 from services.env_server.backends.base import get_backend
 from services.env_server.settings import EnvServerSettings
 from services.env_server.skills.compiler import compile_skill
@@ -86,6 +86,18 @@ class SkillRegistry:
     def get(self, name: str) -> SkillRecord:
         with self._lock:
             return found(self._skills.get(name), f"no skill named {shown(name)}; register it first (RegisterSkill)")
+
+    def for_backend(self, name: str, backend: str, where: str = "") -> SkillRecord:
+        """The skill ``name`` a request names (``where``: the field, e.g. "plan[2]"), written for ``backend``:
+        NotFound names a missing one, InvalidArgument one of another backend."""
+        try:
+            record = self.get(name)
+        except NotFound as e:
+            raise NotFound(f"{where}.skill: {e}" if where else str(e)) from None
+        if record.backend != backend:
+            raise InvalidArgument(f"{where + ': ' if where else ''}skill {shown(name)} was written for "
+                                  f"{record.backend}, not {backend}")
+        return record
 
     def delete(self, name: str) -> SkillRecord:
         """Removes a skill; sessions holding its record keep using it until they close."""

@@ -18,14 +18,16 @@ WOOD = common_pb2.Condition(inventory=common_pb2.ItemCount(item="wood", count=1)
 TASK = common_pb2.TaskSpec(name="collect_wood", success=[WOOD], start_inventory=[common_pb2.ItemCount(item="sapling",
                                                                                                       count=1)])
 TERMS = [common_pb2.RewardTerm(kind="inventory_gain", target="wood", weight=1.0)]
+GUARDS = [common_pb2.Guard(skill=PROBE, when=[common_pb2.Below(label="status/drink", value=3)], max_frames=10)]
 BASES = {
     "CreateSession": env_pb2.CreateSessionRequest(
         num_envs=1, task=TASK, reward_terms=TERMS, stages=[env_pb2.Stage(success=[WOOD])],
-        prefix=[common_pb2.PrefixStep(skill=PROBE, success=[WOOD], max_frames=10)]),
+        prefix=[common_pb2.PrefixStep(skill=PROBE, success=[WOOD], max_frames=10)], guards=GUARDS),
     "ResolveTask": env_pb2.ResolveTaskRequest(task=TASK),
     "RunSkill": env_pb2.RunSkillRequest(skill=PROBE, episodes=1, max_steps=5, task=TASK, reward_terms=TERMS,
                                         stages=[env_pb2.Stage(success=[WOOD])],
-                                        prefix=[common_pb2.PrefixStep(skill=PROBE, success=[WOOD], max_frames=10)]),
+                                        prefix=[common_pb2.PrefixStep(skill=PROBE, success=[WOOD], max_frames=10)],
+                                        guards=GUARDS),
     "RegisterSkill": env_pb2.RegisterSkillRequest(name=PROBE, code="def skill(agent):\n    yield 'noop'\n",
                                                   replace=True)}
 """Requests the env server accepts, so that the one bad field is all that is wrong with each call."""

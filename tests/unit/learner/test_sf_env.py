@@ -43,3 +43,12 @@ def test_a_jobs_sessions_start_behind_its_prefix_and_animate_when_asked() -> Non
     config = learner_pb2.RLConfig(task=common_pb2.TaskSpec(name="place_table"), prefix=[step])
     assert list(session_request(config, 1).prefix) == [step] and session_request(config, 1).animate == 0
     assert session_request(config, 1, record=True, animate=2).animate == 2
+
+
+def test_a_jobs_sessions_carry_its_chains_guards() -> None:
+    from services.learner.sf_env import session_request
+
+    guard = common_pb2.Guard(skill="drink_up", when=[common_pb2.Below(label="status/drink", value=3)], max_frames=80)
+    config = learner_pb2.RLConfig(task=common_pb2.TaskSpec(name="place_table"), guards=[guard])
+    assert list(session_request(config, 1).guards) == [guard]
+    assert not session_request(learner_pb2.RLConfig(), 1).guards
