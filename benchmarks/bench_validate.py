@@ -8,15 +8,20 @@ commit, appended to docs/bench-raw/validate/results.json; the section pairs ever
 same worlds. How a mechanism of the env server (what skills perceive, how the chain runs) changes what the same
 recorded code achieves is measured here, where settings may be chosen, never on bench-game's held-out sets.
 ``--server-code`` plays with another checkout's env server (e.g. the commit before a change: ``git worktree add``).
+``--guards FILE`` adds guards (CreateSessionRequest.guards) to the controller: a JSON object whose ``guards`` list
+holds each guard's ``name``, ``code``, ``when`` (``[{"label": "status/drink", "value": 3}]``; ``"above": true`` for
+an entry above its value) and ``max_frames``,
+and whose ``written_by`` says who wrote them; the arm keeps the file's content.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import subprocess
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -29,7 +34,7 @@ from benchmarks.game.play import game_task, play, register
 from benchmarks.game.raw import episode_records
 from benchmarks.validate.report import TITLE, render_section
 from rlgpt import worlds
-from rlgpt.v1 import learner_pb2
+from rlgpt.v1 import common_pb2, learner_pb2
 
 log = logging.getLogger("benchmarks.validate")
 console = Console(stderr=True)
@@ -45,6 +50,28 @@ def code_commit(root: Path) -> str:
     return head + ("+changes" if dirty else "")
 
 
+def read_guards(path: Path) -> tuple[dict[str, Any], list[common_pb2.Guard], dict[str, str]]:
+    """A guards file: its content, the guards as the env server takes them and their skills' code by name."""
+    try:
+        doc = json.loads(path.read_text())
+        entries = doc["guards"]
+        guards = [common_pb2.Guard(skill=g["name"], max_frames=int(g["max_frames"]),
+                                   when=[common_pb2.Threshold(label=w["label"], value=float(w["value"]),
+                                                              above=bool(w.get("above", False)))
+                                         for w in g["when"]]) for g in entries]
+        code = {g["name"]: g["code"] for g in entries}
+    except KeyError as exc:
+        raise typer.BadParameter(f"{path}: no {exc} in it; give a JSON object with 'written_by' and 'guards' (each "
+                                 "with name, code, when and max_frames)", param_hint="--guards") from None
+    except (OSError, ValueError, TypeError) as exc:
+        raise typer.BadParameter(f"{path}: {exc}; give a JSON object with 'written_by' and 'guards' (each with name, "
+                                 "code, when and max_frames)", param_hint="--guards") from None
+    if not doc.get("written_by") or not guards:
+        raise typer.BadParameter(f"{path}: say who wrote the guards ('written_by') and give at least one",
+                                 param_hint="--guards")
+    return doc, guards, code
+
+
 def main(
     run: Annotated[Path | None, typer.Option(help="A finished RL-GPT run's directory (state.json, request.json).")
                    ] = None,
@@ -58,6 +85,8 @@ def main(
     server_code: Annotated[Path | None, typer.Option(help="A checkout whose env server plays (its commit is the "
                                                          "arm's code); default: this repository's.")] = None,
     work: Annotated[Path, typer.Option(help="Where the env server's log goes.")] = Path("runs/bench-validate"),
+    guards: Annotated[Path | None, typer.Option(help="A JSON file of guards to add to the controller (see the "
+                                                     "module's doc).")] = None,
     report_only: ReportOnly = False,
     log_level: LogLevel = "INFO",
 ) -> None:
@@ -70,6 +99,7 @@ def main(
             controller = read_controller(run, jobs)
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--run") from None
+        guard_doc, guard_list, guard_code = read_guards(guards) if guards else ({}, [], {})
         results = load_results(raw) if raw.exists() else {"bench": "validate", "arms": []}
         first = worlds.validation_worlds(controller.seed)
         code = code_commit(server_code or REPO_ROOT)  # as the server starts: what it imports
@@ -78,9 +108,13 @@ def main(
         started = time.time()
         try:
             task, _ = game_task(servers[0].target)
-            register(servers[0].target, controller.skills)
-            console.print(f"{run.name}: {controller.kind} on worlds {first:,}..{first + episodes - 1:,}")
-            response = play(controller, servers[0].target, task, first, episodes)
+            register(servers[0].target, {**controller.skills, **guard_code})
+            console.print(f"{run.name}: {controller.kind} on worlds {first:,}..{first + episodes - 1:,}"
+                          + f" with {len(guard_list)} guards" * bool(guard_list))
+            try:
+                response = play(controller, servers[0].target, task, first, episodes, guard_list)
+            except ValueError as exc:
+                raise typer.BadParameter(str(exc), param_hint="--guards") from None
         finally:
             servers[0].stop()
         results["arms"].append({
@@ -88,6 +122,7 @@ def main(
             "code": code, "date_utc": utc_now(),
             "wall_s": round(time.time() - started, 1),
             "machine": machine_info(("crafter",)), "first_seed": first,
+            **({"guards": guard_doc} if guard_doc else {}),
             "episodes": episode_records(response.episodes, first)})
         save_results(raw, results)
     write_section(output, TITLE, render_section(load_results(raw)))

@@ -57,8 +57,9 @@ def _conditions(success: Any) -> list[common_pb2.Condition]:
 
 
 def play(controller: FinalController, target: str, task: common_pb2.TaskSpec, first_seed: int,
-         episodes: int) -> learner_pb2.EvaluateResponse:
-    """The controller's first episode on each of ``episodes`` worlds from ``first_seed`` (its skills registered)."""
+         episodes: int, guards: list[common_pb2.Guard] | None = None) -> learner_pb2.EvaluateResponse:
+    """The controller's first episode on each of ``episodes`` worlds from ``first_seed`` (its skills registered);
+    ``guards`` (their skills registered) take over from its coded skills (a code plan's or a chain's)."""
     from services.learner.chain import evaluate_chain
     from services.learner.evaluate import evaluate
 
@@ -69,14 +70,16 @@ def play(controller: FinalController, target: str, task: common_pb2.TaskSpec, fi
             name=f"{controller.task}-final-plan", backend="crafter", task=task, episode_length=length,
             reward_terms=list(task.reward_terms), skill_max_steps=PLAN_K,
             plan=[learner_pb2.PlanStep(skill=skill, success=_conditions(success))
-                  for skill, success in controller.plan])
+                  for skill, success in controller.plan], guards=guards or [])
         response, _ = play_plan_alone(target, config, episodes, first_seed)
     elif controller.kind == CHAIN:
         request = learner_pb2.EvaluateRequest(
             chain=[json_format.ParseDict(link, learner_pb2.ChainLink()) for link in controller.links], task=task,
-            episodes=episodes, seed=first_seed, episode_length=length)
+            episodes=episodes, seed=first_seed, episode_length=length, guards=guards or [])
         response = evaluate_chain(request, controller.job_dirs, target, max_frames=max_frames)
     else:
+        if guards:
+            raise ValueError("guards take over from coded skills: a policy's own controller has none to guard")
         response = evaluate(controller.job_dirs[controller.job_id], target, episodes, first_seed,
                             max_frames=max_frames, task=task, episode_length=length)
     if len(response.episodes) != episodes:

@@ -72,4 +72,13 @@ def render_section(results: dict[str, Any]) -> str:
     lines += markdown_table(("run", "arm", "code", "worlds", "task success", "median length",
                              "deaths (kind: episodes)", "against the run's first arm"),
                             [arm_row(arm, firsts[arm["run"]]) for arm in arms], "llllllrl")
+    for arm in arms:
+        if guards := arm.get("guards"):
+            lines += ["", f"Guards of the arm \"{arm['label']}\" ({guards['written_by']}; their code is in the raw "
+                          "file): " + "; ".join(f"`{g['name']}` when {_trigger(g['when'])}, at most "
+                                                f"{g['max_frames']} frames" for g in guards["guards"]) + "."]
     return "\n".join(lines) + "\n"
+
+
+def _trigger(when: list[dict[str, Any]]) -> str:
+    return " or ".join(f"{w['label']} {'above' if w.get('above') else 'below'} {w['value']:g}" for w in when)

@@ -1,5 +1,5 @@
 """Guards (CreateSessionRequest.guards): skills that take over from whatever skill an env runs when their
-trigger starts to hold, and hand back when they return.
+trigger holds, and hand back when they return.
 
 :class:`GuardedExecutor` is the session's SkillExecutor with guards, so every path that runs skills (skill
 actions, plan actions, the prefix, RunSkill's tests) is guarded by this one mechanism without knowing it.
@@ -7,8 +7,9 @@ Before each round it checks the asked envs' guards against each env's observatio
 starts its skill in a sandbox slot of its own, and the env's rounds go to it while the interrupted skill's
 generator waits in its slot, locals and all. When the guard's skill returns, fails or spends its max_frames, the
 same round goes on with the waiting skill (or with whatever skill the env's slot runs by then: a plan that moved
-on, a new skill action). A guard fires on its trigger's edge: after a take-over it is ready again only once its
-trigger has stopped holding, so one that cannot meet its need does not take every frame; each new episode makes
+on, a new skill action). A guard fires when its trigger holds, no guard runs and it is ready: a take-over makes it
+not ready, and it is ready again once its trigger stops holding (so one that cannot meet its need does not take
+every frame, and a trigger that started while another guard ran still fires after it); each new episode makes
 every guard ready. A guard's error is the guard's, not the interrupted skill's: it is logged, counted and
 written in the episode's trajectory, and the interrupted skill goes on."""
 
@@ -35,11 +36,19 @@ log = logging.getLogger(__name__)
 
 @dataclasses.dataclass(frozen=True)
 class Trigger:
-    """One entry of a guard's trigger: the vector entry ``index`` (``label``) below ``value``."""
+    """One entry of a guard's trigger: the vector entry ``index`` (``label``) below ``value`` (or above it)."""
 
     index: int
     label: str
     value: float
+    above: bool = False
+
+    def reason(self, vector: np.ndarray) -> str:
+        """"status/drink 2 < 3" while it holds for ``vector``, else ""."""
+        entry = float(vector[self.index])
+        if entry > self.value if self.above else entry < self.value:
+            return f"{self.label} {entry:g} {'>' if self.above else '<'} {self.value:g}"
+        return ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,10 +61,7 @@ class Guard:
 
     def reason(self, vector: np.ndarray) -> str:
         """Why the guard's trigger holds for ``vector`` ("status/drink 2 < 3"), or "" when it does not."""
-        for t in self.when:
-            if vector[t.index] < t.value:
-                return f"{t.label} {float(vector[t.index]):g} < {t.value:g}"
-        return ""
+        return next((why for t in self.when if (why := t.reason(vector))), "")
 
 
 def parse_guards(backend: Backend, guards: Sequence[common_pb2.Guard], skills: SkillRegistry,
@@ -68,13 +74,13 @@ def parse_guards(backend: Backend, guards: Sequence[common_pb2.Guard], skills: S
     for j, guard in enumerate(guards):
         if not guard.when:
             problems.append(f"guards[{j}].when is empty: say when the guard takes over (a vector label below a "
-                            "value, e.g. status/drink below 3)")
-        for k, below in enumerate(guard.when):
-            if below.label not in labels:
-                problems.append(f"guards[{j}].when[{k}].label {shown(below.label)} is not a vector label of "
+                            "value, e.g. status/drink below 3, or above it)")
+        for k, threshold in enumerate(guard.when):
+            if threshold.label not in labels:
+                problems.append(f"guards[{j}].when[{k}].label {shown(threshold.label)} is not a vector label of "
                                 f"{backend.spec.name}: use one that Describe's vector field lists, e.g. "
                                 f"{', '.join(labels[:3])}")
-            if not math.isfinite(below.value):
+            if not math.isfinite(threshold.value):
                 problems.append(f"guards[{j}].when[{k}].value must be a finite number")
         if not 1 <= guard.max_frames <= max_episode_length:
             problems.append(f"guards[{j}].max_frames={guard.max_frames} must be in 1..{max_episode_length} (the most "
@@ -84,7 +90,7 @@ def parse_guards(backend: Backend, guards: Sequence[common_pb2.Guard], skills: S
     parsed = []
     for j, guard in enumerate(guards):
         record = skills.for_backend(guard.skill, backend.spec.name, f"guards[{j}]")
-        when = tuple(Trigger(labels.index(b.label), b.label, float(b.value)) for b in guard.when)
+        when = tuple(Trigger(labels.index(t.label), t.label, float(t.value), t.above) for t in guard.when)
         parsed.append(Guard(skill=record, when=when, max_frames=guard.max_frames))
     return tuple(parsed)
 
@@ -125,39 +131,42 @@ class GuardedExecutor(SkillExecutor):
         return super().start(slot, skill, backend, actions, remembered)
 
     def advance(self, perceptions: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
+        """Each listed slot's next action, from its env's guard while one runs. A guard that hands back in this
+        round leaves it to the next ready guard whose trigger holds, else to the waiting skill: each guard takes over
+        at most once a round (a take-over makes it not ready), so the round ends."""
         n = len(self._slots)
-        asked: dict[int, dict[str, Any]] = {}
-        for slot, perception in perceptions.items():
-            env = slot % n
-            state = self._state(env)
-            if state.active is None:
-                self._fire(env, state)
-            asked[self.guard_slot(env) if state.active is not None else slot] = perception
-        results = super().advance(asked)
         answered: dict[int, dict[str, Any]] = {}
-        handed_back: dict[int, dict[str, Any]] = {}
-        for slot, perception in perceptions.items():
-            env = slot % n
-            state = self._states[env]
-            if state.active is None:
-                answered[slot] = results[slot]
-                continue
-            result = results[self.guard_slot(env)]
-            if "action" in result:
-                answered[slot] = result
-                state.frames += 1
-                if state.frames >= self.guards[state.active].max_frames:
-                    self._end(env, state, "max_frames", f"spent its {state.frames} frames")
-                continue
-            if "done" in result:
-                self._end(env, state, "returned", f"returned after {state.frames} frames")
-            else:
-                error = result.get("error", {})
-                self._end(env, state, "error", f"failed after {state.frames} frames: {error.get('type', 'error')} "
-                                               f"line {error.get('line', 0)}: {error.get('message', '')}")
-            handed_back[slot] = perception  # the same round goes on with the waiting skill
-        if handed_back:
-            answered.update(super().advance(handed_back))
+        pending = perceptions
+        while pending:
+            asked: dict[int, dict[str, Any]] = {}
+            for slot, perception in pending.items():
+                env = slot % n
+                state = self._state(env)
+                if state.active is None:
+                    self._fire(env, state)
+                asked[self.guard_slot(env) if state.active is not None else slot] = perception
+            results = super().advance(asked)
+            handed_back: dict[int, dict[str, Any]] = {}
+            for slot, perception in pending.items():
+                env = slot % n
+                state = self._states[env]
+                if state.active is None:
+                    answered[slot] = results[slot]
+                elif "action" in (result := results[self.guard_slot(env)]):
+                    answered[slot] = result
+                    state.frames += 1
+                    if state.frames >= self.guards[state.active].max_frames:
+                        self._end(env, state, "max_frames", f"spent its {state.frames} frames")
+                else:
+                    if "done" in result:
+                        self._end(env, state, "returned", f"returned after {state.frames} frames")
+                    else:
+                        error = result.get("error", {})
+                        self._end(env, state, "error", f"failed after {state.frames} frames: "
+                                                       f"{error.get('type', 'error')} line {error.get('line', 0)}: "
+                                                       f"{error.get('message', '')}")
+                    handed_back[slot] = perception  # the same round goes on: another guard or the waiting skill
+            pending = handed_back
         return answered
 
     def _state(self, env: int) -> _EnvGuards:

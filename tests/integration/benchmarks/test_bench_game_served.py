@@ -67,3 +67,23 @@ def test_a_coded_chain_is_declared_then_scored_on_two_worlds_once(env_server, tm
 
     with pytest.raises(SetRefused, match=r"scored already.*--set 1"):
         score(controller, target, tmp_path, "wood-again", 0, 2, used, episode_length=LENGTH)
+
+
+def test_guards_join_a_coded_chain_as_bench_validate_adds_them(env_server, tmp_path: Path) -> None:
+    """play() with guards: their take-overs are in the episode's trajectory; without them, none. (The chain is done
+    by frame 20 and a guard interrupts only a running skill: this one fires at the first, food 9 below 10.)"""
+    from benchmarks.game.play import play, register
+
+    target = f"127.0.0.1:{env_server.port}"
+    controller = read_controller(RUN, tmp_path / "jobs")
+    register(target, {**controller.skills, "guard_wait_3": "def skill(agent):\n    for _ in range(3):\n"
+                                                           "        yield 'noop'\n"})
+    task, _ = game_task(target, 60)
+    guard = common_pb2.Guard(skill="guard_wait_3", when=[common_pb2.Threshold(label="status/food", value=10)],
+                             max_frames=10)
+    first = worlds.validation_worlds(controller.seed)
+    (guarded,) = play(controller, target, task, first, 1, [guard]).episodes
+    (alone,) = play(controller, target, task, first, 1).episodes
+    assert "step 0: guard guard_wait_3 takes over (status/food 9 < 10)" in guarded.text
+    assert "guard guard_wait_3 returned after 3 frames, hands back" in guarded.text
+    assert "guard" not in alone.text

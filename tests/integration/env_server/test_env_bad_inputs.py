@@ -18,7 +18,7 @@ WOOD = common_pb2.Condition(inventory=common_pb2.ItemCount(item="wood", count=1)
 TASK = common_pb2.TaskSpec(name="collect_wood", success=[WOOD], start_inventory=[common_pb2.ItemCount(item="sapling",
                                                                                                       count=1)])
 TERMS = [common_pb2.RewardTerm(kind="inventory_gain", target="wood", weight=1.0)]
-GUARDS = [common_pb2.Guard(skill=PROBE, when=[common_pb2.Below(label="status/drink", value=3)], max_frames=10)]
+GUARDS = [common_pb2.Guard(skill=PROBE, when=[common_pb2.Threshold(label="status/drink", value=3)], max_frames=10)]
 BASES = {
     "CreateSession": env_pb2.CreateSessionRequest(
         num_envs=1, task=TASK, reward_terms=TERMS, stages=[env_pb2.Stage(success=[WOOD])],

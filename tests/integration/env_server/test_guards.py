@@ -36,7 +36,7 @@ def skill(agent):
     for _ in range(3):
         yield "move_left"
 '''
-THIRSTY = [common_pb2.Below(label="status/drink", value=9)]
+THIRSTY = [common_pb2.Threshold(label="status/drink", value=9)]
 """Fires once drink first drops below its start of 9: at frame 21 in Crafter (thirst grows 1 a frame, 20 a drink)."""
 NEVER = [common_pb2.Condition(achievement="collect_diamond")]
 
@@ -123,3 +123,25 @@ def test_a_guard_guards_the_sessions_prefix(env_server) -> None:
 
     assert facing_x([]) == 0.0
     assert facing_x([guard("guard_left_3")]) == -1.0
+
+
+@pytest.mark.usefixtures("skills")
+def test_a_trigger_that_starts_while_another_guard_runs_fires_after_it(env_server) -> None:
+    """The first guard (food below 10: from the first frame) waits 30 frames; drink drops below 9 at frame 21,
+    while it runs; the second guard takes over as soon as the first hands back, before the skill's next frame."""
+    env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(
+        name="guard_wait_30", code="def skill(agent):\n    for _ in range(30):\n        yield 'noop'\n", replace=True))
+    hungry = common_pb2.Guard(skill="guard_wait_30", when=[common_pb2.Threshold(label="status/food", value=10)],
+                              max_frames=50)
+    episode = played(env_server, [hungry, guard("guard_do_5")])
+    assert episode.steps == 40 + 30 + 5, episode.text
+    assert lines_with(episode.text, "guard guard_wait_30 takes over (status/food 9 < 10)")[0].startswith("step 0:")
+    assert lines_with(episode.text, "guard guard_do_5 takes over (status/drink 8 < 9)")[0].startswith("step 30:")
+
+
+@pytest.mark.usefixtures("skills")
+def test_a_threshold_with_above_holds_above_its_value(env_server) -> None:
+    daylight = common_pb2.Guard(skill="guard_do_5", max_frames=50,
+                                when=[common_pb2.Threshold(label="world/daylight", value=0.5, above=True)])
+    episode = played(env_server, [daylight])
+    assert episode.steps == 45 and lines_with(episode.text, "takes over (world/daylight")[0].startswith("step 0:")

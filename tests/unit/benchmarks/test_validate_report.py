@@ -29,3 +29,18 @@ def test_the_headline_names_the_latest_arm_against_its_runs_first() -> None:
     results = {"arms": [arm("before", [True, False, False, True]), arm("memory: more", [True, True, True, False])]}
     assert latest_change(results) == ("a-run's controller, collect_diamond: 75% with memory against 50% (2 solved "
                                       "only by the new, 1 only by the old (exact McNemar p=1))")
+
+
+def test_an_arms_guards_are_listed_under_the_table() -> None:
+    from benchmarks.validate.report import render_section
+
+    episode = {"seed": 1, "achievements": [], "length": 10, "death_cause": ""}
+    arm = {"run": "r", "task": "collect_diamond", "label": "with guards", "code": "abc", "first_seed": 1,
+           "date_utc": "2026-11-29T18:00:00Z", "episodes": [episode],
+           "guards": {"written_by": "a fresh helper", "guards": [
+               {"name": "drink", "code": "...", "max_frames": 90, "when": [{"label": "status/drink", "value": 3}]},
+               {"name": "hide", "code": "...", "max_frames": 9,
+                "when": [{"label": "threat/seen", "value": 0.5, "above": True}]}]}}
+    text = render_section({"arms": [arm]})
+    assert ('Guards of the arm "with guards" (a fresh helper; their code is in the raw file): `drink` when '
+            "status/drink below 3, at most 90 frames; `hide` when threat/seen above 0.5, at most 9 frames.") in text

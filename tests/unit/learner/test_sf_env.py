@@ -48,7 +48,8 @@ def test_a_jobs_sessions_start_behind_its_prefix_and_animate_when_asked() -> Non
 def test_a_jobs_sessions_carry_its_chains_guards() -> None:
     from services.learner.sf_env import session_request
 
-    guard = common_pb2.Guard(skill="drink_up", when=[common_pb2.Below(label="status/drink", value=3)], max_frames=80)
+    guard = common_pb2.Guard(skill="drink_up", when=[common_pb2.Threshold(label="status/drink", value=3)],
+                             max_frames=80)
     config = learner_pb2.RLConfig(task=common_pb2.TaskSpec(name="place_table"), guards=[guard])
     assert list(session_request(config, 1).guards) == [guard]
     assert not session_request(learner_pb2.RLConfig(), 1).guards

@@ -26,7 +26,7 @@ def skills() -> SkillRegistry:
 
 def guard(skill: str = "drink_up", when: tuple[tuple[str, float], ...] = (("status/drink", 3.0),),
           max_frames: int = 50) -> common_pb2.Guard:
-    return common_pb2.Guard(skill=skill, when=[common_pb2.Below(label=label, value=value) for label, value in when],
+    return common_pb2.Guard(skill=skill, when=[common_pb2.Threshold(label=label, value=value) for label, value in when],
                             max_frames=max_frames)
 
 
@@ -42,6 +42,11 @@ def test_a_guard_fires_while_any_of_its_entries_is_below_its_value(skills: Skill
     assert parsed.reason(vector) == "status/drink 2 < 3"
     vector[labels.index("status/drink")], vector[labels.index("world/daylight")] = 3, 0.25
     assert parsed.reason(vector) == "world/daylight 0.25 < 0.5"  # 3 is not below 3
+    (seen,) = parse_guards(backend, [common_pb2.Guard(skill="drink_up", max_frames=9, when=[
+        common_pb2.Threshold(label="threat/seen", value=0.5, above=True)])], skills, 100)
+    assert seen.reason(vector) == ""
+    vector[labels.index("threat/seen")] = 1
+    assert seen.reason(vector) == "threat/seen 1 > 0.5"
     assert parse_guards(backend, [], skills, 100) == ()
 
 
