@@ -237,7 +237,7 @@ class TwoLoops(PlanMaking, InnerLoops):
         config while the policy does not beat the plan alone: also on a resume that finds the iterations done but
         these trainings not (a stop during one)."""
         plan = self.state.plan_proto()
-        last = self.state.iterations[-1] if self.state.iterations else {}
+        last = task_review.in_force(self.state.iterations, self.state.best)  # a rolled-back revision is not in force
         if self.ctx.game:  # the game's own reward: coded skills as macro actions, and RL around the kept plan
             game_final.train(self.ctx, self.attempts, plan)
             return

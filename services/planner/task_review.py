@@ -194,6 +194,15 @@ def _keep_higher_score(ctx: RunContext, record: IterationRecord, best: dict[str,
     return f"not better ({compared}): that controller is restored"
 
 
+def in_force(iterations: list[dict[str, Any]], best: dict[str, Any] | None) -> dict[str, Any]:
+    """The record of the iteration whose controller is in force: the best one keep_best kept (restored after a
+    worse revision), else the last; {} before any iteration. What is said about the plan in force (its chain's
+    rate, its failed episodes) comes from here, not from a rolled-back revision's record."""
+    kept = (best or {}).get("iteration")
+    return next((r for r in reversed(iterations) if kept is not None and r.get("iteration") == kept),
+                iterations[-1] if iterations else {})
+
+
 def rolled_back(ctx: RunContext, record: IterationRecord) -> str:
     """What the slow agent reads after :func:`keep_best` restored the best controller instead of the iteration's:
     the revision's measure against the best's on the same worlds (a game task's score, another's success rate) and

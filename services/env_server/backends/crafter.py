@@ -11,6 +11,7 @@ from crafter import constants, objects
 from services.env_server.backends.base import Backend, BackendEnv, BackendSpec, RawStep
 from services.env_server.backends.crafter_rules import INTERACT, STATUS, arrow_damage, crafter_rules
 from services.env_server.skills.api_doc import CRAFTER_SKILL_API
+from services.env_server.skills.navigation import OUT_OF_MAP, UNSEEN  # the view's words, as the agent reads them
 
 ITEMS = tuple(name for name in constants.items if name not in STATUS)
 VECTOR_LABELS = (
@@ -23,7 +24,6 @@ VIEW_WIDTH, VIEW_HEIGHT = 9, 7  # the map part of Crafter's 9x9 view; 2 rows sho
 _OBJECT_NAMES = {objects.Cow: "cow", objects.Zombie: "zombie", objects.Skeleton: "skeleton",
                  objects.Arrow: "arrow", objects.Plant: "plant", objects.Fence: "fence",
                  objects.Player: "player"}
-OUT_OF_MAP = "out_of_map"  # what a view cell beyond the map edge reads (never a wrapped index)
 _THREATS = (objects.Zombie, objects.Skeleton, objects.Arrow)
 """What can hurt the player in Crafter (crafter objects: a zombie's hit, a skeleton's arrow)."""
 VECTOR_DESCRIPTION = (
@@ -96,7 +96,7 @@ class CrafterEnv(BackendEnv):
 
     def remembered(self) -> dict[str, Any] | None:
         names = self._env._world._mat_names  # material id -> name (0: none)
-        palette = [names.get(i) or "unknown" for i in range(max(names) + 1)]
+        palette = [names.get(i) or UNSEEN for i in range(max(names) + 1)]
         chars = np.where(self._seen < 0, ord(" "), self._seen + _PALETTE_BASE).astype(np.uint8).T  # [y][x]
         rows = [row.tobytes().decode("ascii") for row in chars]
         return {"palette": palette, "rows": rows, "first": _PALETTE_BASE}
@@ -165,7 +165,7 @@ class CrafterEnv(BackendEnv):
         material, obj = self._env._world[pos]
         if obj is not None:
             return _OBJECT_NAMES.get(type(obj), "object")
-        return material or "unknown"
+        return material or UNSEEN
 
     def _nearby(self, pos: tuple[int, int], distance: int) -> tuple[set[str], list[Any]]:
         """Materials and objects within ``distance`` (a square), clamped to the map.

@@ -16,8 +16,8 @@ MOVES = {(-1, 0): "move_left", (1, 0): "move_right", (0, -1): "move_up", (0, 1):
 SEARCH_LIMIT = 4096  # cells; the Crafter map has 64 x 64
 WALKABLE = frozenset({"grass", "sand", "path"})
 CREATURES = frozenset({"cow", "zombie", "skeleton"})  # they walk only on walkable cells, and move on
-UNSEEN = "unknown"  # a view cell with nothing known: never remembered
-OUT_OF_MAP = "out_of_map"
+UNSEEN = "unknown"  # a view cell with nothing known: never remembered (the backends write the view with these)
+OUT_OF_MAP = "out_of_map"  # a view cell beyond the map edge (never a wrapped index)
 COMMIT_SLACK = 4  # steps a committed goal may be farther than the nearest before a route switches
 
 

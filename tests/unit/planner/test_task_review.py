@@ -172,3 +172,15 @@ def test_the_critic_reads_a_links_frames_as_not_known_where_the_env_server_did_n
     links = task_review.task_links(PLAN, two, [{"name": "wood", "reached": 4, "succeeded": 3, "mean_frames": None},
                                                {"name": "table", "reached": 3, "succeeded": 1, "mean_frames": 41.5}])
     assert [(x.subtask, x.mean_frames) for x in links] == [("wood", -1.0), ("table", 41.5)]
+
+
+def test_the_plan_in_force_is_the_kept_iterations_not_a_rolled_back_revisions() -> None:
+    from services.planner.task_review import in_force
+
+    iterations = [{"iteration": 0, "success_rate": 0.16}, {"iteration": 1, "success_rate": 0.38},
+                  {"iteration": 2, "success_rate": 0.22}, {"iteration": 3, "success_rate": 0.34}]
+    # Run 4: iteration 1's chain was kept, 2 and 3 were rolled back to it.
+    assert in_force(iterations, {"iteration": 1})["success_rate"] == 0.38
+    assert in_force(iterations, {"iteration": 3})["success_rate"] == 0.34
+    assert in_force(iterations, None)["success_rate"] == 0.34  # nothing kept yet: the last
+    assert in_force([], None) == {}
