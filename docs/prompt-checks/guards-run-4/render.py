@@ -35,6 +35,11 @@ could take over, the first listed does. A trigger names only the observation vec
 env")."""
 
 
+def trigger(guard: dict) -> str:
+    """A guard's trigger in words ("status/drink below 4 or world/daylight below 0.5")."""
+    return " or ".join(f"{w['label']} {'above' if w.get('above') else 'below'} {w['value']:g}" for w in guard["when"])
+
+
 def plan_text() -> str:
     plan = json.loads((RUN / "state.json").read_text())["plan"]
     return json.dumps({"subtasks": [{k: st[k] for k in ("name", "description", "success")}
@@ -174,10 +179,6 @@ class GuardProtocol:
 def code(revise: str = "", error: str = "") -> None:
     answer = json.loads((HERE / "declare" / "answer.json").read_text())
     links = [st["name"] for st in json.loads((RUN / "state.json").read_text())["plan"]["subtasks"]]
-    def trigger(guard: dict) -> str:
-        return " or ".join(f"{w['label']} {'above' if w.get('above') else 'below'} {w['value']:g}"
-                           for w in guard["when"])
-
     others = "; ".join(f"{g['name']} (when {trigger(g)})" for g in answer["guards"])
     for guard in answer["guards"]:
         when = trigger(guard)
@@ -207,10 +208,6 @@ def code_round2() -> None:
     links = [st["name"] for st in json.loads((RUN / "state.json").read_text())["plan"]["subtasks"]]
     feedback = round_feedback(HERE / "round1-own-worlds.json", HERE / "round0-own-worlds.json")
 
-    def trigger(guard: dict) -> str:
-        return " or ".join(f"{w['label']} {'above' if w.get('above') else 'below'} {w['value']:g}"
-                           for w in guard["when"])
-
     others = "; ".join(f"{g['name']} (when {trigger(g)})" for g in declared)
     for guard in declared:
         old = before.get(guard["name"])
@@ -236,10 +233,6 @@ def revise_round2(name: str, error: str) -> None:
     """A round-2 guard's code refused at registration: its revision prompt (the previous code and the error)."""
     declared = {g["name"]: g for g in json.loads((HERE / "declare-round2" / "answer.json").read_text())["guards"]}
     links = [st["name"] for st in json.loads((RUN / "state.json").read_text())["plan"]["subtasks"]]
-
-    def trigger(guard: dict) -> str:
-        return " or ".join(f"{w['label']} {'above' if w.get('above') else 'below'} {w['value']:g}"
-                           for w in guard["when"])
 
     guard = declared[name]
     others = "; ".join(f"{g['name']} (when {trigger(g)})" for g in declared.values())
