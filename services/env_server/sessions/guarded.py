@@ -29,7 +29,7 @@ from rlgpt.v1 import common_pb2
 from services.env_server.backends.base import Backend
 from services.env_server.sessions.episode import EnvSlot, Episode
 from services.env_server.settings import EnvServerSettings
-from services.env_server.skills.executor import SkillExecutor, SkillRecord, SkillRegistry
+from services.env_server.skills.executor import SkillExecutor, SkillRecord, SkillRegistry, error_words, with_code_line
 
 log = logging.getLogger(__name__)
 
@@ -161,10 +161,8 @@ class GuardedExecutor(SkillExecutor):
                     if "done" in result:
                         self._end(env, state, "returned", f"returned after {state.frames} frames")
                     else:
-                        error = result.get("error", {})
-                        self._end(env, state, "error", f"failed after {state.frames} frames: "
-                                                       f"{error.get('type', 'error')} line {error.get('line', 0)}: "
-                                                       f"{error.get('message', '')}")
+                        error = with_code_line(dict(result.get("error", {})), self.guards[state.active].skill)
+                        self._end(env, state, "error", f"failed after {state.frames} frames: {error_words(error)}")
                     handed_back[slot] = perception  # the same round goes on: another guard or the waiting skill
             pending = handed_back
         return answered

@@ -17,7 +17,7 @@ from services.env_server.backends.base import Backend, BackendEnv
 from services.env_server.sessions.actions import Action
 from services.env_server.sessions.episode import EnvSlot
 from services.env_server.sessions.outcome import StepOutcome
-from services.env_server.skills.executor import SkillExecutor, SkillRecord
+from services.env_server.skills.executor import SkillExecutor, SkillRecord, with_code_line
 
 
 @dataclasses.dataclass(frozen=True)
@@ -254,7 +254,7 @@ def plan_failed(session: MacroSession, i: int, error: dict[str, Any], skill: Ski
                 spend_frame: bool = True) -> None:
     """A plan skill's error ends the plan action only: the world may have made it fail (a zombie, an item
     used up), and the policy may mend that; the error is reported, naming the skill, and counted."""
-    _with_code_line(error, skill)
+    with_code_line(error, skill)
     out.infos[i]["plan_error"] = {**error, "message": f"plan skill {skill.name}: {error.get('message', '')}"}
     metrics.ENV_SKILL_RUNS.labels("error").inc()
     metrics.ENV_SKILL_ERRORS.labels(error.get("type", "unknown")).inc()
@@ -263,17 +263,10 @@ def plan_failed(session: MacroSession, i: int, error: dict[str, Any], skill: Ski
         session.frame(i, session.backend.spec.noop_action, name, out)
 
 
-def _with_code_line(error: dict[str, Any], skill: SkillRecord | None) -> None:
-    if skill is not None and error.get("line") and not error.get("code_line"):
-        lines = skill.code.splitlines()
-        if 0 < error["line"] <= len(lines):
-            error["code_line"] = lines[error["line"] - 1].strip()
-
-
 def skill_failed(session: MacroSession, i: int, error: dict[str, Any], skill: SkillRecord | None,
                  out: StepOutcome) -> None:
     """Reports env ``i``'s skill error (with its source line) and, when it used no frame, spends one."""
-    _with_code_line(error, skill)
+    with_code_line(error, skill)
     out.infos[i]["skill_error"] = error
     session.slots[i].episode.error = error
     metrics.ENV_SKILL_RUNS.labels("error").inc()
