@@ -67,17 +67,34 @@ def last_training_curve(state: SubTaskState) -> list[dict[str, Any]]:
     return [p for p in state.curve if p.get("job_id") == job] if job else []
 
 
-def chain_prefix(ctx: RunContext, plan: planner_pb2.Plan, st: planner_pb2.SubTask) -> list[common_pb2.PrefixStep]:
+def replaced_text(replaced: SubTaskState) -> str:
+    """What a renamed link's first attempt is told of the link it replaces (SubTaskState.replaces), whose code it is
+    shown as the previous code: the slow agent asked for it to be written again, not from nothing."""
+    said = f" Its last critic feedback: {replaced.feedback}" if replaced.feedback else ""
+    return (f"This sub-task replaces {replaced.name} in the plan (the same success conditions, another name and "
+            f"description): the previous code above is {replaced.name}'s, which the chain ran (its best test success "
+            f"{replaced.success_rate:.0%}). Keep what works in it and change what this sub-task's description asks "
+            f"for.{said}")
+
+
+def chain_prefix(ctx: RunContext, plan: planner_pb2.Plan, st: planner_pb2.SubTask, *,
+                 behind_failed: bool = False) -> list[common_pb2.PrefixStep]:
     """The plan's links before ``st`` as the env server's prefix of its episodes (each its code until its conditions
     hold, for as many frames as its tests had), registered under the chain's names; empty when ``st`` is first or an
-    earlier link has no code (the env server cannot run a policy) or is not done (failed code never hands over)."""
+    earlier link has no code (the env server cannot run a policy) or is not done, unless ``behind_failed``.
+
+    ``behind_failed``: code that failed its own tests runs too, as the whole task's chain runs it (handing over when
+    its conditions hold, else after its frames). A code test (a few episodes) then sees what the chain hands over; a
+    training is not given it, as thousands of its episodes would wait behind a link that seldom hands over
+    (inner_loops.alone_text)."""
     earlier = []
     for other in plan.subtasks:
         if other.name == st.name:
             break
         earlier.append(other)
     codes, subs = dict(coded_skills(plan, ctx.state)), ctx.state.subtasks
-    if not earlier or any(other.name not in codes or subs[other.name].status != Status.DONE for other in earlier):
+    if not earlier or any(other.name not in codes or not (behind_failed or subs[other.name].status == Status.DONE)
+                          for other in earlier):
         return []
     try:
         names = register_chain_skills(ctx, [(other.name, codes[other.name]) for other in earlier])
@@ -144,19 +161,22 @@ class Attempts:
     def code(self, st: planner_pb2.SubTask, state: SubTaskState, start: list[common_pb2.ItemCount],
              plan: planner_pb2.Plan) -> critic_pb2.Verdict | None:
         """N skill candidates tested with RunSkill where the chain hands over (behind its earlier links, when they
-        are coded and done: :func:`chain_prefix`; from ``start`` otherwise); the best is kept and judged. The one
+        are coded, done or not: :func:`chain_prefix`; from ``start`` otherwise); the best is kept and judged. The one
         agent's skills, all written in one answer whose prompt says tests start from the earlier sub-tasks' items,
         are tested from ``start``."""
         ctx, fast = self.ctx, self._fast()
-        prefix = chain_prefix(ctx, plan, st) if ctx.agents is not AgentSetup.ONE else []
+        prefix = chain_prefix(ctx, plan, st, behind_failed=True) if ctx.agents is not AgentSetup.ONE else []
         after = prefix_names(plan, prefix)
         if prefix:
             start = []  # the earlier links hand over what they made
         # Each LLM call is recorded as its answer comes, before its test: a service that dies during the test
         # pauses the run, and the call still counts (a resume asks again).
+        previous_code, feedback = state.skill_code, state.feedback
+        if not previous_code and (replaced := ctx.state.subtasks.get(state.replaces)) is not None:
+            previous_code, feedback = replaced.skill_code, replaced_text(replaced)
         candidates = fast.write_skill(st, iteration=ctx.state.outer_iteration, candidates=ctx.budgets.candidates,
-                                      previous_code=state.skill_code, error=state.last_error,
-                                      feedback=state.feedback, start_inventory=start,
+                                      previous_code=previous_code, error=state.last_error,
+                                      feedback=feedback, start_inventory=start,
                                       frames_per_episode=frames_per_episode(ctx), prefix=prefix, after=after,
                                       on_call=lambda record: ctx.run.llm_call(record, st.name))
         for c in candidates:

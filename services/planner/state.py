@@ -174,6 +174,10 @@ class SubTaskState:
     policy_job: str = ""
     """The policy the chain runs, pinned when a later revision was not better on the same worlds (the whole
     task's paired comparison); empty: the best evaluated training (controller.policy_of)."""
+    replaces: str = ""
+    """The sub-task of the plan in force before this one's plan that it replaces: the same success conditions under
+    another name, that plan's link the new plan dropped (the slow agent renames a link to have it written again).
+    Its first code attempt starts from that link's code and verdict (Attempts.code); empty: none."""
     reopened: bool = False
     """Set when the whole task's verdict sent the sub-task back to the fast agent, until its next attempt is
     configured (like every later attempt of an RL sub-task, it continues from its best policy's checkpoint,
@@ -252,13 +256,20 @@ class RunState:
         sub-task and starts fresh (pending, no code, no policy, no attempts): the old work met other conditions.
         A changed decision under the same conditions is not a new sub-task (coding_failed.kept_rl decides it)."""
         earlier = {st.name: conditions_of(st) for st in self._plans_before()}  # the latest plan's win
+        in_force = self.plan_proto()
+        names = {st.name for st in plan.subtasks}
+        dropped = [st for st in (in_force.subtasks if in_force else []) if st.name not in names]
         self.plan = json_format.MessageToDict(plan, preserving_proto_field_name=True)
         self.plans.append(self.plan)
         for st in plan.subtasks:
             decision = Decision.of(st)
             if st.name in earlier and earlier[st.name] != conditions_of(st):
                 self.subtasks.pop(st.name, None)  # the name is reused for other conditions
+            fresh = st.name not in self.subtasks
             state = self.subtasks.setdefault(st.name, SubTaskState(name=st.name, decision=decision))
+            if fresh:
+                state.replaces = next((old.name for old in dropped if conditions_of(old) == conditions_of(st)
+                                       and self.subtasks.get(old.name, state).skill_code), "")
             if state.status != Status.DONE:
                 state.decision = decision
 

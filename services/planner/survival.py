@@ -71,7 +71,7 @@ def deaths_text(ctx: RunContext, episodes: Sequence[common_pb2.EpisodeSummary],
                  "(achievements and items from the lists above; what restores and protects the player, and where and "
                  "when threats appear, as far as the game's rules above say), before or among the sub-tasks where the "
                  "player dies, and may rename a sub-task where it dies, with a description that says how to stay alive "
-                 "while it works, so that its skill is written again.")
+                 "while it works, so that its skill is written again (from the code of the link it replaces).")
     return "\n".join(lines)
 
 

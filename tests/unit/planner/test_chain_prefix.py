@@ -102,11 +102,52 @@ def test_a_coded_link_is_tested_behind_the_earlier_coded_links_and_is_told_so(tm
     assert [list(step.success) for step in asked["prefix"]] == [[WOOD], [TABLE]]
     assert asked["after"] == ["wood", "table"] and asked["start_inventory"] == []  # the links hand over the items
     assert two.state.frames_used == 90  # the prefix's frames are in the test episode's steps and count
-    two.state.subtasks["table"].status = Status.FAILED  # failed code never hands over: tested from the start items
+    # Code that failed its own tests still runs in the whole task's chain (handing over when its conditions hold,
+    # else after its frames), so the later link is tested behind it as the chain will run it.
+    two.state.subtasks["table"].status = Status.FAILED
+    two.attempts.code(plan.subtasks[2], two.state.subtasks["pickaxe"], [common_pb2.ItemCount(item="wood", count=3)],
+                      plan)
+    assert [list(step.success) for step in fast.asked[-1]["prefix"]] == [[WOOD], [TABLE]]
+    assert fast.asked[-1]["after"] == ["wood", "table"] and fast.asked[-1]["start_inventory"] == []
+    two.state.subtasks["table"].skill_code = ""  # no code: nothing the chain could run there
     two.attempts.code(plan.subtasks[2], two.state.subtasks["pickaxe"], [common_pb2.ItemCount(item="wood", count=3)],
                       plan)
     assert fast.asked[-1]["prefix"] == [] and fast.asked[-1]["after"] == []
     assert fast.asked[-1]["start_inventory"] == [common_pb2.ItemCount(item="wood", count=3)]
+
+
+def test_a_renamed_link_starts_from_the_code_and_verdict_of_the_link_it_replaces(tmp_path: Path) -> None:
+    """The slow agent renames a link to have it written again (e.g. to stay alive while it works): its first attempt
+    is shown the replaced link's code, which the chain ran, not nothing."""
+    two = plan_loops(tmp_path)
+    table = two.state.subtasks["table"]
+    table.feedback, table.success_rate = "died to a zombie in 2 of 4 episodes", 0.5
+    renamed = planner_pb2.Plan()
+    renamed.CopyFrom(PLAN)
+    renamed.subtasks[1].name, renamed.subtasks[1].description = "table_safely", "place a table, fighting zombies"
+    two._adopt_plan(renamed)
+    assert two.state.subtasks["table_safely"].replaces == "table"
+    assert two.state.subtasks["pickaxe"].replaces == ""  # kept under its name: its own work, nothing replaced
+    fast = two.attempts.fast = RecordingFast()
+    two.attempts.code(renamed.subtasks[1], two.state.subtasks["table_safely"], [], renamed)
+    asked = fast.asked[-1]
+    assert asked["previous_code"] == table.skill_code
+    assert asked["feedback"].startswith("This sub-task replaces table in the plan (the same success conditions")
+    assert "(its best test success 50%)" in asked["feedback"] and asked["feedback"].endswith(
+        "Its last critic feedback: died to a zombie in 2 of 4 episodes")
+    # Its second attempt revises its own code, as any sub-task's does.
+    two.attempts.code(renamed.subtasks[1], two.state.subtasks["table_safely"], [], renamed)
+    assert fast.asked[-1]["previous_code"] == "def skill(agent):\n    yield 'noop'\n"
+
+
+def test_a_new_link_with_other_conditions_replaces_nothing(tmp_path: Path) -> None:
+    two = plan_loops(tmp_path)
+    other = planner_pb2.Plan()
+    other.CopyFrom(PLAN)
+    other.subtasks[1].name = "sapling"
+    other.subtasks[1].success[0].achievement = "collect_sapling"
+    two._adopt_plan(other)
+    assert two.state.subtasks["sapling"].replaces == ""
 
 
 def test_the_skill_writer_and_its_critic_read_that_tests_start_behind_the_chain() -> None:
