@@ -15,7 +15,9 @@ from services.critic.settings import CriticSettings
 
 PROMPT_DIR = Path(__file__).parent / "prompts"
 MAX_PROMPT_ROLLOUTS = 4
-MAX_PROMPT_CODE = 4000
+MAX_PROMPT_CODE = 12000
+"""Characters of numbered code a verdict shows: whole skills as long as coded skills get (a critic that saw only
+the first half of a search said so and guessed the rest), cut at whole lines beyond."""
 MAX_PROMPT_TRAJECTORY = 700
 CURVE_TAIL = 10
 

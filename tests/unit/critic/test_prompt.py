@@ -37,7 +37,9 @@ def test_long_trajectories_keep_their_head_and_tail_lines() -> None:
 
 def test_code_is_numbered_and_cut_at_whole_lines() -> None:
     assert prompt.code_text("def skill(agent):\n    yield 'do'") == "  1 | def skill(agent):\n  2 |     yield 'do'"
-    long = prompt.code_text("\n".join("x = 1" * 100 for _ in range(20)))
+    skill = "\n".join(f"    step_{i:03d} = agent.step_to('stone')  # {'x' * 12}" for i in range(160))
+    assert len(skill) > 8000 and prompt.code_text(skill).count("\n") == 159  # a long skill is shown whole
+    long = prompt.code_text("\n".join("x = 1" * 100 for _ in range(40)))
     assert long.endswith("more lines not shown)") and len(long) <= prompt.MAX_PROMPT_CODE + 40
     assert prompt.code_text("  \n") == "(none)"
 
