@@ -171,7 +171,7 @@ class Attempts:
             start = []  # the earlier links hand over what they made
         # Each LLM call is recorded as its answer comes, before its test: a service that dies during the test
         # pauses the run, and the call still counts (a resume asks again).
-        previous_code, feedback = state.skill_code, state.feedback
+        previous_code, feedback = state.refused_code or state.skill_code, state.feedback
         if not previous_code and (replaced := ctx.state.subtasks.get(state.replaces)) is not None:
             previous_code, feedback = replaced.skill_code, replaced_text(replaced)
         candidates = fast.write_skill(st, iteration=ctx.state.outer_iteration, candidates=ctx.budgets.candidates,
@@ -194,13 +194,16 @@ class Attempts:
                                else {}),
                             "success_rate": c.success_rate, "error": str(c.error) if c.error else ""}
                            for c in candidates]})
-        if best.answer is not None:
-            state.skill_code = best.answer.code
+        if best.answer is not None and best.success_rate < 0:  # refused untested: the chain keeps tested code
+            state.refused_code = best.answer.code
+        elif best.answer is not None:
+            state.skill_code, state.refused_code = best.answer.code, ""
         if best.success_rate <= 0:
             state.code_failures += 1
-        return judge(ctx, st, Decision.CODE, list(best.episodes), code=state.skill_code,
-                          errors=[best.error] if best.error else [], start=start,
-                          frames=judge_frames(best.episodes, best.frames), after=after)
+        return judge(ctx, st, Decision.CODE, list(best.episodes),
+                     code=best.answer.code if best.answer is not None else state.skill_code,
+                     errors=[best.error] if best.error else [], start=start,
+                     frames=judge_frames(best.episodes, best.frames), after=after)
 
     # --- RL attempts: configure (fast agent), train and evaluate (learner; thread-safe), verdict ---------------
     def rl(self, st: planner_pb2.SubTask, state: SubTaskState, start: list[common_pb2.ItemCount],

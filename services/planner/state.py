@@ -174,6 +174,10 @@ class SubTaskState:
     policy_job: str = ""
     """The policy the chain runs, pinned when a later revision was not better on the same worlds (the whole
     task's paired comparison); empty: the best evaluated training (controller.policy_of)."""
+    refused_code: str = ""
+    """The last attempt's code when the env server refused it untested (registration, e.g. a code error on its test
+    worlds): the next revision is shown it with its error, while the chain keeps running ``skill_code``, the latest
+    code that was tested (run 6's chain could not be evaluated: a refused revision had replaced working code)."""
     replaces: str = ""
     """The sub-task of the plan in force before this one's plan that it replaces: the same success conditions under
     another name, that plan's link the new plan dropped (the slow agent renames a link to have it written again).

@@ -110,6 +110,15 @@ def test_a_skills_own_raise_of_a_deep_value_is_a_game_outcome_not_fatal(env_serv
     assert_serves(env_server)
 
 
+def test_a_skills_own_raise_on_the_line_of_an_if_is_accepted_even_before_its_first_action(env_server) -> None:
+    # Registration's test worlds start with nothing held: a skill that gives up there at once, with its raise on
+    # the line of its `if`, gave up; it made no code error (run 6's diamond skill was refused for this).
+    code = ("def skill(agent):\n    if agent.inventory.get('iron_pickaxe', 0) < 1: raise ValueError('no pickaxe')\n"
+            "    yield 'noop'\n")
+    reply = env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="give_up_inline", code=code))
+    assert reply.skill.name == "give_up_inline"
+
+
 @pytest.mark.parametrize("chain", ["map(abs, x)", "zip(x)", "enumerate(x)", "filter(None, x)", "(v for v in x)"])
 def test_150000_deep_iterator_chain_is_a_recursion_error(env_server, chain: str) -> None:
     code = ("def skill(agent):\n    x = iter([1, 2])\n    for i in range(150000):\n"

@@ -18,7 +18,9 @@ caller serialises probes.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import functools
 import logging
 import time
 from typing import Any
@@ -61,12 +63,23 @@ def _refuse(name: str, error: dict[str, Any], code: str, world: int, steps: int)
 
 def gave_up(error: dict[str, Any], code: str) -> bool:
     """Whether the skill's error is its own ``raise`` statement (it judged the world and gave up, a game outcome)
-    rather than a code error (NameError, TypeError, an API misuse, ...), which the interpreter raises elsewhere."""
+    rather than a code error (NameError, TypeError, an API misuse, ...), which the interpreter raises elsewhere.
+    A raise statement anywhere on the error's line counts: ``if not ok: raise ValueError(...)`` on one line is as
+    much the skill's own as a ``raise`` line of its own (run 6's diamond skill was refused for it)."""
     if error.get("type") in ("Timeout", "SandboxBusy", "NoYield"):
         return False
     line = int(error.get("line") or 0)
-    lines = code.splitlines()
-    return 0 < line <= len(lines) and lines[line - 1].lstrip().startswith("raise ")
+    return line > 0 and line in _raise_lines(code)
+
+
+@functools.lru_cache(maxsize=64)
+def _raise_lines(code: str) -> frozenset[int]:
+    """The lines a raise statement of ``code`` starts on (none when it does not parse)."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError):
+        return frozenset()
+    return frozenset(node.lineno for node in ast.walk(tree) if isinstance(node, ast.Raise))
 
 
 def probe_skill(settings: EnvServerSettings, name: str, code: str, backend: Backend,

@@ -157,3 +157,37 @@ def test_the_skill_writer_and_its_critic_read_that_tests_start_behind_the_chain(
     assert "at that time of day" in behind and "starts holding" not in behind
     assert protocol.judge_text("code", [], None, ["wood", "table"]) == behind
     assert "The player starts holding: 3 wood" in protocol.code_test([common_pb2.ItemCount(item="wood", count=3)])
+
+
+class RefusingFast(RecordingFast):
+    """Test double of the fast agent whose answer the env server refused at registration (nothing tested)."""
+
+    def write_skill(self, subtask: planner_pb2.SubTask, **kwargs: Any) -> list[SkillCandidate]:
+        self.asked.append(kwargs)
+        answer = SkillAnswer(name=subtask.name, description="crashes", code="def skill(agent):\n    yield x\n")
+        refused = common_pb2.SkillError(type="NameError", message="name 'x' is not defined", line=2)
+        return [SkillCandidate(0, answer, -1.0, error=refused)]
+
+
+def test_a_revision_refused_untested_does_not_replace_the_code_the_chain_runs(tmp_path: Path) -> None:
+    """Run 6's chain could not be evaluated: a revision the env server refused had replaced working code. The chain
+    keeps the tested code; the next revision is shown the refused code with its error."""
+    two = plan_loops(tmp_path)
+    table, working = two.state.subtasks["table"], two.state.subtasks["table"].skill_code
+    fast = two.attempts.fast = RefusingFast()
+    two.attempts.code(PLAN.subtasks[1], table, [], PLAN)
+    assert table.skill_code == working and table.refused_code == "def skill(agent):\n    yield x\n"
+    assert "NameError" in table.last_error
+    two.attempts.code(PLAN.subtasks[1], table, [], PLAN)
+    assert fast.asked[-1]["previous_code"] == table.refused_code and "NameError" in fast.asked[-1]["error"]
+    two.attempts.fast = RecordingFast()  # a revision that was tested replaces the code, and nothing is refused
+    two.attempts.code(PLAN.subtasks[1], table, [], PLAN)
+    assert table.skill_code == "def skill(agent):\n    yield 'noop'\n" and table.refused_code == ""
+
+
+def test_a_first_attempt_refused_untested_leaves_the_link_without_code(tmp_path: Path) -> None:
+    two = plan_loops(tmp_path)
+    two.attempts.fast = RefusingFast()
+    pickaxe = two.state.subtasks["pickaxe"]
+    two.attempts.code(PLAN.subtasks[2], pickaxe, [], PLAN)
+    assert pickaxe.skill_code == "" and pickaxe.refused_code  # the chain has no code to run there, not broken code
