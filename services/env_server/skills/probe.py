@@ -52,7 +52,9 @@ def _refuse(name: str, error: dict[str, Any], code: str, world: int, steps: int)
         code_line = lines[line - 1].strip()
     where = f" at line {line}" if line else ""
     shown = f" [{code_line}]" if code_line else ""
-    message = (f"skill {name!r} failed on test world {world} after {steps} steps: {error.get('type')}{where}: "
+    # Said as registration's own world: a critic read "test world 0" as one of the skill's test episodes.
+    message = (f"skill {name!r} failed in registration's test run, on fresh world {world} (the game's start, nothing "
+               f"an earlier sub-task makes) after {steps} steps: {error.get('type')}{where}: "
                f"{error.get('message', '')}{shown}")
     if error.get("type") == "Timeout":
         raise DeadlineExceeded(message)
