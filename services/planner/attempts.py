@@ -72,7 +72,7 @@ def replaced_text(replaced: SubTaskState) -> str:
     shown as the previous code: the slow agent asked for it to be written again, not from nothing."""
     said = f" Its last critic feedback: {replaced.feedback}" if replaced.feedback else ""
     return (f"This sub-task replaces {replaced.name} in the plan (the same success conditions, another name and "
-            f"description): the previous code above is {replaced.name}'s, which the chain ran (its best test success "
+            f"description): the previous code above is {replaced.name}'s, which the chain ran (its last test success "
             f"{replaced.success_rate:.0%}). Keep what works in it and change what this sub-task's description asks "
             f"for.{said}")
 

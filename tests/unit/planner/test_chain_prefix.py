@@ -133,7 +133,7 @@ def test_a_renamed_link_starts_from_the_code_and_verdict_of_the_link_it_replaces
     asked = fast.asked[-1]
     assert asked["previous_code"] == table.skill_code
     assert asked["feedback"].startswith("This sub-task replaces table in the plan (the same success conditions")
-    assert "(its best test success 50%)" in asked["feedback"] and asked["feedback"].endswith(
+    assert "(its last test success 50%)" in asked["feedback"] and asked["feedback"].endswith(
         "Its last critic feedback: died to a zombie in 2 of 4 episodes")
     # Its second attempt revises its own code, as any sub-task's does.
     two.attempts.code(renamed.subtasks[1], two.state.subtasks["table_safely"], [], renamed)
