@@ -233,7 +233,9 @@ class LLMClient:
             except (ValueError, ValidationError) as exc:
                 error = validation_text(exc)
                 log.info("%s answer invalid (attempt %d): %s", agent, attempt, error[:300])
-                conversation = [*messages, {"role": "assistant", "content": text[:4000]},
+                # The whole answer goes back: a repair rewrites it, and half of an 8,000-character skill (it was cut
+                # at 4,000) had the model write the other half again from memory. max_tokens bounds it.
+                conversation = [*messages, {"role": "assistant", "content": text},
                                 {"role": "user", "content": f"That answer is invalid: {error}\nAnswer again with "
                                                             "only a JSON object that matches the schema."}]
                 continue
@@ -290,6 +292,17 @@ def _short(exc: Exception) -> str:
 
 
 def validation_text(exc: Exception) -> str:
+    """What a repair request says was wrong, one part per error; a text over its limit says its length, so that a
+    model that cannot count characters knows by how much to shorten it."""
     if isinstance(exc, ValidationError):
-        return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'answer'}: {e['msg']}" for e in exc.errors()[:8])
+        return "; ".join(_error_part(e) for e in exc.errors()[:8])
     return str(exc)
+
+
+def _error_part(error: Any) -> str:
+    where = ".".join(str(p) for p in error["loc"]) or "answer"
+    value = error.get("input")
+    if error.get("type") == "string_too_long" and isinstance(value, str):
+        limit = int((error.get("ctx") or {}).get("max_length", 0))
+        return f"{where}: {error['msg']} (it has {len(value):,}; cut at least {len(value) - limit:,})"
+    return f"{where}: {error['msg']}"
