@@ -117,6 +117,13 @@ def test_a_skills_own_raise_on_the_line_of_an_if_is_accepted_even_before_its_fir
             "    yield 'noop'\n")
     reply = env_server.stub.RegisterSkill(env_pb2.RegisterSkillRequest(name="give_up_inline", code=code))
     assert reply.skill.name == "give_up_inline"
+    # A plain return there is refused, and the refusal names registration's own world and the way that is accepted.
+    code = "def skill(agent):\n    if agent.inventory.get('iron_pickaxe', 0) < 1:\n        return\n    yield 'noop'\n"
+    status, details = rpc_error(env_server.stub.RegisterSkill,
+                                env_pb2.RegisterSkillRequest(name="return_inline", code=code))
+    assert status == grpc.StatusCode.INVALID_ARGUMENT
+    assert ("in registration's test run, on fresh world 0 (the game's start, nothing an earlier sub-task makes) "
+            "(NoYield)") in details and "`raise ValueError(\"...\")` (its own raise is accepted" in details, details
 
 
 @pytest.mark.parametrize("chain", ["map(abs, x)", "zip(x)", "enumerate(x)", "filter(None, x)", "(v for v in x)"])

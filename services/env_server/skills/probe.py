@@ -32,6 +32,9 @@ from services.env_server.skills.executor import SkillExecutor, SkillRecord
 
 log = logging.getLogger(__name__)
 _SLOT = 0
+FRESH_WORLD = "fresh world {world} (the game's start, nothing an earlier sub-task makes)"
+"""How a refusal names registration's own test world (a critic read "test world 0" as one of the skill's test
+episodes and blamed the earlier links)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,9 +55,8 @@ def _refuse(name: str, error: dict[str, Any], code: str, world: int, steps: int)
         code_line = lines[line - 1].strip()
     where = f" at line {line}" if line else ""
     shown = f" [{code_line}]" if code_line else ""
-    # Said as registration's own world: a critic read "test world 0" as one of the skill's test episodes.
-    message = (f"skill {name!r} failed in registration's test run, on fresh world {world} (the game's start, nothing "
-               f"an earlier sub-task makes) after {steps} steps: {error.get('type')}{where}: "
+    message = (f"skill {name!r} failed in registration's test run, on {FRESH_WORLD.format(world=world)} after "
+               f"{steps} steps: {error.get('type')}{where}: "
                f"{error.get('message', '')}{shown}")
     if error.get("type") == "Timeout":
         raise DeadlineExceeded(message)
@@ -118,8 +120,11 @@ def probe_skill(settings: EnvServerSettings, name: str, code: str, backend: Back
                     _refuse(name, result["error"], code, world, steps)
                 if "done" in result:
                     if world == 0 and steps == 0:
-                        raise InvalidArgument(f"skill {name!r} returned without yielding any action on a test world "
-                                              "(NoYield); a skill must `yield \"<action>\"` at least once")
+                        raise InvalidArgument(
+                            f"skill {name!r} returned without yielding any action in registration's test run, on "
+                            f"{FRESH_WORLD.format(world=world)} (NoYield): a skill must `yield \"<action>\"` at least "
+                            "once; one that cannot act in such a world should say why with `raise ValueError(\"...\")` "
+                            "(its own raise is accepted as giving up, a plain return is not)")
                     break
                 frames += 1
                 if env.step(index[result["action"]]).dead:
