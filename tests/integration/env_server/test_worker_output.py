@@ -20,8 +20,9 @@ N_PRIMITIVES = 17  # Crafter's actions come first in a session's action space, t
 # Acts once, so registration's test run passes, then raises a message UTF-8 cannot encode.
 SURROGATE_AFTER_ACTING = "def skill(agent):\n    yield 'noop'\n    raise ValueError('gave up ' + chr(55296))\n"
 # Fails on its first resume: registration refuses it and quotes the error.
-SURROGATE_AT_ONCE = ("def skill(agent):\n    if agent.steps >= 0: raise ValueError('bad ' + chr(55296))\n"
-                     "    yield 'noop'\n")
+SURROGATE_AT_ONCE = "def skill(agent):\n    assert agent.steps < 0, 'bad ' + chr(55296)\n    yield 'noop'\n"
+"""A failed assert (a code error; a skill's own raise is it giving up, which registration accepts) whose message
+holds the lone surrogate itself."""
 # Each inner generator is dropped while suspended, so its finalizer's 5 MB error goes to the worker's stderr.
 LOUD_FINALIZERS = '''
 def skill(agent):
@@ -92,8 +93,8 @@ def test_a_lone_surrogate_in_a_registration_test_error_keeps_the_real_message(en
     status, details = rpc_error(env_server.stub.RegisterSkill,
                                 env_pb2.RegisterSkillRequest(name="surrogate_probe", code=SURROGATE_AT_ONCE))
     assert status == grpc.StatusCode.INVALID_ARGUMENT, details
-    assert details.endswith(f"ValueError at line 2: bad {REPLACEMENT} [if agent.steps >= 0: raise ValueError('bad ' + "
-                            "chr(55296))]"), details
+    assert details.endswith(f"AssertionError at line 2: bad {REPLACEMENT} [assert agent.steps < 0, 'bad ' + "
+                            "chr(55296)]"), details
     assert_healthy(env_server)
 
 
