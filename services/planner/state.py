@@ -273,7 +273,7 @@ class RunState:
             state = self.subtasks.setdefault(st.name, SubTaskState(name=st.name, decision=decision))
             if fresh:
                 state.replaces = next((old.name for old in dropped if conditions_of(old) == conditions_of(st)
-                                       and self.subtasks.get(old.name, state).skill_code), "")
+                                       and self.subtasks[old.name].skill_code), "")
             if state.status != Status.DONE:
                 state.decision = decision
 
