@@ -161,7 +161,7 @@ class GuardedExecutor(SkillExecutor):
                     if "done" in result:
                         self._end(env, state, "returned", f"returned after {state.frames} frames")
                     else:
-                        error = with_code_line(dict(result.get("error", {})), self.guards[state.active].skill)
+                        error = with_code_line(dict(result.get("error", {})), self.guards[state.active].skill.code)
                         self._end(env, state, "error", f"failed after {state.frames} frames: {error_words(error)}")
                     handed_back[slot] = perception  # the same round goes on: another guard or the waiting skill
             pending = handed_back

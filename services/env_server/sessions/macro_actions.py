@@ -254,7 +254,7 @@ def plan_failed(session: MacroSession, i: int, error: dict[str, Any], skill: Ski
                 spend_frame: bool = True) -> None:
     """A plan skill's error ends the plan action only: the world may have made it fail (a zombie, an item
     used up), and the policy may mend that; the error is reported, naming the skill, and counted."""
-    with_code_line(error, skill)
+    with_code_line(error, skill.code if skill else "")
     out.infos[i]["plan_error"] = {**error, "message": f"plan skill {skill.name}: {error.get('message', '')}"}
     metrics.ENV_SKILL_RUNS.labels("error").inc()
     metrics.ENV_SKILL_ERRORS.labels(error.get("type", "unknown")).inc()
@@ -266,7 +266,7 @@ def plan_failed(session: MacroSession, i: int, error: dict[str, Any], skill: Ski
 def skill_failed(session: MacroSession, i: int, error: dict[str, Any], skill: SkillRecord | None,
                  out: StepOutcome) -> None:
     """Reports env ``i``'s skill error (with its source line) and, when it used no frame, spends one."""
-    with_code_line(error, skill)
+    with_code_line(error, skill.code if skill else "")
     out.infos[i]["skill_error"] = error
     session.slots[i].episode.error = error
     metrics.ENV_SKILL_RUNS.labels("error").inc()

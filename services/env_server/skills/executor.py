@@ -292,19 +292,20 @@ class SkillExecutor:
             self._lost.clear()
 
 
-def with_code_line(error: dict[str, Any], skill: SkillRecord | None) -> dict[str, Any]:
-    """``error`` with the source line its ``line`` names, where it lacks one (filled in place, and returned)."""
-    if skill is not None and error.get("line") and not error.get("code_line"):
-        lines = skill.code.splitlines()
+def with_code_line(error: dict[str, Any], code: str) -> dict[str, Any]:
+    """``error`` with the line of ``code`` its ``line`` names, where it lacks one (filled in place, and returned)."""
+    if code and error.get("line") and not error.get("code_line"):
+        lines = code.splitlines()
         if 0 < error["line"] <= len(lines):
             error["code_line"] = lines[error["line"] - 1].strip()
     return error
 
 
 def error_words(error: dict[str, Any]) -> str:
-    """A skill error in one line, as a trajectory shows it: "ValueError line 4: no water [raise ValueError(...)]"."""
+    """A skill error in one line, as a trajectory and a refusal show it:
+    "ValueError at line 4: no water [raise ValueError(...)]"."""
     line, code_line = error.get("line") or 0, error.get("code_line") or ""
-    return (f"{error.get('type') or 'error'}{f' line {line}' if line else ''}: {error.get('message', '')}"
+    return (f"{error.get('type') or 'error'}{f' at line {line}' if line else ''}: {error.get('message', '')}"
             f"{f' [{code_line}]' if code_line else ''}")
 
 

@@ -28,7 +28,7 @@ from typing import Any
 from rlgpt.errors import DeadlineExceeded, InvalidArgument, ResourceExhausted
 from services.env_server.backends.base import Backend
 from services.env_server.settings import EnvServerSettings
-from services.env_server.skills.executor import SkillExecutor, SkillRecord
+from services.env_server.skills.executor import SkillExecutor, SkillRecord, error_words, with_code_line
 
 log = logging.getLogger(__name__)
 _SLOT = 0
@@ -48,16 +48,8 @@ class ProbeReport:
 
 
 def _refuse(name: str, error: dict[str, Any], code: str, world: int, steps: int) -> None:
-    line = int(error.get("line") or 0)
-    code_line = error.get("code_line") or ""
-    lines = code.splitlines()
-    if line and not code_line and 0 < line <= len(lines):
-        code_line = lines[line - 1].strip()
-    where = f" at line {line}" if line else ""
-    shown = f" [{code_line}]" if code_line else ""
     message = (f"skill {name!r} failed in registration's test run, on {FRESH_WORLD.format(world=world)} after "
-               f"{steps} steps: {error.get('type')}{where}: "
-               f"{error.get('message', '')}{shown}")
+               f"{steps} steps: {error_words(with_code_line(dict(error), code))}")
     if error.get("type") == "Timeout":
         raise DeadlineExceeded(message)
     if error.get("type") == "SandboxBusy":

@@ -80,7 +80,7 @@ def test_a_failing_guard_is_reported_in_the_trajectory_and_the_skill_goes_on(env
     episode = played(env_server, [guard("guard_fail")])
     assert episode.steps == 41 and not episode.error.type, episode.text  # the guard's error is not the skill's
     (line,) = lines_with(episode.text, "guard guard_fail failed after 1 frames")
-    assert 'ValueError line 4: no water in view [raise ValueError("no water in view")], hands back' in line
+    assert 'ValueError at line 4: no water in view [raise ValueError("no water in view")], hands back' in line
 
 
 @pytest.mark.usefixtures("skills")
