@@ -87,6 +87,8 @@ def main(
     work: Annotated[Path, typer.Option(help="Where the env server's log goes.")] = Path("runs/bench-validate"),
     guards: Annotated[Path | None, typer.Option(help="A JSON file of guards to add to the controller (see the "
                                                      "module's doc).")] = None,
+    plan_alone: Annotated[bool, typer.Option(help="A final policy around the kept plan: play the plan alone "
+                                                  "(its coded chain, no policy) instead.")] = False,
     report_only: ReportOnly = False,
     log_level: LogLevel = "INFO",
 ) -> None:
@@ -96,7 +98,7 @@ def main(
         if run is None or not label:
             raise typer.BadParameter("give --run and --label (or --report-only)", param_hint="--run")
         try:
-            controller = read_controller(run, jobs)
+            controller = read_controller(run, jobs, plan_alone)
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--run") from None
         guard_doc, guard_list, guard_code = read_guards(guards) if guards else ({}, [], {})
@@ -122,6 +124,7 @@ def main(
             "code": code, "date_utc": utc_now(),
             "wall_s": round(time.time() - started, 1),
             "machine": machine_info(("crafter",)), "first_seed": first,
+            **({"plan_alone": True} if plan_alone else {}),
             **({"guards": guard_doc} if guard_doc else {}),
             "episodes": episode_records(response.episodes, first)})
         save_results(raw, results)

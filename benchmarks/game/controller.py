@@ -129,8 +129,10 @@ def policy_job(state: RunState, recorded: str) -> str:
     return ""
 
 
-def read_controller(run_dir: Path, jobs_dir: Path) -> FinalController:
-    """The run's final controller; ValueError when the run has none or the state no longer gives the recorded one."""
+def read_controller(run_dir: Path, jobs_dir: Path, plan_alone: bool = False) -> FinalController:
+    """The run's final controller; ValueError when the run has none or the state no longer gives the recorded one.
+    ``plan_alone``: a final policy around the kept plan is replaced by that plan alone (every link coded, no policy
+    stepping in), as the kept plan's evaluation compares them."""
     state, request = RunState.load(run_dir), recorded_request(run_dir)
     if not state.final:
         raise ValueError(f"{run_dir}: the run has no final evaluation in its state.json (not finished): nothing to "
@@ -139,7 +141,13 @@ def read_controller(run_dir: Path, jobs_dir: Path) -> FinalController:
     base = {"run_dir": run_dir, "run_id": run_id, "seed": int(request.seed), "task": request.task.name,
             "recorded": recorded}
     plan = state.plan_proto()
-    if job := policy_job(state, recorded):
+    job = policy_job(state, recorded)
+    if plan_alone:
+        if not job or job != (state.kept_plan or {}).get("job_id"):
+            raise ValueError(f"{run_dir}: its final controller ({recorded!r}) is not a policy around the kept plan, "
+                             "so there is no plan alone to play; drop --plan-alone")
+        recorded = CHAIN_CONTROLLER
+    elif job:
         jobs = find_jobs([job], jobs_dir)
         return FinalController(kind=POLICY, skills=job_skills(jobs, state, run_id), job_id=job, job_dirs=jobs,
                                **base)

@@ -78,6 +78,23 @@ def test_a_kept_plans_policy_is_played_alone_with_the_skills_its_job_names(tmp_p
     assert controller.skills == {"table__dig": MACRO, "wood__keptabc123": WOOD}
 
 
+def test_a_kept_plans_policy_gives_way_to_its_plan_alone_when_asked() -> None:
+    run = RUNS / "claude-relay-collect_diamond-7"  # its final controller is the policy around the kept plan
+    controller = read_controller(run, Path("no-jobs"), plan_alone=True)
+    state = json.loads((run / "state.json").read_text())
+    names = [st["name"] for st in state["plan"]["subtasks"]]
+    assert controller.kind == CODE_PLAN and [skill for skill, _ in controller.plan] == [
+        f"{n}__chain09c9bf" for n in names]
+    assert [controller.skills[skill] for skill, _ in controller.plan] == [
+        state["subtasks"][n]["skill_code"] for n in names]
+
+
+def test_a_plan_alone_is_refused_for_a_controller_that_is_not_a_kept_plans_policy(tmp_path: Path) -> None:
+    run, jobs = make_run(tmp_path, "chain: wood (code) -> table (policy job-1)")
+    with pytest.raises(ValueError, match="not a policy around the kept plan, so there is no plan alone"):
+        read_controller(run, jobs, plan_alone=True)
+
+
 @pytest.mark.parametrize(("recorded", "jobs_dir", "message"), [
     ("chain: wood (code) -> table (policy job-9)", "jobs", "not the recorded final controller"),
     ("chain: wood (code) -> table (policy job-1)", "elsewhere", "job job-1 is not in"),
