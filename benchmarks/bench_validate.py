@@ -29,7 +29,7 @@ from rich.console import Console
 from benchmarks.cli_common import LogLevel, ReportOnly
 from benchmarks.common import REPO_ROOT, load_results, machine_info, save_results, setup_logging, utc_now, write_section
 from benchmarks.crafter.run import start_env_servers
-from benchmarks.game.controller import read_controller
+from benchmarks.game.controller import iteration_controller, read_controller
 from benchmarks.game.play import game_task, play, register
 from benchmarks.game.raw import episode_records
 from benchmarks.validate.report import TITLE, render_section
@@ -89,6 +89,8 @@ def main(
                                                      "module's doc).")] = None,
     plan_alone: Annotated[bool, typer.Option(help="A final policy around the kept plan: play the plan alone "
                                                   "(its coded chain, no policy) instead.")] = False,
+    iteration: Annotated[int | None, typer.Option(help="Play this outer iteration's all-code chain, as its record "
+                                                       "keeps it, instead of the final controller.", min=0)] = None,
     report_only: ReportOnly = False,
     log_level: LogLevel = "INFO",
 ) -> None:
@@ -98,7 +100,8 @@ def main(
         if run is None or not label:
             raise typer.BadParameter("give --run and --label (or --report-only)", param_hint="--run")
         try:
-            controller = read_controller(run, jobs, plan_alone)
+            controller = (iteration_controller(run, iteration) if iteration is not None
+                          else read_controller(run, jobs, plan_alone))
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--run") from None
         guard_doc, guard_list, guard_code = read_guards(guards) if guards else ({}, [], {})
@@ -125,6 +128,7 @@ def main(
             "wall_s": round(time.time() - started, 1),
             "machine": machine_info(("crafter",)), "first_seed": first,
             **({"plan_alone": True} if plan_alone else {}),
+            **({"iteration": iteration} if iteration is not None else {}),
             **({"guards": guard_doc} if guard_doc else {}),
             "episodes": episode_records(response.episodes, first)})
         save_results(raw, results)

@@ -26,6 +26,7 @@ from google.protobuf import json_format
 
 from benchmarks.replay.records import run_id_of
 from rlgpt.app.runner import recorded_request
+from rlgpt.v1 import planner_pb2
 from services.learner.policy import latest_checkpoint
 from services.learner.sf_env import load_job_config
 from services.planner.controller import CHAIN_CONTROLLER, chain_links, coded_skills
@@ -127,6 +128,31 @@ def policy_job(state: RunState, recorded: str) -> str:
         if job and f"policy {job}" in recorded and not recorded.startswith("chain"):
             return job
     return ""
+
+
+def iteration_controller(run_dir: Path, iteration: int) -> FinalController:
+    """The all-code chain an outer iteration evaluated, as its record keeps it (``IterationRecord.chain``), whether or
+    not it was kept; ValueError when the record has none (an older run, or an iteration not evaluated) or a link
+    of it is not coded."""
+    state, request = RunState.load(run_dir), recorded_request(run_dir)
+    records = [it for it in state.iterations if it.get("iteration") == iteration]
+    chain = records[0].get("chain") if records else None
+    if not chain or not chain.get("plan"):
+        raise ValueError(f"{run_dir}: iteration {iteration} has no recorded chain (iterations recorded: "
+                         f"{[it.get('iteration') for it in state.iterations if it.get('chain')]}); a run recorded "
+                         "before iterations kept their chain can only play its final controller")
+    plan, controllers = json_format.ParseDict(chain["plan"], planner_pb2.Plan()), chain.get("controllers", {})
+    codes = [(st.name, str(controllers.get(st.name, {}).get("skill_code") or "")) for st in plan.subtasks]
+    if missing := [name for name, code in codes if not code or controllers[name].get("decision") != "code"]:
+        raise ValueError(f"{run_dir}: iteration {iteration}'s chain has links without code ({missing}); this bench "
+                         "plays an iteration's all-code chain only")
+    run_id = run_id_of(run_dir)
+    names = {name: chain_name(name, run_id) for name, _ in codes}
+    return FinalController(
+        kind=CODE_PLAN, run_dir=run_dir, run_id=run_id, seed=int(request.seed), task=request.task.name,
+        recorded=f"iteration {iteration}'s chain of coded skills", skills={names[n]: code for n, code in codes},
+        plan=tuple((names[st.name], tuple(json_format.MessageToDict(c, preserving_proto_field_name=True)
+                                          for c in st.success)) for st in plan.subtasks))
 
 
 def read_controller(run_dir: Path, jobs_dir: Path, plan_alone: bool = False) -> FinalController:

@@ -266,6 +266,7 @@ class TwoLoops(PlanMaking, InnerLoops):
         record.score, record.achievement_rates = evaluation.score, evaluation.achievement_rates
         if not evaluation.error and evaluation.controller != NO_CONTROLLER:
             record.success_rate = evaluation.success_rate
+            record.chain = task_review.chain_of(ctx)  # before keep_best may restore the best one's
             record.kept = task_review.keep_best(ctx, record)
         log.info("iteration %d: whole task %s with %s (%s)", record.iteration,
                  "not evaluated" if record.success_rate is None else

@@ -98,6 +98,10 @@ class IterationRecord:
     """A game task's measure (services/planner/game_task.py): the game's score in percent; None otherwise."""
     achievement_rates: dict[str, float] = dataclasses.field(default_factory=dict)
     """A game task's: each achievement's success rate in percent over the evaluation's episodes."""
+    chain: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """The controller evaluated: its ``plan`` and each sub-task's controller (``controllers``: code, the policy
+    the chain ran), as the best one keeps them, so that any iteration's chain can be played again (bench-validate
+    ``--iteration``), not only the one kept."""
 
     def as_json(self) -> dict[str, Any]:
         game = ("score", "achievement_rates")  # a game task's only

@@ -146,13 +146,17 @@ def apply(ctx: RunContext, plan: planner_pb2.Plan, verdict: critic_pb2.Verdict) 
 
 
 def snapshot(ctx: RunContext, record: IterationRecord) -> dict[str, Any]:
-    """The controller just evaluated: its plan and each sub-task's controller (code, the policy the chain ran)."""
-    plan = ctx.state.plan_proto()
-    subs = {st.name: ctx.state.subtasks[st.name] for st in (plan.subtasks if plan else [])}
+    """The controller just evaluated, its score and per-world successes (what keep_best compares)."""
     score = {"score": record.score} if record.score is not None else {}  # a game task's measure
     return {"iteration": record.iteration, "success_rate": record.success_rate, "successes": list(record.successes),
-            **score, "plan": ctx.state.plan,
-            "controllers": {name: controller_of(sub) for name, sub in subs.items()}}
+            **score, **chain_of(ctx)}
+
+
+def chain_of(ctx: RunContext) -> dict[str, Any]:
+    """The controller in the state: its plan and each sub-task's controller (code, the policy the chain ran)."""
+    plan = ctx.state.plan_proto()
+    subs = {st.name: ctx.state.subtasks[st.name] for st in (plan.subtasks if plan else [])}
+    return {"plan": ctx.state.plan, "controllers": {name: controller_of(sub) for name, sub in subs.items()}}
 
 
 def controller_of(sub: SubTaskState) -> dict[str, Any]:

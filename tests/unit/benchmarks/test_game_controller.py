@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.game.controller import CHAIN, CODE_PLAN, POLICY, read_controller
+from benchmarks.game.controller import CHAIN, CODE_PLAN, POLICY, iteration_controller, read_controller
 from rlgpt.v1 import common_pb2, planner_pb2
 from services.planner.state import Decision, RunState, Status, SubTaskState
 
@@ -93,6 +93,26 @@ def test_a_plan_alone_is_refused_for_a_controller_that_is_not_a_kept_plans_polic
     run, jobs = make_run(tmp_path, "chain: wood (code) -> table (policy job-1)")
     with pytest.raises(ValueError, match="not a policy around the kept plan, so there is no plan alone"):
         read_controller(run, jobs, plan_alone=True)
+
+
+def test_an_iterations_chain_is_played_as_its_record_keeps_it_and_a_run_without_one_is_refused(
+        tmp_path: Path) -> None:
+    run, _ = make_run(tmp_path, "chain of coded skills")
+    state = json.loads((run / "state.json").read_text())
+    plan = {"subtasks": [{"name": "wood", "decision": "DECISION_CODE", "success": [{"achievement": "collect_wood"}]}]}
+    state["iterations"] = [{"iteration": 0, "chain": {"plan": plan, "controllers": {
+        "wood": {"decision": "code", "skill_code": MACRO}}}}, {"iteration": 1}]
+    (run / "state.json").write_text(json.dumps(state))
+    controller = iteration_controller(run, 0)
+    assert controller.kind == CODE_PLAN and controller.recorded == "iteration 0's chain of coded skills"
+    assert controller.plan == (("wood__chainabc123", ({"achievement": "collect_wood"},)),)
+    assert controller.skills == {"wood__chainabc123": MACRO}  # the iteration's code, not the state's (WOOD)
+    with pytest.raises(ValueError, match=r"iteration 1 has no recorded chain \(iterations recorded: \[0\]\)"):
+        iteration_controller(run, 1)
+    state["iterations"][0]["chain"]["controllers"]["wood"] = {"decision": "rl", "skill_code": ""}
+    (run / "state.json").write_text(json.dumps(state))
+    with pytest.raises(ValueError, match=r"links without code \(\['wood'\]\)"):
+        iteration_controller(run, 0)
 
 
 @pytest.mark.parametrize(("recorded", "jobs_dir", "message"), [

@@ -134,6 +134,30 @@ def test_a_run_below_its_target_goes_on_after_every_subtask_is_done_and_improves
     assert two.state.subtasks["table"].skill_code == "table-2"
 
 
+def test_every_evaluated_iteration_keeps_its_own_chain_a_rolled_back_one_too(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    two = coded_loops(tmp_path, max_outer_iterations=2, target_success=0.9)
+    rates = iter([[True, True, False, False], [True, False, False, False]])  # the revision loses a world
+    monkeypatch.setattr(loops_module, "iteration_evaluation", lambda ctx: FinalResult(
+        episodes=4, frames_used=0, controller="chain", successes=(s := next(rates)), success_rate=sum(s) / 4,
+        links=[{"name": "table", "reached": 4, "succeeded": sum(s)}]))
+
+    def code(st: planner_pb2.SubTask, state: SubTaskState, start: list[common_pb2.ItemCount],
+             plan: Any) -> critic_pb2.Verdict:
+        state.skill_code = f"{st.name}-2"
+        return critic_pb2.Verdict(success=True, success_rate=1.0, target=critic_pb2.TARGET_KEEP)
+
+    two.attempts.code = code
+    two._iterate()
+    first, second = two.state.iterations
+    assert second["kept"].startswith("not better than iteration 0's")
+    assert two.state.subtasks["table"].skill_code == "table-1"  # the best one's code is in force again
+    assert [st["name"] for st in second["chain"]["plan"]["subtasks"]] == ["wood", "table"]
+    assert {n: c["skill_code"] for n, c in first["chain"]["controllers"].items()} == {"wood": "wood-1",
+                                                                                      "table": "table-1"}
+    assert second["chain"]["controllers"]["table"]["skill_code"] == "table-2"  # what iteration 1 evaluated
+
+
 def test_a_run_says_why_it_stopped_below_its_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     two = coded_loops(tmp_path, max_outer_iterations=2, target_success=0.9)
     monkeypatch.setattr(loops_module, "iteration_evaluation", lambda ctx: FinalResult(
