@@ -15,7 +15,7 @@ from benchmarks.common import REPO_ROOT
 from benchmarks.sections import CURRENT, FROZEN, HISTORY
 from benchmarks.skills.report import render_section as skills_section
 
-MAX_LINES = 450  # 440 until the seventh collect_diamond record and its validation arms (2026-11-30); one section per bench
+MAX_LINES = 450  # 440 until run 7's record and its validation arms (2026-11-30); one section per bench
 
 
 @pytest.fixture(scope="module")
