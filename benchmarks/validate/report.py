@@ -66,10 +66,10 @@ def render_section(results: dict[str, Any]) -> str:
              "`make bench-validate` plays a recorded run's final controller (its skills' code as recorded, no LLM; "
              "`--plan-alone`: a kept plan's policy replaced by its plan alone; `--iteration N`: the chain an outer "
              "iteration evaluated) on the run's validation worlds (`rlgpt/worlds.py` `validation_worlds`: apart "
-             "from its own evaluations and from bench-game's held-out sets) with the env server of the commit each arm names, and pairs each "
-             "arm with its run's first on the same worlds. Settings and mechanisms are chosen here, never on "
-             "held-out worlds. Crafter's episodes (10,000 frames or death), one per world; the task counts when "
-             f"its achievement was unlocked. {'; '.join(machines)}.", ""]
+             "from its own evaluations and from bench-game's held-out sets) with the env server of the commit each "
+             "arm names, and pairs each arm with its run's first on the same worlds. Settings and mechanisms are "
+             "chosen here, never on held-out worlds. Crafter's episodes (10,000 frames or death), one per world; "
+             f"the task counts when its achievement was unlocked. {'; '.join(machines)}.", ""]
     lines += markdown_table(("run", "arm", "code", "worlds", "task success", "median length",
                              "deaths (kind: episodes)", "against the run's first arm"),
                             [arm_row(arm, firsts[arm["run"]]) for arm in arms], "llllllrl")
