@@ -147,12 +147,17 @@ def iteration_controller(run_dir: Path, iteration: int) -> FinalController:
         raise ValueError(f"{run_dir}: iteration {iteration}'s chain has links without code ({missing}); this bench "
                          "plays an iteration's all-code chain only")
     run_id = run_id_of(run_dir)
-    names = {name: chain_name(name, run_id) for name, _ in codes}
-    return FinalController(
-        kind=CODE_PLAN, run_dir=run_dir, run_id=run_id, seed=int(request.seed), task=request.task.name,
-        recorded=f"iteration {iteration}'s chain of coded skills", skills={names[n]: code for n, code in codes},
-        plan=tuple((names[st.name], tuple(json_format.MessageToDict(c, preserving_proto_field_name=True)
-                                          for c in st.success)) for st in plan.subtasks))
+    return code_plan(plan, codes, run_dir=run_dir, run_id=run_id, seed=int(request.seed), task=request.task.name,
+                     recorded=f"iteration {iteration}'s chain of coded skills")
+
+
+def code_plan(plan: planner_pb2.Plan, codes: list[tuple[str, str]], **base: Any) -> FinalController:
+    """An all-code chain as the env server's plan: each sub-task's code (``codes``: name, code in plan order) under
+    its chain name, with its success conditions."""
+    names = {name: chain_name(name, base["run_id"]) for name, _ in codes}
+    return FinalController(kind=CODE_PLAN, skills={names[name]: code for name, code in codes}, plan=tuple(
+        (names[st.name], tuple(json_format.MessageToDict(c, preserving_proto_field_name=True) for c in st.success))
+        for st in plan.subtasks), **base)
 
 
 def read_controller(run_dir: Path, jobs_dir: Path, plan_alone: bool = False) -> FinalController:
@@ -182,10 +187,7 @@ def read_controller(run_dir: Path, jobs_dir: Path, plan_alone: bool = False) -> 
         if plan is None or len(codes) != len(plan.subtasks):
             raise ValueError(f"{run_dir}: recorded as an all-code chain, but a sub-task of its state's plan has no "
                              "code")
-        names = {name: chain_name(name, run_id) for name, _ in codes}
-        return FinalController(kind=CODE_PLAN, skills={names[name]: code for name, code in codes}, plan=tuple(
-            (names[st.name], tuple(json_format.MessageToDict(c, preserving_proto_field_name=True) for c in st.success))
-            for st in plan.subtasks), **base)
+        return code_plan(plan, codes, **base)
     if not recorded.startswith("chain: "):
         raise ValueError(f"{run_dir}: its final controller ({recorded!r}) is none this bench can play")
     names = {name: chain_name(name, run_id) for name, _ in codes}
