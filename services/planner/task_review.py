@@ -149,7 +149,7 @@ def snapshot(ctx: RunContext, record: IterationRecord) -> dict[str, Any]:
     """The controller just evaluated, its score and per-world successes (what keep_best compares)."""
     score = {"score": record.score} if record.score is not None else {}  # a game task's measure
     return {"iteration": record.iteration, "success_rate": record.success_rate, "successes": list(record.successes),
-            **score, **chain_of(ctx)}
+            **score, **(record.chain or chain_of(ctx))}  # the record's chain: taken once, before keep_best
 
 
 def chain_of(ctx: RunContext) -> dict[str, Any]:
